@@ -1,0 +1,96 @@
+# simplechain — build, test, bench, install.  `make help` lists the targets.
+CC      ?= cc
+PREFIX  ?= /usr/local
+BUILD   ?= build
+OPT     ?= -O3
+WARN    := -Wall -Wextra -Wpedantic -Werror
+CFLAGS  ?=
+CFLAGS  += -std=c11 $(OPT) $(WARN) -pthread -g
+LDLIBS  += -lm -pthread
+AVX2_FLAGS   := -mavx2 -mfma
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512
+
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq (,$(findstring x86_64,$(ARCH)))
+  KERNEL_SRCS := kernels/avx2.c kernels/avx512.c
+  KDEFS := -DSC_HAVE_KERNELS
+endif
+
+CMOCKA_CFLAGS := $(shell pkg-config --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+
+LIB      := $(BUILD)/libsimplechain.a
+LIB_OBJS := $(BUILD)/simplechain.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.o)
+EXAMPLES := $(BUILD)/toy2x2
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+
+.PHONY: all test test-asan bench bench-toy install uninstall clean format lint help deps run-toy
+all: $(LIB) $(EXAMPLES)
+
+help:
+	@echo "make            build the library ($(LIB)) and the examples"
+	@echo "make test       build and run the cmocka test suite"
+	@echo "make test-asan  the test suite under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make bench      simplechain vs its PyTorch twin, side by side (bench/RESULTS.md)"
+	@echo "make install    install header and library under PREFIX=$(PREFIX)"
+	@echo "make deps       install the Debian packages the build, tests and benchmarks use"
+
+$(BUILD)/simplechain.o: simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(KDEFS) -c $< -o $@
+$(BUILD)/kernels/avx2.o: kernels/avx2.c simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
+$(BUILD)/kernels/avx512.o: kernels/avx512.c simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+$(LIB): $(LIB_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/%: examples/%.c $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -I. $< $(LIB) -o $@ $(CMOCKA_LIBS) $(LDLIBS) \
+	  $(if $(findstring test_alloc,$@),-Wl$(comma)--wrap=malloc$(comma)--wrap=calloc$(comma)--wrap=realloc$(comma)--wrap=free)
+comma := ,
+
+# Every test binary runs; the exit status is non-zero if any failed.
+test: $(TESTS) $(EXAMPLES)
+	@fail=0; for t in $(TESTS); do \
+	  echo "== $$t"; SC_SRC_DIR=$(CURDIR) SC_BUILD_DIR=$(CURDIR)/$(BUILD) ./$$t || fail=1; \
+	done; \
+	if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; else echo "make test: all test programs passed"; fi
+
+test-asan:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
+	  LDLIBS="-lm -pthread -fsanitize=address,undefined" test
+
+run-toy: $(BUILD)/toy2x2
+	./$(BUILD)/toy2x2
+
+bench: bench-toy
+bench-toy: $(BUILD)/toy2x2
+	bash bench/bench_toy.sh
+
+install: $(LIB)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
+	install -m 644 simplechain.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/simplechain.h $(DESTDIR)$(PREFIX)/lib/libsimplechain.a
+
+deps:
+	bash scripts/install-deps.sh --all
+
+format:
+	clang-format -i simplechain.c simplechain.h kernels/*.c examples/*.c tests/*.c tests/*.h
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	  --suppress=missingIncludeSystem --inline-suppr -DSC__TW=16 simplechain.c examples/*.c
+
+clean:
+	rm -rf build build-asan

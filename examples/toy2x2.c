@@ -1,0 +1,257 @@
+/* toy2x2 — the SimpleChains.jl benchmark: learn the matrix exponential of 2x2 matrices.
+ *
+ * X: samples of 4 standard-normal floats, read as the 2x2 matrix [[x0, x1], [x2, x3]];
+ * Y: the 4 entries of exp(X), computed in double with the closed form for 2x2 matrices.
+ * Network 4 -> 32 tanh -> 16 tanh -> 4, full-batch ADAM, squared loss.
+ *
+ *   toy2x2 [--steps N] [--samples N] [--seed S] [--lr LR] [--threads T]
+ *          [--every N] [--save FILE] [--quiet] [--help]
+ *
+ * "MSE" below is the mean over samples and the 4 outputs of the squared error (the
+ * library's squared loss sums over outputs, so MSE = loss / 4).
+ */
+#include "simplechain.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* multiply-adds of one sample's forward + pullback, x2 for flops:
+ * forward W1..W3 (4*32 + 32*16 + 16*4), dW the same, dX for layers 2 and 3 */
+#define TOY_FLOPS_PER_SAMPLE_STEP (2.0 * (704 + 704 + 576))
+
+typedef struct {
+  uint64_t s;
+} rng64;
+static uint64_t rng_next(rng64 *r) { /* splitmix64 */
+  uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double rng_unif(rng64 *r) { return ((double)(rng_next(r) >> 11) + 0.5) * 0x1.0p-53; }
+static double rng_normal(rng64 *r) { /* Box-Muller */
+  double u = rng_unif(r), v = rng_unif(r);
+  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* exp of [[a, b], [c, d]] in double: A = s I + B with s = (a+d)/2 and B traceless,
+ * B^2 = q I with q = ((a-d)/2)^2 + b c, so exp(A) = e^s (ch(q) I + sh(q) B) where
+ * ch = cosh(sqrt q), sh = sinh(sqrt q)/sqrt q (cos/sin for q < 0, series near 0). */
+static void expm2x2(const double m[4], double e[4]) {
+  double s = 0.5 * (m[0] + m[3]), h = 0.5 * (m[0] - m[3]);
+  double q = h * h + m[1] * m[2], ch, sh;
+  if (fabs(q) < 1e-8) {
+    ch = 1 + q / 2 + q * q / 24;
+    sh = 1 + q / 6 + q * q / 120;
+  } else if (q > 0) {
+    double r = sqrt(q);
+    ch = cosh(r);
+    sh = sinh(r) / r;
+  } else {
+    double r = sqrt(-q);
+    ch = cos(r);
+    sh = sin(r) / r;
+  }
+  double es = exp(s);
+  e[0] = es * (ch + sh * h);
+  e[1] = es * sh * m[1];
+  e[2] = es * sh * m[2];
+  e[3] = es * (ch - sh * h);
+}
+
+static void make_data(float *x, float *y, size_t n, uint64_t seed) {
+  rng64 r = {seed};
+  for (size_t i = 0; i < n; i++) {
+    double m[4], e[4];
+    for (int k = 0; k < 4; k++) m[k] = rng_normal(&r);
+    expm2x2(m, e);
+    for (int k = 0; k < 4; k++) {
+      x[i * 4 + k] = (float)m[k];
+      y[i * 4 + k] = (float)e[k];
+    }
+  }
+}
+
+typedef struct {
+  const sc_chain *chain;
+  const float *xt, *yt;
+  size_t ntest;
+  sc_workspace *ws_test;
+  double last_t;
+  size_t last_step;
+  int quiet;
+} monitor;
+
+static int on_progress(const sc_progress *pr, void *user) {
+  monitor *m = user;
+  float test_loss = NAN;
+  if (sc_loss_value(m->chain, SC_LOSS_SQUARED, pr->p, m->xt, m->yt, m->ntest, &test_loss,
+                    m->ws_test) != SC_OK)
+    fprintf(stderr, "toy2x2: test loss failed: %s\n", sc_last_error());
+  double dt = pr->seconds - m->last_t;
+  double rate = dt > 0 ? (double)(pr->step - m->last_step) / dt : 0;
+  m->last_t = pr->seconds;
+  m->last_step = pr->step;
+  if (!m->quiet)
+    printf("step %7zu/%zu  train MSE %.5f  test MSE %.5f  %8.0f steps/s\n", pr->step,
+           pr->total_steps, pr->loss / 4, test_loss / 4, rate);
+  fflush(stdout);
+  return 0;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: toy2x2 [options]\n"
+          "Trains 4 -> 32 tanh -> 16 tanh -> 4 to map a 2x2 matrix to its matrix exponential\n"
+          "(full-batch ADAM, squared loss), like the SimpleChains.jl benchmark.\n\n"
+          "  --steps N      ADAM steps (default 10000)\n"
+          "  --samples N    training samples; a separate test set of the same size (default 10000)\n"
+          "  --seed S       seed for data and initial parameters (default 1)\n"
+          "  --lr LR        learning rate (default 1e-3)\n"
+          "  --threads T    threads (default 1); results do not depend on it\n"
+          "  --every N      progress line every N steps (default 1000, 0 = none)\n"
+          "  --save FILE    write the trained parameters (raw little-endian float32, see README)\n"
+          "  --quiet        only the final summary\n"
+          "  --help         this text\n");
+}
+
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || end == s || s[0] == '-') return 0;
+  *out = (size_t)v;
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  size_t steps = 10000, samples = 10000, every = 1000;
+  unsigned long long seed = 1;
+  double lr = 1e-3;
+  int threads = 1, quiet = 0;
+  const char *save = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int ok = 1;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = 1;
+      continue;
+    }
+    if (!v) {
+      fprintf(stderr, "toy2x2: %s needs a value (see --help)\n", a);
+      return 2;
+    }
+    if (!strcmp(a, "--steps")) ok = parse_size(v, &steps) && steps > 0;
+    else if (!strcmp(a, "--samples")) ok = parse_size(v, &samples) && samples > 0;
+    else if (!strcmp(a, "--every")) ok = parse_size(v, &every);
+    else if (!strcmp(a, "--seed")) {
+      size_t s;
+      ok = parse_size(v, &s);
+      seed = s;
+    } else if (!strcmp(a, "--lr")) {
+      char *end;
+      lr = strtod(v, &end);
+      ok = *end == 0 && lr > 0 && isfinite(lr);
+    } else if (!strcmp(a, "--threads")) {
+      size_t t;
+      ok = parse_size(v, &t) && t >= 1 && t <= 1024;
+      threads = (int)t;
+    } else if (!strcmp(a, "--save")) save = v;
+    else {
+      fprintf(stderr, "toy2x2: unknown option '%s' (see --help)\n", a);
+      return 2;
+    }
+    if (!ok) {
+      fprintf(stderr, "toy2x2: bad value '%s' for %s\n", v, a);
+      return 2;
+    }
+    i++;
+  }
+
+  sc_layer layers[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
+  sc_chain *chain = NULL;
+  sc_workspace *ws_test = NULL;
+  float *x = NULL, *y = NULL, *xt = NULL, *yt = NULL, *p = NULL;
+  int rc = 1;
+  sc_status st;
+#define CHECK(call)                                                                        \
+  do {                                                                                     \
+    if ((st = (call)) != SC_OK) {                                                          \
+      fprintf(stderr, "toy2x2: %s: %s\n", sc_status_str(st), sc_last_error());             \
+      goto out;                                                                            \
+    }                                                                                      \
+  } while (0)
+  CHECK(sc_chain_create(&chain, 4, layers, 3));
+  size_t np;
+  CHECK(sc_chain_nparams(chain, &np));
+  x = malloc(samples * 4 * sizeof *x);
+  y = malloc(samples * 4 * sizeof *y);
+  xt = malloc(samples * 4 * sizeof *xt);
+  yt = malloc(samples * 4 * sizeof *yt);
+  p = malloc(np * sizeof *p);
+  if (!x || !y || !xt || !yt || !p) {
+    fprintf(stderr, "toy2x2: out of memory for %zu samples\n", samples);
+    goto out;
+  }
+  make_data(x, y, samples, seed * 2 + 1);
+  make_data(xt, yt, samples, seed * 2 + 2);
+  CHECK(sc_params_init(chain, p, np, seed));
+  CHECK(sc_workspace_create(&ws_test, chain, samples));
+  if (!quiet) {
+    char buf[1024];
+    sc_chain_summary(chain, buf, sizeof buf, NULL);
+    printf("toy2x2: %zu train + %zu test samples, %zu steps, lr %g, %d thread(s), seed %llu\n%s",
+           samples, samples, steps, lr, threads, seed, buf);
+  }
+  monitor mon = {chain, xt, yt, samples, ws_test, 0, 0, quiet};
+  sc_train_opts opts = sc_train_defaults();
+  opts.optim = sc_adam(lr);
+  opts.epochs = steps; /* full batch: one step per epoch */
+  opts.batch_size = 0;
+  opts.threads = threads;
+  opts.seed = seed;
+  opts.progress_every = every;
+  opts.progress = every ? on_progress : NULL;
+  opts.user = &mon;
+  sc_data data = {x, y, samples};
+  sc_train_report rep;
+  CHECK(sc_train(chain, SC_LOSS_SQUARED, p, &data, &opts, &rep));
+
+  float train_loss, test_loss;
+  CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, x, y, samples, &train_loss, ws_test));
+  CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, xt, yt, samples, &test_loss, ws_test));
+  /* the training time includes the progress callbacks' test evaluations; report the
+   * training throughput on the steps alone */
+  double gflops = TOY_FLOPS_PER_SAMPLE_STEP * (double)samples * (double)rep.steps / rep.seconds * 1e-9;
+  printf("done: %zu steps in %.3f s (%.0f steps/s, %.1f GFLOP/s on the matmuls, kernels %s)\n",
+         rep.steps, rep.seconds, (double)rep.steps / rep.seconds, gflops, sc_chain_isa(chain));
+  printf("train MSE %.5f   test MSE %.5f\n", train_loss / 4, test_loss / 4);
+  printf("RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%.4f "
+         "train_mse=%.6f test_mse=%.6f gflops=%.2f\n",
+         rep.steps, samples, threads, rep.seconds, train_loss / 4, test_loss / 4, gflops);
+  if (save) {
+    FILE *f = fopen(save, "wb");
+    if (!f || fwrite(p, sizeof *p, np, f) != np || fclose(f) != 0) {
+      fprintf(stderr, "toy2x2: cannot write parameters to '%s'\n", save);
+      goto out;
+    }
+    printf("saved %zu parameters to %s\n", np, save);
+  }
+  rc = 0;
+out:
+  free(x);
+  free(y);
+  free(xt);
+  free(yt);
+  free(p);
+  sc_workspace_destroy(ws_test);
+  sc_chain_destroy(chain);
+  return rc;
+}

@@ -1,0 +1,15 @@
+/* kernels/avx2.c — the kernel set for CPUs with AVX2, compiled with: -mavx2 -mfma
+ *
+ * The portable kernels of simplechain.c are compiled once more here (through
+ * SC__KERNELS_ONLY), so the compiler vectorizes them for this ISA; a kernel may be
+ * replaced by a hand-written one where that measures faster. The table below is what
+ * the dispatcher in simplechain.c picks when the CPU supports AVX2.
+ */
+#define SC__KERNELS_ONLY 1
+#define SC__OB 4 /* output rows per register block for this register file */
+#include "../simplechain.c"
+
+const sc__kt_f32 sc__kt_f32_avx2 = {"avx2", sc__dense_fwd_f32, sc__dense_dw_f32, sc__dense_dx_f32,
+                                    sc__act_bwd_f32};
+const sc__kt_f64 sc__kt_f64_avx2 = {"avx2", sc__dense_fwd_f64, sc__dense_dw_f64, sc__dense_dx_f64,
+                                    sc__act_bwd_f64};

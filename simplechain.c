@@ -1,0 +1,1642 @@
+/* simplechain.c — engine, memory planning, drivers, losses, optimizers, training
+ * loop, thread pool and the portable reference kernels. See simplechain.h.
+ *
+ * How this file is organised. The numeric code (kernels, drivers, losses) is written
+ * once, for an element type SC__T, in the "typed section" at the end of the file; the
+ * file includes itself twice to instantiate it for float (_f32) and double (_f64).
+ * kernels/avx2.c and kernels/avx512.c include this file once more with
+ * SC__KERNELS_ONLY defined: they get the same kernels compiled with their own -m
+ * flags (and may replace some with intrinsics), and export a kernel table that the
+ * dispatcher here picks at sc_chain_create. Compiled alone, this file is a complete,
+ * portable library whose only kernel set is "scalar".
+ *
+ * Internal layout of a computation. A batch is cut into tiles of SC__TW samples.
+ * Inside a tile, activations are stored feature-major: a layer output with O
+ * features is an O x SC__TW array, row o holding feature o of the tile's samples, so
+ * every kernel's inner loop runs over SC__TW contiguous samples (one or two vector
+ * registers) with a broadcast weight. Tiles are grouped into slices; each slice owns
+ * its tile buffers and a gradient accumulator, a thread works on whole slices, and
+ * slices are reduced in index order, so results do not depend on the thread count.
+ */
+#ifndef SC__TYPED /* ======================================================== main pass */
+
+#if !defined(_POSIX_C_SOURCE) && !defined(_WIN32)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "simplechain.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if !defined(SC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#define SC__THREADS 1
+#include <pthread.h>
+#else
+#define SC__THREADS 0
+#endif
+
+#if defined(_MSC_VER)
+#define SC__TLS __declspec(thread)
+#else
+#define SC__TLS _Thread_local
+#endif
+
+/* Samples per tile. 16 floats is one AVX-512 register, two AVX2 registers. Changing
+ * it changes summation order (and therefore low-order bits of results). */
+#define SC__TW 16
+/* Slicing: a slice holds at least SC__MIN_TILES tiles and there are at most
+ * SC__MAX_SLICES slices. Both depend only on the batch size, never on threads. */
+#define SC__MAX_SLICES 16
+#define SC__MIN_TILES 4
+#define SC__ALIGN 64
+
+/* ---------------------------------------------------------------- kernel tables */
+/* All kernels work on one tile (SC__TW samples, feature-major). Dimension letters:
+ * O outputs of a layer, I its inputs, ld the padded row length of a transposed tile. */
+#define SC__KT_FIELDS(T)                                                                \
+  const char *name;                                                                    \
+  /* a = act(W x + b) for one tile; z receives the pre-activation when not NULL */    \
+  void (*dense_fwd)(T *a, T *z, const T *W, const T *b, const T *x, size_t O, size_t I, \
+                    sc_act act);                                                       \
+  /* gW[o][i] += sum_t dz[o][t] xT[t][i]   (xT is SC__TW x ld, sample-major) */         \
+  void (*dense_dw)(T *gW, const T *dz, const T *xT, size_t O, size_t I, size_t ld);     \
+  /* dx[i][t] = sum_o W[o][i] dz[o][t] */                                               \
+  void (*dense_dx)(T *dx, const T *W, const T *dz, size_t O, size_t I);                  \
+  /* d[k] *= act'(.) at a[k] (z[k] for gelu), k < n */                                  \
+  void (*act_bwd)(T *d, const T *a, const T *z, size_t n, sc_act act);
+
+typedef struct sc__kt_f32 {
+  SC__KT_FIELDS(float)
+} sc__kt_f32;
+typedef struct sc__kt_f64 {
+  SC__KT_FIELDS(double)
+} sc__kt_f64;
+
+/* what a driver call computes */
+enum { SC__FORWARD = 0, SC__LOSS, SC__VALGRAD, SC__PULLBACK };
+
+#ifndef SC__KERNELS_ONLY /* ================================ engine (non-typed part) */
+
+/* ---------------------------------------------------------------- errors */
+static SC__TLS char sc__errbuf[512];
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static sc_status
+sc__fail(sc_status st, const char *fn, const char *fmt, ...) {
+  va_list ap;
+  int k = snprintf(sc__errbuf, sizeof sc__errbuf, "%s: ", fn);
+  if (k < 0) k = 0;
+  if ((size_t)k >= sizeof sc__errbuf) k = (int)sizeof sc__errbuf - 1;
+  va_start(ap, fmt);
+  vsnprintf(sc__errbuf + k, sizeof sc__errbuf - (size_t)k, fmt, ap);
+  va_end(ap);
+  return st;
+}
+#define SC__FAIL(st, ...) sc__fail((st), __func__, __VA_ARGS__)
+#define SC__CHECK_NULL(ptr)                                                             \
+  do {                                                                                 \
+    if (!(ptr)) return SC__FAIL(SC_ERR_NULL, "argument '%s' is NULL", #ptr);            \
+  } while (0)
+
+const char *sc_last_error(void) { return sc__errbuf; }
+
+const char *sc_status_str(sc_status s) {
+  switch (s) {
+  case SC_OK: return "SC_OK";
+  case SC_ERR_NULL: return "SC_ERR_NULL";
+  case SC_ERR_ARG: return "SC_ERR_ARG";
+  case SC_ERR_SHAPE: return "SC_ERR_SHAPE";
+  case SC_ERR_OVERFLOW: return "SC_ERR_OVERFLOW";
+  case SC_ERR_NOMEM: return "SC_ERR_NOMEM";
+  case SC_ERR_NONFINITE: return "SC_ERR_NONFINITE";
+  case SC_ERR_BATCH: return "SC_ERR_BATCH";
+  case SC_ERR_IO: return "SC_ERR_IO";
+  case SC_ERR_FORMAT: return "SC_ERR_FORMAT";
+  case SC_ERR_UNSUPPORTED: return "SC_ERR_UNSUPPORTED";
+  case SC_ERR_THREAD: return "SC_ERR_THREAD";
+  case SC_ERR_STOPPED: return "SC_ERR_STOPPED";
+  }
+  return "SC_ERR_(unknown)";
+}
+
+/* ---------------------------------------------------------------- size arithmetic */
+/* All size computations go through these; *ok is cleared on overflow. */
+static size_t sc__add(size_t a, size_t b, int *ok) {
+  if (a > SIZE_MAX - b) {
+    *ok = 0;
+    return 0;
+  }
+  return a + b;
+}
+static size_t sc__mul(size_t a, size_t b, int *ok) {
+  if (a != 0 && b > SIZE_MAX / a) {
+    *ok = 0;
+    return 0;
+  }
+  return a * b;
+}
+static size_t sc__roundup(size_t a, size_t m, int *ok) {
+  size_t r = sc__add(a, m - 1, ok);
+  return r - r % m;
+}
+
+/* ---------------------------------------------------------------- PRNG */
+/* splitmix64 to seed, xoshiro256** to draw: same numbers on every machine. */
+typedef struct sc__rng {
+  uint64_t s[4];
+} sc__rng;
+
+static uint64_t sc__splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static void sc__rng_seed(sc__rng *r, uint64_t seed) {
+  for (int i = 0; i < 4; i++) r->s[i] = sc__splitmix(&seed);
+}
+static uint64_t sc__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t sc__rng_next(sc__rng *r) {
+  uint64_t *s = r->s;
+  uint64_t out = sc__rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = sc__rotl(s[3], 45);
+  return out;
+}
+/* uniform in [0, 1) with 53 random bits */
+static double sc__rng_unif(sc__rng *r) { return (double)(sc__rng_next(r) >> 11) * 0x1.0p-53; }
+/* uniform integer in [0, n), unbiased (rejection) */
+static uint64_t sc__rng_below(sc__rng *r, uint64_t n) {
+  uint64_t lim = UINT64_MAX - UINT64_MAX % n, v;
+  do v = sc__rng_next(r);
+  while (v >= lim);
+  return v % n;
+}
+
+/* ---------------------------------------------------------------- layers */
+sc_layer sc_dense(size_t outputs, sc_act act) {
+  sc_layer l;
+  memset(&l, 0, sizeof l);
+  l.kind = SC_LAYER_DENSE;
+  l.act = act;
+  l.outputs = outputs;
+  l.bias = 1;
+  return l;
+}
+sc_layer sc_dense_nobias(size_t outputs, sc_act act) {
+  sc_layer l = sc_dense(outputs, act);
+  l.bias = 0;
+  return l;
+}
+
+const char *sc_act_name(sc_act act) {
+  switch (act) {
+  case SC_IDENTITY: return "identity";
+  case SC_RELU: return "relu";
+  case SC_TANH: return "tanh";
+  case SC_SIGMOID: return "sigmoid";
+  case SC_SOFTPLUS: return "softplus";
+  case SC_GELU: return "gelu";
+  }
+  return "?";
+}
+
+/* ---------------------------------------------------------------- chain plan */
+typedef struct sc__lplan {
+  sc_layer spec;
+  size_t in, out;   /* features */
+  size_t poff, np;  /* parameter block */
+  size_t a_off;     /* output tile (out x TW) in slice tile memory, elements */
+  size_t z_off;     /* pre-activation tile (gelu only), else SIZE_MAX */
+  size_t lane_off;  /* bias lane accumulator (out x TW), else SIZE_MAX */
+} sc__lplan;
+
+struct sc_chain {
+  size_t nlayers, in, out, nparams;
+  size_t maxw;       /* widest feature count, input included */
+  size_t ldT;        /* row length of the transposed tile (maxw rounded up to 16) */
+  /* slice tile memory, in elements (the same offsets serve float and double) */
+  size_t x_off, d0_off, d1_off, xT_off, t_off, lossl_off, tile_elems;
+  const sc__kt_f32 *kf;
+  const sc__kt_f64 *kd;
+  sc__lplan L[];
+};
+
+/* kernel tables: reference ones from the typed section below, optional ISA ones */
+static const sc__kt_f32 sc__kt_ref_f32;
+static const sc__kt_f64 sc__kt_ref_f64;
+#ifdef SC_HAVE_KERNELS
+extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
+extern const sc__kt_f64 sc__kt_f64_avx2, sc__kt_f64_avx512;
+#endif
+
+static sc_status sc__select_kernels(sc_chain *c) {
+  const char *want = getenv("SC_ISA");
+  int have_avx2 = 0, have_avx512 = 0;
+#if defined(SC_HAVE_KERNELS) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+  c->kf = &sc__kt_ref_f32;
+  c->kd = &sc__kt_ref_f64;
+  if (want && *want && strcmp(want, "auto") != 0) {
+    if (strcmp(want, "scalar") == 0) return SC_OK;
+    if (strcmp(want, "avx2") != 0 && strcmp(want, "avx512") != 0)
+      return sc__fail(SC_ERR_ARG, "sc_chain_create",
+                      "SC_ISA='%s' is not one of scalar, avx2, avx512, auto", want);
+    if ((strcmp(want, "avx2") == 0 && !have_avx2) || (strcmp(want, "avx512") == 0 && !have_avx512))
+      return sc__fail(SC_ERR_UNSUPPORTED, "sc_chain_create",
+                      "SC_ISA=%s requested, but %s", want,
+#ifdef SC_HAVE_KERNELS
+                      "this CPU does not support it"
+#else
+                      "this build has no SIMD kernels (build with make, which adds kernels/)"
+#endif
+      );
+  }
+#ifdef SC_HAVE_KERNELS
+  if (have_avx512 && !(want && strcmp(want, "avx2") == 0)) {
+    c->kf = &sc__kt_f32_avx512;
+    c->kd = &sc__kt_f64_avx512;
+  } else if (have_avx2) {
+    c->kf = &sc__kt_f32_avx2;
+    c->kd = &sc__kt_f64_avx2;
+  }
+#endif
+  return SC_OK;
+}
+
+const char *sc_chain_isa(const sc_chain *chain) { return chain ? chain->kf->name : "?"; }
+
+static size_t sc__tile_alloc(size_t *cursor, size_t elems, int *ok) {
+  size_t at = *cursor;
+  *cursor = sc__roundup(sc__add(at, elems, ok), 16, ok);
+  return at;
+}
+
+sc_status sc_chain_create(sc_chain **out, size_t input_features, const sc_layer *layers,
+                          size_t nlayers) {
+  SC__CHECK_NULL(out);
+  *out = NULL;
+  SC__CHECK_NULL(layers);
+  if (nlayers == 0) return SC__FAIL(SC_ERR_ARG, "nlayers is 0: a chain needs at least one layer");
+  if (input_features == 0) return SC__FAIL(SC_ERR_SHAPE, "input_features is 0");
+  if (nlayers > 100000) return SC__FAIL(SC_ERR_ARG, "nlayers = %zu is unreasonably large", nlayers);
+  int ok = 1;
+  size_t head = sc__add(sizeof(sc_chain), sc__mul(nlayers, sizeof(sc__lplan), &ok), &ok);
+  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "chain description size overflows");
+  sc_chain *c = calloc(1, head);
+  if (!c) return SC__FAIL(SC_ERR_NOMEM, "out of memory allocating the chain (%zu bytes)", head);
+  c->nlayers = nlayers;
+  c->in = input_features;
+  c->maxw = input_features;
+  size_t width = input_features, np = 0;
+  for (size_t l = 0; l < nlayers; l++) {
+    const sc_layer *s = &layers[l];
+    sc__lplan *P = &c->L[l];
+    P->spec = *s;
+    if (s->kind != SC_LAYER_DENSE) {
+      free(c);
+      return SC__FAIL(SC_ERR_ARG, "layer %zu: unknown layer kind %d", l, (int)s->kind);
+    }
+    if ((unsigned)s->act > (unsigned)SC_GELU) {
+      free(c);
+      return SC__FAIL(SC_ERR_ARG, "layer %zu (dense): unknown activation %d", l, (int)s->act);
+    }
+    if (s->bias != 0 && s->bias != 1) {
+      free(c);
+      return SC__FAIL(SC_ERR_ARG, "layer %zu (dense): bias must be 0 or 1, got %d", l, s->bias);
+    }
+    if (s->outputs == 0) {
+      free(c);
+      return SC__FAIL(SC_ERR_SHAPE, "layer %zu (dense): outputs must be > 0", l);
+    }
+    /* keep every per-tile buffer comfortably addressable */
+    if (s->outputs > ((size_t)1 << 28)) {
+      free(c);
+      return SC__FAIL(SC_ERR_OVERFLOW, "layer %zu (dense): outputs = %zu is too large", l,
+                      s->outputs);
+    }
+    P->in = width;
+    P->out = s->outputs;
+    P->np = sc__add(sc__mul(P->out, P->in, &ok), s->bias ? P->out : 0, &ok);
+    P->poff = np;
+    np = sc__add(np, P->np, &ok);
+    if (!ok) {
+      free(c);
+      return SC__FAIL(SC_ERR_OVERFLOW, "layer %zu (dense): parameter count overflows size_t", l);
+    }
+    width = P->out;
+    if (width > c->maxw) c->maxw = width;
+  }
+  if (input_features > ((size_t)1 << 28)) {
+    free(c);
+    return SC__FAIL(SC_ERR_OVERFLOW, "input_features = %zu is too large", input_features);
+  }
+  c->out = width;
+  c->nparams = np;
+  /* tile plan (elements of one slice's tile memory) */
+  size_t cur = 0, TW = SC__TW;
+  c->x_off = sc__tile_alloc(&cur, sc__mul(c->in, TW, &ok), &ok);
+  for (size_t l = 0; l < nlayers; l++) {
+    sc__lplan *P = &c->L[l];
+    P->a_off = sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok);
+    P->z_off = P->spec.act == SC_GELU ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
+                                      : SIZE_MAX;
+    P->lane_off = P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok) : SIZE_MAX;
+  }
+  c->d0_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
+  c->d1_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
+  c->ldT = sc__roundup(c->maxw, 16, &ok);
+  c->xT_off = sc__tile_alloc(&cur, sc__mul(c->ldT, TW, &ok), &ok);
+  c->t_off = sc__tile_alloc(&cur, sc__mul(c->out, TW, &ok), &ok); /* gathered targets */
+  c->lossl_off = sc__tile_alloc(&cur, TW, &ok);                     /* loss lanes */
+  c->tile_elems = cur;
+  if (!ok) {
+    free(c);
+    return SC__FAIL(SC_ERR_OVERFLOW, "tile memory plan overflows size_t");
+  }
+  sc_status st = sc__select_kernels(c);
+  if (st != SC_OK) {
+    free(c);
+    return st;
+  }
+  *out = c;
+  return SC_OK;
+}
+
+void sc_chain_destroy(sc_chain *chain) { free(chain); }
+
+sc_status sc_chain_nparams(const sc_chain *chain, size_t *nparams) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(nparams);
+  *nparams = chain->nparams;
+  return SC_OK;
+}
+sc_status sc_chain_input_size(const sc_chain *chain, size_t *features) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(features);
+  *features = chain->in;
+  return SC_OK;
+}
+sc_status sc_chain_output_size(const sc_chain *chain, size_t *features) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(features);
+  *features = chain->out;
+  return SC_OK;
+}
+sc_status sc_chain_nlayers(const sc_chain *chain, size_t *nlayers) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(nlayers);
+  *nlayers = chain->nlayers;
+  return SC_OK;
+}
+sc_status sc_chain_layer_info(const sc_chain *chain, size_t index, sc_layer_info *info) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(info);
+  if (index >= chain->nlayers)
+    return SC__FAIL(SC_ERR_ARG, "layer index %zu out of range (chain has %zu layers)", index,
+                    chain->nlayers);
+  const sc__lplan *P = &chain->L[index];
+  info->layer = P->spec;
+  info->inputs = P->in;
+  info->outputs = P->out;
+  info->nparams = P->np;
+  info->param_offset = P->poff;
+  return SC_OK;
+}
+
+/* appends to a bounded buffer, tracking the length it would have had */
+typedef struct sc__sbuf {
+  char *buf;
+  size_t cap, len;
+} sc__sbuf;
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+sc__sprintf(sc__sbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *dst = b->len < b->cap ? b->buf + b->len : NULL;
+  size_t room = b->len < b->cap ? b->cap - b->len : 0;
+  int k = vsnprintf(dst, room, fmt, ap);
+  va_end(ap);
+  if (k > 0) b->len += (size_t)k;
+}
+
+sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t *needed) {
+  SC__CHECK_NULL(chain);
+  if (!buf && cap > 0) return SC__FAIL(SC_ERR_NULL, "buf is NULL but cap is %zu", cap);
+  sc__sbuf b = {buf, cap, 0};
+  if (buf && cap) buf[0] = 0;
+  sc__sprintf(&b, "%-6s %-16s %-9s %10s %10s %10s\n", "layer", "type", "act", "output",
+              "params", "offset");
+  sc__sprintf(&b, "%-6s %-16s %-9s %10zu %10s %10s\n", "-", "input", "-", chain->in, "-", "-");
+  for (size_t l = 0; l < chain->nlayers; l++) {
+    const sc__lplan *P = &chain->L[l];
+    sc__sprintf(&b, "%-6zu %-16s %-9s %10zu %10zu %10zu\n", l,
+                P->spec.bias ? "dense" : "dense (no bias)", sc_act_name(P->spec.act), P->out,
+                P->np, P->poff);
+  }
+  sc__sprintf(&b, "total parameters: %zu (%zu bytes as float); kernels: %s\n", chain->nparams,
+              chain->nparams * sizeof(float), chain->kf->name);
+  if (needed) *needed = b.len + 1;
+  if (b.len + 1 > cap) {
+    if (buf && cap) buf[cap - 1] = 0;
+    return SC__FAIL(SC_ERR_NOMEM, "buffer of %zu bytes too small for the summary (%zu needed)",
+                    cap, b.len + 1);
+  }
+  return SC_OK;
+}
+
+/* ---------------------------------------------------------------- params init */
+static sc_status sc__init_check(const char *fn, const sc_chain *c, const void *p, size_t n) {
+  if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
+  if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
+  if (n != c->nparams)
+    return sc__fail(SC_ERR_SHAPE, fn, "n = %zu but the chain has %zu parameters", n, c->nparams);
+  return SC_OK;
+}
+
+/* Glorot-uniform in double; `put` stores one value at index k */
+#define SC__GLOROT_BODY(PUT)                                                             \
+  do {                                                                                   \
+    sc__rng r;                                                                           \
+    sc__rng_seed(&r, seed);                                                              \
+    for (size_t l = 0; l < chain->nlayers; l++) {                                        \
+      const sc__lplan *P = &chain->L[l];                                                 \
+      double a = sqrt(6.0 / (double)(P->in + P->out));                                   \
+      size_t nw = P->in * P->out;                                                        \
+      for (size_t k = 0; k < nw; k++) PUT(P->poff + k, a * (2.0 * sc__rng_unif(&r) - 1.0)); \
+      for (size_t k = nw; k < P->np; k++) PUT(P->poff + k, 0.0);                         \
+    }                                                                                    \
+  } while (0)
+
+sc_status sc_params_init(const sc_chain *chain, float *p, size_t n, uint64_t seed) {
+  sc_status st = sc__init_check(__func__, chain, p, n);
+  if (st) return st;
+#define SC__PUTF(k, v) p[(k)] = (float)(v)
+  SC__GLOROT_BODY(SC__PUTF);
+#undef SC__PUTF
+  return SC_OK;
+}
+sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_t seed) {
+  sc_status st = sc__init_check(__func__, chain, p, n);
+  if (st) return st;
+#define SC__PUTD(k, v) p[(k)] = (v)
+  SC__GLOROT_BODY(SC__PUTD);
+#undef SC__PUTD
+  return SC_OK;
+}
+
+/* ---------------------------------------------------------------- thread pool */
+typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
+
+typedef struct sc__pool {
+  int nthreads; /* total workers including the caller */
+#if SC__THREADS
+  pthread_t *th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_go, cv_done;
+  unsigned long gen;
+  int pending, stop;
+  sc__task_fn fn;
+  void *arg;
+#endif
+} sc__pool;
+
+#if SC__THREADS
+typedef struct sc__worker_arg {
+  sc__pool *pool;
+  int id;
+} sc__worker_arg;
+
+static void *sc__worker_main(void *vp) {
+  sc__worker_arg *wa = vp;
+  sc__pool *P = wa->pool;
+  int id = wa->id;
+  unsigned long seen = 0;
+  for (;;) {
+    pthread_mutex_lock(&P->mu);
+    while (P->gen == seen && !P->stop) pthread_cond_wait(&P->cv_go, &P->mu);
+    if (P->stop) {
+      pthread_mutex_unlock(&P->mu);
+      return NULL;
+    }
+    seen = P->gen;
+    sc__task_fn fn = P->fn;
+    void *arg = P->arg;
+    pthread_mutex_unlock(&P->mu);
+    fn(arg, id, P->nthreads);
+    pthread_mutex_lock(&P->mu);
+    if (--P->pending == 0) pthread_cond_signal(&P->cv_done);
+    pthread_mutex_unlock(&P->mu);
+  }
+}
+#endif
+
+static void sc__pool_destroy(sc__pool *P) {
+  if (!P) return;
+#if SC__THREADS
+  if (P->th) {
+    pthread_mutex_lock(&P->mu);
+    P->stop = 1;
+    pthread_cond_broadcast(&P->cv_go);
+    pthread_mutex_unlock(&P->mu);
+    for (int i = 0; i < P->nthreads - 1; i++) pthread_join(P->th[i], NULL);
+    pthread_cond_destroy(&P->cv_go);
+    pthread_cond_destroy(&P->cv_done);
+    pthread_mutex_destroy(&P->mu);
+    free(P->th);
+  }
+#endif
+  free(P);
+}
+
+#if SC__THREADS
+static sc_status sc__pool_create(sc__pool **out, int nthreads) {
+  *out = NULL;
+  /* worker args live right after the pool struct */
+  sc__pool *P = calloc(1, sizeof(sc__pool) + (size_t)nthreads * sizeof(sc__worker_arg));
+  if (!P) return sc__fail(SC_ERR_NOMEM, "sc_workspace_set_threads", "out of memory");
+  P->nthreads = nthreads;
+  P->th = calloc((size_t)nthreads, sizeof(pthread_t));
+  if (!P->th) {
+    free(P);
+    return sc__fail(SC_ERR_NOMEM, "sc_workspace_set_threads", "out of memory");
+  }
+  pthread_mutex_init(&P->mu, NULL);
+  pthread_cond_init(&P->cv_go, NULL);
+  pthread_cond_init(&P->cv_done, NULL);
+  sc__worker_arg *wa = (sc__worker_arg *)(P + 1);
+  for (int i = 0; i < nthreads - 1; i++) {
+    wa[i].pool = P;
+    wa[i].id = i + 1;
+    if (pthread_create(&P->th[i], NULL, sc__worker_main, &wa[i]) != 0) {
+      P->nthreads = i + 1; /* join the ones that started */
+      sc__pool_destroy(P);
+      return sc__fail(SC_ERR_THREAD, "sc_workspace_set_threads",
+                      "pthread_create failed for worker %d of %d", i + 1, nthreads);
+    }
+  }
+  *out = P;
+  return SC_OK;
+}
+#endif
+
+/* run fn on every worker (the caller is worker 0) and wait for all */
+static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
+  if (!P || P->nthreads <= 1) {
+    fn(arg, 0, 1);
+    return;
+  }
+#if SC__THREADS
+  pthread_mutex_lock(&P->mu);
+  P->fn = fn;
+  P->arg = arg;
+  P->pending = P->nthreads - 1;
+  P->gen++;
+  pthread_cond_broadcast(&P->cv_go);
+  pthread_mutex_unlock(&P->mu);
+  fn(arg, 0, P->nthreads);
+  pthread_mutex_lock(&P->mu);
+  while (P->pending > 0) pthread_cond_wait(&P->cv_done, &P->mu);
+  pthread_mutex_unlock(&P->mu);
+#endif
+}
+
+/* ---------------------------------------------------------------- workspaces */
+struct sc_workspace {
+  const sc_chain *chain;
+  size_t max_batch;
+  size_t max_slices;
+  size_t slice_bytes;      /* one slice: tile memory + gradient accumulator */
+  size_t tile_bytes;       /* offset of the gradient accumulator inside a slice */
+  unsigned char *slices;   /* SC__ALIGN-aligned */
+  void *owned;             /* library allocation, or NULL for caller memory */
+  sc__pool *pool;
+};
+
+static size_t sc__slices_for(size_t batch) {
+  size_t tiles = (batch + SC__TW - 1) / SC__TW;
+  size_t s = (tiles + SC__MIN_TILES - 1) / SC__MIN_TILES;
+  if (s > SC__MAX_SLICES) s = SC__MAX_SLICES;
+  return s ? s : 1;
+}
+
+static sc_status sc__ws_plan(const char *fn, const sc_chain *c, size_t max_batch,
+                             size_t *slices, size_t *tile_bytes, size_t *slice_bytes,
+                             size_t *total) {
+  if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
+  if (max_batch == 0) return sc__fail(SC_ERR_BATCH, fn, "max_batch is 0");
+  int ok = 1;
+  *slices = sc__slices_for(max_batch);
+  /* elements sized for double so one workspace serves both precisions */
+  *tile_bytes = sc__roundup(sc__mul(c->tile_elems, sizeof(double), &ok), SC__ALIGN, &ok);
+  size_t grad = sc__roundup(sc__mul(c->nparams, sizeof(double), &ok), SC__ALIGN, &ok);
+  *slice_bytes = sc__add(*tile_bytes, grad, &ok);
+  size_t head = sc__roundup(sizeof(struct sc_workspace), SC__ALIGN, &ok);
+  *total = sc__add(sc__add(head, sc__mul(*slices, *slice_bytes, &ok), &ok), SC__ALIGN, &ok);
+  if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "workspace size overflows size_t");
+  return SC_OK;
+}
+
+sc_status sc_workspace_bytes(const sc_chain *chain, size_t max_batch, size_t *bytes) {
+  size_t s = 0, tb = 0, sb = 0, total = 0;
+  SC__CHECK_NULL(bytes);
+  sc_status st = sc__ws_plan(__func__, chain, max_batch, &s, &tb, &sb, &total);
+  if (st) return st;
+  *bytes = total;
+  return SC_OK;
+}
+
+static sc_workspace *sc__ws_place(void *mem, const sc_chain *c, size_t max_batch, size_t s,
+                                  size_t tb, size_t sb) {
+  uintptr_t a = ((uintptr_t)mem + SC__ALIGN - 1) & ~(uintptr_t)(SC__ALIGN - 1);
+  sc_workspace *ws = (sc_workspace *)a;
+  memset(ws, 0, sizeof *ws);
+  ws->chain = c;
+  ws->max_batch = max_batch;
+  ws->max_slices = s;
+  ws->tile_bytes = tb;
+  ws->slice_bytes = sb;
+  size_t head = (sizeof(struct sc_workspace) + SC__ALIGN - 1) & ~(size_t)(SC__ALIGN - 1);
+  ws->slices = (unsigned char *)a + head;
+  return ws;
+}
+
+sc_status sc_workspace_create(sc_workspace **out, const sc_chain *chain, size_t max_batch) {
+  SC__CHECK_NULL(out);
+  *out = NULL;
+  size_t s = 0, tb = 0, sb = 0, total = 0;
+  sc_status st = sc__ws_plan(__func__, chain, max_batch, &s, &tb, &sb, &total);
+  if (st) return st;
+  void *mem = malloc(total);
+  if (!mem) return SC__FAIL(SC_ERR_NOMEM, "out of memory allocating %zu bytes", total);
+  sc_workspace *ws = sc__ws_place(mem, chain, max_batch, s, tb, sb);
+  ws->owned = mem;
+  *out = ws;
+  return SC_OK;
+}
+
+sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t max_batch,
+                            void *mem, size_t bytes) {
+  SC__CHECK_NULL(out);
+  *out = NULL;
+  SC__CHECK_NULL(mem);
+  size_t s = 0, tb = 0, sb = 0, total = 0;
+  sc_status st = sc__ws_plan(__func__, chain, max_batch, &s, &tb, &sb, &total);
+  if (st) return st;
+  if (bytes < total)
+    return SC__FAIL(SC_ERR_NOMEM, "caller memory of %zu bytes is smaller than the %zu needed",
+                    bytes, total);
+  *out = sc__ws_place(mem, chain, max_batch, s, tb, sb);
+  return SC_OK;
+}
+
+sc_status sc_workspace_set_threads(sc_workspace *ws, int threads) {
+  SC__CHECK_NULL(ws);
+  if (threads < 1 || threads > 1024)
+    return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", threads);
+  if (ws->pool && ws->pool->nthreads == threads) return SC_OK;
+  sc__pool_destroy(ws->pool);
+  ws->pool = NULL;
+  if (threads == 1) return SC_OK;
+#if SC__THREADS
+  return sc__pool_create(&ws->pool, threads);
+#else
+  return SC__FAIL(SC_ERR_UNSUPPORTED, "this build has no thread support (SC_NO_THREADS)");
+#endif
+}
+
+void sc_workspace_destroy(sc_workspace *ws) {
+  if (!ws) return;
+  sc__pool_destroy(ws->pool);
+  ws->pool = NULL;
+  free(ws->owned);
+}
+
+/* ---------------------------------------------------------------- shared checks */
+static sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p,
+                                   const void *x, size_t batch, const sc_workspace *ws) {
+  if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
+  if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
+  if (!x) return sc__fail(SC_ERR_NULL, fn, "argument 'x' is NULL");
+  if (!ws) return sc__fail(SC_ERR_NULL, fn, "argument 'ws' is NULL");
+  if (ws->chain != c)
+    return sc__fail(SC_ERR_ARG, fn, "the workspace was created for a different chain");
+  if (batch == 0) return sc__fail(SC_ERR_BATCH, fn, "batch is 0");
+  if (batch > ws->max_batch)
+    return sc__fail(SC_ERR_BATCH, fn, "batch = %zu exceeds the workspace's max_batch = %zu",
+                    batch, ws->max_batch);
+  return SC_OK;
+}
+
+static sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
+                                const void *target) {
+  if (!target) return sc__fail(SC_ERR_NULL, fn, "argument 'target' is NULL");
+  if (loss != SC_LOSS_SQUARED && loss != SC_LOSS_ABSOLUTE && loss != SC_LOSS_LOGIT_CROSSENTROPY)
+    return sc__fail(SC_ERR_ARG, fn, "unknown loss %d", (int)loss);
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY && c->out < 2)
+    return sc__fail(SC_ERR_SHAPE, fn,
+                    "cross-entropy needs at least 2 outputs (logits); the chain has %zu", c->out);
+  return SC_OK;
+}
+
+static sc_status sc__labels_check(const char *fn, const int32_t *lab, size_t n, size_t classes) {
+  for (size_t b = 0; b < n; b++)
+    if (lab[b] < 0 || (size_t)lab[b] >= classes)
+      return sc__fail(SC_ERR_ARG, fn, "label of sample %zu is %ld, outside [0, %zu)", b,
+                      (long)lab[b], classes);
+  return SC_OK;
+}
+
+static double sc__now(void) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#endif /* !SC__KERNELS_ONLY */
+
+/* ============================================ instantiate the typed section twice */
+#define SC__TYPED 1
+#define SC__T float
+#define SC__TN(name) name##_f32
+#define SC__F32 1
+#include "simplechain.c"
+#undef SC__T
+#undef SC__TN
+#undef SC__F32
+#define SC__T double
+#define SC__TN(name) name##_f64
+#define SC__F32 0
+#include "simplechain.c"
+#undef SC__T
+#undef SC__TN
+#undef SC__F32
+#undef SC__TYPED
+
+#ifndef SC__KERNELS_ONLY /* ================================ engine (typed users) */
+/* ---------------------------------------------------------------- optimizers */
+sc_optim sc_adam(double lr) {
+  sc_optim o;
+  memset(&o, 0, sizeof o);
+  o.kind = SC_ADAM;
+  o.lr = lr;
+  o.beta1 = 0.9;
+  o.beta2 = 0.999;
+  o.eps = 1e-8;
+  return o;
+}
+sc_optim sc_adamw(double lr, double weight_decay) {
+  sc_optim o = sc_adam(lr);
+  o.kind = SC_ADAMW;
+  o.weight_decay = weight_decay;
+  return o;
+}
+sc_optim sc_sgd(double lr, double momentum) {
+  sc_optim o;
+  memset(&o, 0, sizeof o);
+  o.kind = SC_SGD;
+  o.lr = lr;
+  o.momentum = momentum;
+  return o;
+}
+
+struct sc_optimizer {
+  sc_optim cfg;
+  size_t n;
+  uint64_t t;
+  float *m, *v; /* ADAM moments; SGD uses m as the momentum buffer */
+  void *owned;
+};
+
+static sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, size_t *bytes) {
+  if (!cfg) return sc__fail(SC_ERR_NULL, fn, "argument 'cfg' is NULL");
+  if (n == 0) return sc__fail(SC_ERR_ARG, fn, "n is 0");
+  if (cfg->kind != SC_ADAM && cfg->kind != SC_ADAMW && cfg->kind != SC_SGD)
+    return sc__fail(SC_ERR_ARG, fn, "unknown optimizer kind %d", (int)cfg->kind);
+  if (!(cfg->lr > 0) || !isfinite(cfg->lr))
+    return sc__fail(SC_ERR_ARG, fn, "learning rate %g must be finite and > 0", cfg->lr);
+  if (!(cfg->weight_decay >= 0) || !isfinite(cfg->weight_decay))
+    return sc__fail(SC_ERR_ARG, fn, "weight_decay %g must be finite and >= 0", cfg->weight_decay);
+  if (cfg->kind == SC_SGD) {
+    if (!(cfg->momentum >= 0 && cfg->momentum < 1))
+      return sc__fail(SC_ERR_ARG, fn, "SGD momentum %g must be in [0, 1)", cfg->momentum);
+  } else {
+    if (!(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1))
+      return sc__fail(SC_ERR_ARG, fn, "ADAM betas (%g, %g) must be in [0, 1)", cfg->beta1,
+                      cfg->beta2);
+    if (!(cfg->eps > 0) || !isfinite(cfg->eps))
+      return sc__fail(SC_ERR_ARG, fn, "ADAM eps %g must be finite and > 0", cfg->eps);
+  }
+  int ok = 1;
+  size_t vec = sc__roundup(sc__mul(n, sizeof(float), &ok), SC__ALIGN, &ok);
+  size_t head = sc__roundup(sizeof(struct sc_optimizer), SC__ALIGN, &ok);
+  *bytes = sc__add(sc__add(head, sc__mul(vec, 2, &ok), &ok), SC__ALIGN, &ok);
+  if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "optimizer state size overflows size_t");
+  return SC_OK;
+}
+
+static sc_optimizer *sc__optim_place(void *mem, const sc_optim *cfg, size_t n) {
+  uintptr_t a = ((uintptr_t)mem + SC__ALIGN - 1) & ~(uintptr_t)(SC__ALIGN - 1);
+  sc_optimizer *o = (sc_optimizer *)a;
+  memset(o, 0, sizeof *o);
+  o->cfg = *cfg;
+  o->n = n;
+  size_t head = (sizeof(struct sc_optimizer) + SC__ALIGN - 1) & ~(size_t)(SC__ALIGN - 1);
+  size_t vec = (n * sizeof(float) + SC__ALIGN - 1) & ~(size_t)(SC__ALIGN - 1);
+  o->m = (float *)(a + head);
+  o->v = (float *)(a + head + vec);
+  memset(o->m, 0, 2 * vec);
+  return o;
+}
+
+sc_status sc_optimizer_bytes(const sc_optim *cfg, size_t n, size_t *bytes) {
+  SC__CHECK_NULL(bytes);
+  return sc__optim_plan(__func__, cfg, n, bytes);
+}
+
+sc_status sc_optimizer_create(sc_optimizer **out, const sc_optim *cfg, size_t n) {
+  SC__CHECK_NULL(out);
+  *out = NULL;
+  size_t bytes = 0;
+  sc_status st = sc__optim_plan(__func__, cfg, n, &bytes);
+  if (st) return st;
+  void *mem = malloc(bytes);
+  if (!mem) return SC__FAIL(SC_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+  *out = sc__optim_place(mem, cfg, n);
+  (*out)->owned = mem;
+  return SC_OK;
+}
+
+sc_status sc_optimizer_init(sc_optimizer **out, const sc_optim *cfg, size_t n, void *mem,
+                            size_t bytes) {
+  SC__CHECK_NULL(out);
+  *out = NULL;
+  SC__CHECK_NULL(mem);
+  size_t need = 0;
+  sc_status st = sc__optim_plan(__func__, cfg, n, &need);
+  if (st) return st;
+  if (bytes < need)
+    return SC__FAIL(SC_ERR_NOMEM, "caller memory of %zu bytes is smaller than the %zu needed",
+                    bytes, need);
+  *out = sc__optim_place(mem, cfg, n);
+  return SC_OK;
+}
+
+void sc_optimizer_destroy(sc_optimizer *opt) {
+  if (opt) free(opt->owned);
+}
+
+sc_status sc_optimizer_reset(sc_optimizer *opt) {
+  SC__CHECK_NULL(opt);
+  opt->t = 0;
+  memset(opt->m, 0, opt->n * sizeof(float));
+  memset(opt->v, 0, opt->n * sizeof(float));
+  return SC_OK;
+}
+
+sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t n) {
+  SC__CHECK_NULL(opt);
+  SC__CHECK_NULL(p);
+  SC__CHECK_NULL(g);
+  if (n != opt->n)
+    return SC__FAIL(SC_ERR_SHAPE, "n = %zu but the optimizer was created for %zu", n, opt->n);
+  const sc_optim *c = &opt->cfg;
+  float *restrict m = opt->m, *restrict v = opt->v;
+  opt->t++;
+  if (c->kind == SC_SGD) {
+    float lr = (float)c->lr, mu = (float)c->momentum, wd = (float)c->weight_decay;
+    int first = opt->t == 1;
+    for (size_t k = 0; k < n; k++) {
+      float gk = g[k] + wd * p[k];
+      float b = (mu > 0) ? (first ? gk : mu * m[k] + gk) : gk;
+      m[k] = b;
+      p[k] -= lr * b;
+    }
+    return SC_OK;
+  }
+  /* ADAM / AdamW, in torch's form: p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) */
+  double bc1 = 1.0 - pow(c->beta1, (double)opt->t), bc2 = 1.0 - pow(c->beta2, (double)opt->t);
+  float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
+  float step = (float)(c->lr / bc1), isb2 = (float)(1.0 / sqrt(bc2));
+  float wd = (float)c->weight_decay;
+  float decay = c->kind == SC_ADAMW ? (float)(1.0 - c->lr * c->weight_decay) : 1.0f;
+  float l2 = c->kind == SC_ADAM ? wd : 0.0f;
+  for (size_t k = 0; k < n; k++) {
+    float gk = g[k] + l2 * p[k];
+    float pk = p[k] * decay;
+    m[k] = b1 * m[k] + (1 - b1) * gk;
+    v[k] = b2 * v[k] + (1 - b2) * gk * gk;
+    p[k] = pk - step * m[k] / (sqrtf(v[k]) * isb2 + eps);
+  }
+  return SC_OK;
+}
+
+/* ---------------------------------------------------------------- training */
+sc_train_opts sc_train_defaults(void) {
+  sc_train_opts o;
+  memset(&o, 0, sizeof o);
+  o.optim = sc_adam(1e-3);
+  o.epochs = 1;
+  o.batch_size = 0;
+  o.shuffle = 1;
+  o.seed = 0;
+  o.threads = 1;
+  return o;
+}
+
+sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
+                   const sc_train_opts *opts, sc_train_report *report) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(p);
+  SC__CHECK_NULL(data);
+  SC__CHECK_NULL(opts);
+  if (!data->x) return SC__FAIL(SC_ERR_NULL, "data->x is NULL");
+  if (data->n == 0) return SC__FAIL(SC_ERR_BATCH, "data->n is 0: no samples");
+  if (opts->epochs == 0) return SC__FAIL(SC_ERR_ARG, "epochs is 0");
+  if (opts->threads < 1 || opts->threads > 1024)
+    return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
+  sc_status st = sc__loss_check(__func__, chain, loss, data->target);
+  if (st) return st;
+  int ok = 1;
+  size_t n = data->n, bs = opts->batch_size ? opts->batch_size : n;
+  if (bs > n) bs = n;
+  sc__mul(n, chain->in > chain->out ? chain->in : chain->out, &ok);
+  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "data size overflows size_t");
+  /* the data set is checked once here, not at every step */
+  if ((st = sc__finite_check_f32(__func__, "input", data->x, n, chain->in))) return st;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
+    st = sc__labels_check(__func__, (const int32_t *)data->target, n, chain->out);
+  else
+    st = sc__finite_check_f32(__func__, "target", (const float *)data->target, n, chain->out);
+  if (st) return st;
+  if ((st = sc__finite_check_f32(__func__, "parameter", p, 1, chain->nparams))) return st;
+
+  size_t steps_per_epoch = (n + bs - 1) / bs;
+  size_t total = sc__mul(steps_per_epoch, opts->epochs, &ok);
+  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "epochs x steps overflows size_t");
+  int shuffle = opts->shuffle && bs < n;
+
+  /* everything the steps need, allocated once */
+  sc_workspace *ws = NULL;
+  sc_optimizer *opt = NULL;
+  double t_start = sc__now(), epoch_loss = 0;
+  size_t step = 0, epoch = 0;
+  float *g = NULL;
+  size_t *idx = NULL;
+  if ((st = sc_workspace_create(&ws, chain, bs)) != SC_OK) goto done;
+  if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
+  if ((st = sc_optimizer_create(&opt, &opts->optim, chain->nparams)) != SC_OK) goto done;
+  g = malloc(chain->nparams * sizeof(float));
+  if (shuffle) idx = malloc(sc__mul(n, sizeof(size_t), &ok));
+  if (!g || (shuffle && !idx)) {
+    st = SC__FAIL(SC_ERR_NOMEM, "out of memory for the gradient or the sample index");
+    goto done;
+  }
+  if (idx)
+    for (size_t k = 0; k < n; k++) idx[k] = k;
+
+  sc__rng rng;
+  sc__rng_seed(&rng, opts->seed ^ 0x5C5C5C5C5C5C5C5Cull);
+  t_start = sc__now();
+  for (epoch = 0; epoch < opts->epochs; epoch++) {
+    if (shuffle)
+      for (size_t k = n - 1; k > 0; k--) { /* Fisher-Yates */
+        size_t j = (size_t)sc__rng_below(&rng, (uint64_t)k + 1), tmp = idx[k];
+        idx[k] = idx[j];
+        idx[j] = tmp;
+      }
+    double sum = 0;
+    for (size_t s = 0; s < steps_per_epoch; s++) {
+      size_t b0 = s * bs, nb = n - b0 < bs ? n - b0 : bs;
+      double lv = 0;
+      const float *xb = data->x;
+      const void *tb = data->target;
+      const size_t *ib = NULL;
+      if (idx)
+        ib = idx + b0;
+      else {
+        xb += b0 * chain->in;
+        tb = loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)((const int32_t *)tb + b0)
+                                                : (const void *)((const float *)tb + b0 * chain->out);
+      }
+      sc__valgrad_run_f32(chain, loss, p, xb, ib, tb, nb, &lv, g, NULL, ws);
+      if (!isfinite(lv)) {
+        st = SC__FAIL(SC_ERR_NONFINITE,
+                      "the loss became %s at step %zu (epoch %zu): learning rate too high?",
+                      isnan(lv) ? "NaN" : "Inf", step + 1, epoch);
+        goto done;
+      }
+      sc_optimizer_step(opt, p, g, chain->nparams);
+      step++;
+      sum += lv;
+      epoch_loss = sum / (double)(s + 1);
+      if (opts->progress && opts->progress_every && step % opts->progress_every == 0) {
+        sc_progress pr = {epoch, step, total, lv, epoch_loss, sc__now() - t_start, p};
+        if (opts->progress(&pr, opts->user)) {
+          st = SC__FAIL(SC_ERR_STOPPED, "stopped by the progress callback at step %zu", step);
+          epoch++;
+          goto done;
+        }
+      }
+    }
+  }
+done:
+  if (report) {
+    report->steps = step;
+    report->epochs = epoch;
+    report->final_loss = epoch_loss;
+    report->seconds = st == SC_OK || st == SC_ERR_STOPPED ? sc__now() - t_start : 0;
+  }
+  free(idx);
+  free(g);
+  sc_optimizer_destroy(opt);
+  sc_workspace_destroy(ws);
+  return st;
+}
+#endif /* !SC__KERNELS_ONLY */
+
+#else /* ================================================ SC__TYPED: the typed section */
+/* The typed section: compiled once per element type SC__T (float, double) with names
+ * from SC__TN(name), and once more per ISA file in kernels/ (SC__KERNELS_ONLY). */
+#ifndef SC__OB
+#define SC__OB 4 /* output rows per register block; ISA files may raise it */
+#endif
+#define SC__IC 16 /* columns of the dW block */
+
+#if SC__F32
+/* tanh(x) = x P(x^2) / Q(x^2) on [-9, 9], +-1 beyond (exact in float there). A
+ * rational minimax-style fit of our own (weighted least squares on relative error);
+ * plain arithmetic, so compilers vectorize it. Max error: see tests/test_math.c. */
+static inline float sc__tanh_f32(float x) {
+  float c = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x);
+  float s = c * c;
+  float P = (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s +
+             1.338117803e-01f) * s + 9.999999797e-01f;
+  float Q = (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s +
+             4.671449372e-01f) * s + 1.0f;
+  return c * P / Q;
+}
+#define SC__TANH(v) sc__tanh_f32(v)
+#define SC__EXP(v) expf(v)
+#define SC__EXPM1(v) expm1f(v)
+#define SC__LOG1P(v) log1pf(v)
+#define SC__LOG(v) logf(v)
+#define SC__FABS(v) fabsf(v)
+#else
+#define SC__TANH(v) tanh(v)
+#define SC__EXP(v) exp(v)
+#define SC__EXPM1(v) expm1(v)
+#define SC__LOG1P(v) log1p(v)
+#define SC__LOG(v) log(v)
+#define SC__FABS(v) fabs(v)
+#endif
+
+#define SC__GELU_K0 ((SC__T)0.7978845608028654) /* sqrt(2/pi) */
+#define SC__GELU_K1 ((SC__T)0.044715)
+
+/* ---------------------------------------------------------------- activations */
+/* a[t] = act(z[t]) for one tile row; zs (if not NULL) keeps z for the pullback */
+static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
+                                        const SC__T *restrict z, sc_act act) {
+  int t;
+  if (zs)
+    for (t = 0; t < SC__TW; t++) zs[t] = z[t];
+  switch (act) {
+  case SC_IDENTITY:
+    for (t = 0; t < SC__TW; t++) a[t] = z[t];
+    break;
+  case SC_RELU:
+    for (t = 0; t < SC__TW; t++) a[t] = z[t] > 0 ? z[t] : 0;
+    break;
+  case SC_TANH:
+    for (t = 0; t < SC__TW; t++) a[t] = SC__TANH(z[t]);
+    break;
+  case SC_SIGMOID:
+    for (t = 0; t < SC__TW; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+    break;
+  case SC_SOFTPLUS:
+    for (t = 0; t < SC__TW; t++)
+      a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+    break;
+  case SC_GELU:
+    for (t = 0; t < SC__TW; t++) {
+      SC__T v = z[t];
+      a[t] = (SC__T)0.5 * v * (1 + SC__TANH(SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v)));
+    }
+    break;
+  }
+}
+
+/* d[k] *= act'(.), from the saved output a (or z for gelu) */
+static void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
+                                const SC__T *restrict z, size_t n, sc_act act) {
+  size_t k;
+  switch (act) {
+  case SC_IDENTITY:
+    break;
+  case SC_RELU:
+    for (k = 0; k < n; k++) d[k] = a[k] > 0 ? d[k] : 0;
+    break;
+  case SC_TANH:
+    for (k = 0; k < n; k++) d[k] *= 1 - a[k] * a[k];
+    break;
+  case SC_SIGMOID:
+    for (k = 0; k < n; k++) d[k] *= a[k] * (1 - a[k]);
+    break;
+  case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
+    for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
+    break;
+  case SC_GELU:
+    for (k = 0; k < n; k++) {
+      SC__T v = z[k], v2 = v * v;
+      SC__T th = SC__TANH(SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v));
+      SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
+      d[k] *= (SC__T)0.5 * (1 + th) + (SC__T)0.5 * v * (1 - th * th) * du;
+    }
+    break;
+  }
+}
+
+/* ---------------------------------------------------------------- dense kernels */
+static void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                  const SC__T *restrict W, const SC__T *restrict b,
+                                  const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    SC__T acc[SC__OB][SC__TW];
+    const SC__T *w = W + o * I;
+    for (int k = 0; k < SC__OB; k++) {
+      SC__T bk = b ? b[o + k] : 0;
+      for (int t = 0; t < SC__TW; t++) acc[k][t] = bk;
+    }
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T wk = w[(size_t)k * I + i];
+        for (int t = 0; t < SC__TW; t++) acc[k][t] += wk * xi[t];
+      }
+    }
+    for (int k = 0; k < SC__OB; k++)
+      SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
+  }
+  for (; o < O; o++) {
+    SC__T acc[SC__TW];
+    const SC__T *w = W + o * I;
+    SC__T bo = b ? b[o] : 0;
+    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      SC__T wi = w[i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
+    }
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+static void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
+                                 const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__OB][SC__IC];
+      for (int k = 0; k < SC__OB; k++)
+        for (int c = 0; c < SC__IC; c++) acc[k][c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T d = dz[(o + k) * SC__TW + (size_t)t];
+          for (int c = 0; c < SC__IC; c++) acc[k][c] += d * xr[c];
+        }
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T *gr = gW + (o + k) * I + i0;
+        for (size_t c = 0; c < nc; c++) gr[c] += acc[k][c];
+      }
+    }
+  }
+  for (; o < O; o++) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__IC];
+      for (int c = 0; c < SC__IC; c++) acc[c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        SC__T d = dz[o * SC__TW + (size_t)t];
+        for (int c = 0; c < SC__IC; c++) acc[c] += d * xr[c];
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      SC__T *gr = gW + o * I + i0;
+      for (size_t c = 0; c < nc; c++) gr[c] += acc[c];
+    }
+  }
+}
+
+static void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                 const SC__T *restrict dz, size_t O, size_t I) {
+  size_t i = 0;
+  for (; i + SC__OB <= I; i += SC__OB) {
+    SC__T acc[SC__OB][SC__TW];
+    for (int k = 0; k < SC__OB; k++)
+      for (int t = 0; t < SC__TW; t++) acc[k][t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      const SC__T *w = W + o * I + i;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T wk = w[k];
+        for (int t = 0; t < SC__TW; t++) acc[k][t] += wk * d[t];
+      }
+    }
+    for (int k = 0; k < SC__OB; k++)
+      for (int t = 0; t < SC__TW; t++) dx[(i + k) * SC__TW + (size_t)t] = acc[k][t];
+  }
+  for (; i < I; i++) {
+    SC__T acc[SC__TW];
+    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      SC__T wi = W[o * I + i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
+    }
+    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
+  }
+}
+
+#ifndef SC__KERNELS_ONLY /* ------------------------------- reference table + drivers */
+
+static const SC__TN(sc__kt) SC__TN(sc__kt_ref) = {"scalar", SC__TN(sc__dense_fwd),
+                                                  SC__TN(sc__dense_dw), SC__TN(sc__dense_dx),
+                                                  SC__TN(sc__act_bwd)};
+
+#if SC__F32
+#define SC__PUB(name) name
+#else
+#define SC__PUB(name) name##_f64
+#endif
+
+/* index of the first NaN/Inf in v[0..n), or n */
+static size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+  SC__T lanes[16] = {0};
+  size_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int j = 0; j < 16; j++) lanes[j] += v[k + (size_t)j] * 0; /* NaN if any is not finite */
+  SC__T s = 0;
+  for (int j = 0; j < 16; j++) s += lanes[j];
+  for (; k < n; k++) s += v[k] * 0;
+  if (s == 0) return n;
+  for (k = 0; k < n; k++)
+    if (!isfinite(v[k])) return k;
+  return n;
+}
+
+static sc_status SC__TN(sc__finite_check)(const char *fn, const char *what, const SC__T *v,
+                                          size_t rows, size_t cols) {
+  size_t n = rows * cols, k = SC__TN(sc__find_nonfinite)(v, n);
+  if (k == n) return SC_OK;
+  return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
+                  k % cols, isnan(v[k]) ? "NaN" : "Inf");
+}
+
+typedef struct SC__TN(sc__job) {
+  const sc_chain *c;
+  const SC__TN(sc__kt) * kt;
+  sc_workspace *ws;
+  int mode;
+  sc_loss loss;
+  const SC__T *p, *x, *dy;
+  const size_t *idx; /* sample order (NULL: 0..batch-1) */
+  const void *target;
+  size_t batch, ntiles, nslices;
+  SC__T *y, *gx;
+  int want_g;
+  SC__T scale; /* 1 / batch */
+  double slice_loss[SC__MAX_SLICES];
+} SC__TN(sc__job);
+
+static inline size_t SC__TN(sc__row)(const SC__TN(sc__job) * J, size_t b) {
+  return J->idx ? J->idx[b] : b;
+}
+
+/* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array */
+static void SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
+                               const SC__TN(sc__job) * J, size_t b0, size_t n) {
+  for (size_t t = 0; t < n; t++) {
+    const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
+    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
+  }
+  for (size_t t = n; t < SC__TW; t++)
+    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = 0;
+}
+
+/* rows b0..b0+n of a row-major array <- tile */
+static void SC__TN(sc__scatter)(SC__T *restrict dst, const SC__T *restrict tile, size_t cols,
+                                size_t b0, size_t n) {
+  for (size_t t = 0; t < n; t++) {
+    SC__T *r = dst + (b0 + t) * cols;
+    for (size_t i = 0; i < cols; i++) r[i] = tile[i * SC__TW + t];
+  }
+}
+
+/* xT (SC__TW x ld, sample-major, zero-padded to ld) <- x (I x SC__TW) */
+static void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, size_t I,
+                                  size_t ld) {
+  for (int t = 0; t < SC__TW; t++) {
+    SC__T *r = xT + (size_t)t * ld;
+    for (size_t i = 0; i < I; i++) r[i] = x[i * SC__TW + (size_t)t];
+    for (size_t i = I; i < ld; i++) r[i] = 0;
+  }
+}
+
+/* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
+static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lanes,
+                                  SC__T *restrict d, const SC__T *restrict yhat,
+                                  SC__T *restrict tg, size_t b0, size_t n) {
+  const sc_chain *c = J->c;
+  size_t O = c->out;
+  SC__T s = J->scale;
+  if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    const int32_t *lab = J->target;
+    for (size_t t = 0; t < n; t++) {
+      size_t y = (size_t)lab[SC__TN(sc__row)(J, b0 + t)];
+      SC__T m = yhat[t];
+      for (size_t o = 1; o < O; o++)
+        if (yhat[o * SC__TW + t] > m) m = yhat[o * SC__TW + t];
+      SC__T se = 0;
+      for (size_t o = 0; o < O; o++) se += SC__EXP(yhat[o * SC__TW + t] - m);
+      SC__T lse = m + SC__LOG(se);
+      lanes[t] += lse - yhat[y * SC__TW + t];
+      if (d) {
+        for (size_t o = 0; o < O; o++)
+          d[o * SC__TW + t] = s * (SC__EXP(yhat[o * SC__TW + t] - lse) - (o == y ? 1 : 0));
+      }
+    }
+    if (d)
+      for (size_t o = 0; o < O; o++)
+        for (size_t t = n; t < SC__TW; t++) d[o * SC__TW + t] = 0;
+    return;
+  }
+  SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n);
+  SC__T mask[SC__TW];
+  for (int t = 0; t < SC__TW; t++) mask[t] = (size_t)t < n ? 1 : 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *yr = yhat + o * SC__TW, *tr = tg + o * SC__TW;
+    SC__T *dr = d ? d + o * SC__TW : NULL;
+    if (J->loss == SC_LOSS_SQUARED) {
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += e * e;
+        if (dr) dr[t] = 2 * s * e;
+      }
+    } else { /* absolute */
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += SC__FABS(e);
+        if (dr) dr[t] = e > 0 ? s : (e < 0 ? -s : 0);
+      }
+    }
+  }
+}
+
+static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
+  const sc_chain *c = J->c;
+  const SC__TN(sc__kt) *kt = J->kt;
+  sc_workspace *ws = J->ws;
+  SC__T *tm = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes);
+  SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+  size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
+  size_t L = c->nlayers;
+  SC__T *X = tm + c->x_off, *lanes = tm + c->lossl_off;
+  int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
+  int want_g = backward && J->want_g;
+
+  for (int t = 0; t < SC__TW; t++) lanes[t] = 0;
+  if (want_g) {
+    memset(gs, 0, c->nparams * sizeof(SC__T));
+    for (size_t l = 0; l < L; l++)
+      if (c->L[l].lane_off != SIZE_MAX)
+        memset(tm + c->L[l].lane_off, 0, c->L[l].out * SC__TW * sizeof(SC__T));
+  }
+  for (size_t tile = t0; tile < t1; tile++) {
+    size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+    SC__TN(sc__gather)(X, J->x, c->in, J, b0, n);
+    const SC__T *in = X;
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      kt->dense_fwd(tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL, W,
+                    P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, P->spec.act);
+      in = tm + P->a_off;
+    }
+    const SC__T *yhat = in;
+    SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+    if (J->mode == SC__FORWARD) {
+      SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
+      continue;
+    }
+    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD)
+      SC__TN(sc__loss_tile)(J, lanes, J->mode == SC__VALGRAD ? cur : NULL, yhat, tm + c->t_off,
+                            b0, n);
+    else /* pullback: the cotangent is given */
+      SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n);
+    if (!backward) continue;
+    for (size_t l = L; l-- > 0;) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      const SC__T *xin = l ? tm + c->L[l - 1].a_off : X;
+      kt->act_bwd(cur, tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL,
+                  P->out * SC__TW, P->spec.act);
+      if (want_g) {
+        if (P->lane_off != SIZE_MAX) {
+          SC__T *bl = tm + P->lane_off;
+          for (size_t k = 0; k < P->out * SC__TW; k++) bl[k] += cur[k];
+        }
+        size_t ld = (P->in + 15) & ~(size_t)15;
+        SC__T *xT = tm + c->xT_off;
+        SC__TN(sc__transpose)(xT, xin, P->in, ld);
+        kt->dense_dw(gs + P->poff, cur, xT, P->out, P->in, ld);
+      }
+      if (l > 0 || J->gx) {
+        kt->dense_dx(nxt, W, cur, P->out, P->in);
+        SC__T *tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+      }
+    }
+    if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
+  }
+  /* fold the lane accumulators, in a fixed order */
+  double ls = 0;
+  for (int t = 0; t < SC__TW; t++) ls += (double)lanes[t];
+  J->slice_loss[s] = ls;
+  if (want_g)
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      if (P->lane_off == SIZE_MAX) continue;
+      const SC__T *bl = tm + P->lane_off;
+      SC__T *gb = gs + P->poff + P->in * P->out;
+      for (size_t o = 0; o < P->out; o++) {
+        SC__T acc = 0;
+        for (int t = 0; t < SC__TW; t++) acc += bl[o * SC__TW + (size_t)t];
+        gb[o] += acc;
+      }
+    }
+}
+
+static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
+  SC__TN(sc__job) *J = arg;
+  for (size_t s = (size_t)worker; s < J->nslices; s += (size_t)nworkers)
+    SC__TN(sc__run_slice)(J, s);
+}
+
+/* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
+static void SC__TN(sc__execute)(SC__TN(sc__job) * J, SC__T *g, int accumulate, double *loss) {
+  J->ntiles = (J->batch + SC__TW - 1) / SC__TW;
+  J->nslices = sc__slices_for(J->batch);
+  J->scale = (SC__T)(1.0 / (double)J->batch);
+  J->kt = SC__F32 ? (const void *)J->c->kf : (const void *)J->c->kd;
+  sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
+  if (loss) {
+    double l = 0;
+    for (size_t s = 0; s < J->nslices; s++) l += J->slice_loss[s];
+    *loss = l / (double)J->batch;
+  }
+  if (g && J->want_g) {
+    sc_workspace *ws = J->ws;
+    size_t np = J->c->nparams;
+    const SC__T *g0 = (const SC__T *)(const void *)(ws->slices + ws->tile_bytes);
+    if (!accumulate)
+      memcpy(g, g0, np * sizeof(SC__T));
+    else
+      for (size_t k = 0; k < np; k++) g[k] += g0[k];
+    for (size_t s = 1; s < J->nslices; s++) {
+      const SC__T *gsl = (const SC__T *)(const void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+      for (size_t k = 0; k < np; k++) g[k] += gsl[k];
+    }
+  }
+}
+
+static void SC__TN(sc__job_init)(SC__TN(sc__job) * J, const sc_chain *c, sc_workspace *ws,
+                                 int mode, const SC__T *p, const SC__T *x, size_t batch) {
+  memset(J, 0, sizeof *J);
+  J->c = c;
+  J->ws = ws;
+  J->mode = mode;
+  J->p = p;
+  J->x = x;
+  J->batch = batch;
+}
+
+sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                              size_t batch, SC__T *y, sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, "input", x, batch, chain->in))) return st;
+  SC__TN(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
+  J.y = y;
+  SC__TN(sc__execute)(&J, NULL, 0, NULL);
+  return SC_OK;
+}
+
+/* valgrad core, shared by the public entry points and sc_train (idx, no checks) */
+static void SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                    const SC__T *x, const size_t *idx, const void *target,
+                                    size_t batch, double *lossv, SC__T *g, SC__T *gx,
+                                    sc_workspace *ws) {
+  SC__TN(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
+  J.loss = loss;
+  J.target = target;
+  J.idx = idx;
+  J.gx = gx;
+  J.want_g = g != NULL;
+  SC__TN(sc__execute)(&J, g, 0, lossv);
+}
+
+static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                          const void *target, size_t batch) {
+  sc_status st = sc__loss_check(fn, chain, loss, target);
+  if (st) return st;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
+    return sc__labels_check(fn, (const int32_t *)target, batch, chain->out);
+  return SC__TN(sc__finite_check)(fn, "target", (const SC__T *)target, batch, chain->out);
+}
+
+sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                              const SC__T *x, const void *target, size_t batch, SC__T *lossv,
+                              SC__T *g, SC__T *gx, sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, "input", x, batch, chain->in))) return st;
+  double l = 0;
+  SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws);
+  if (lossv) *lossv = (SC__T)l;
+  return SC_OK;
+}
+
+#if SC__F32
+sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
+                        const void *target, size_t batch, float *lossv, sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
+  if ((st = sc__target_check_f32(__func__, chain, loss, target, batch))) return st;
+  if ((st = sc__finite_check_f32(__func__, "input", x, batch, chain->in))) return st;
+  double l = 0;
+  sc__valgrad_run_f32(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws);
+  *lossv = (float)l;
+  return SC_OK;
+}
+#endif
+
+sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                               const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
+                               sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, "cotangent dy", dy, batch, chain->out))) return st;
+  if (!g && !gx) return SC_OK;
+  SC__TN(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);
+  J.dy = dy;
+  J.gx = gx;
+  J.want_g = g != NULL;
+  SC__TN(sc__execute)(&J, g, 1, NULL);
+  return SC_OK;
+}
+
+#undef SC__PUB
+#endif /* !SC__KERNELS_ONLY */
+
+#undef SC__TANH
+#undef SC__EXP
+#undef SC__EXPM1
+#undef SC__LOG1P
+#undef SC__LOG
+#undef SC__FABS
+#undef SC__GELU_K0
+#undef SC__GELU_K1
+#endif

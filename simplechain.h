@@ -1,0 +1,331 @@
+/* simplechain.h — a tiny, fast CPU neural-network training engine.
+ *
+ * Drop-in use: compile simplechain.c with your program, nothing else is needed:
+ *
+ *     cc -std=c11 -O2 app.c simplechain.c -lm          (add -pthread for threads)
+ *
+ * `make` additionally builds kernels/ (AVX2 / AVX-512 code paths chosen at run time).
+ *
+ * ------------------------------------------------------------------------------------
+ * Concepts
+ * ------------------------------------------------------------------------------------
+ * chain      An immutable, validated description of a network (a list of layers and
+ *            an input shape) plus its memory plan. Safe to share between threads.
+ * p, g       One flat parameter vector and one flat gradient vector of length
+ *            sc_chain_nparams(). The caller owns both. Layout: the layers' parameter
+ *            blocks one after another, in layer order; see "Parameter layout" below
+ *            and sc_chain_summary() for each block's offset.
+ * workspace  All scratch memory one thread of computation needs, planned for a
+ *            maximum batch size. One workspace per concurrent caller; forward,
+ *            valgrad and pullback never allocate.
+ * optimizer  ADAM, AdamW or SGD(+momentum) state over the flat vector, also in
+ *            caller-owned (or library-allocated) memory.
+ *
+ * Data layout: samples are contiguous. A batch of B inputs with feature size F is
+ * a row-major B x F array (sample b starts at x + b*F); an output batch is B x O.
+ *
+ * Precision: every compute entry point exists in float (no suffix) and in double
+ * (suffix _f64). The same chain and workspace serve both; parameters, inputs and
+ * gradients of one call must all be of the same type.
+ *
+ * Errors: every function returning sc_status validates its arguments. On failure
+ * it returns a non-zero code, writes nothing the caller can rely on, and leaves a
+ * message naming the problem in sc_last_error() (thread-local). The library never
+ * prints (unless you install a progress callback that does), never calls abort or
+ * exit, and never allocates inside sc_forward / sc_valgrad / sc_pullback /
+ * sc_optimizer_step.
+ *
+ * ------------------------------------------------------------------------------------
+ * Parameter layout (stable: saved parameter files depend on it)
+ * ------------------------------------------------------------------------------------
+ * dense(O) on an input of I features:  W as O x I row-major (W[o*I + i]), then, if the
+ *                                      layer has a bias, b[0..O).
+ *                                      y[o] = act( sum_i W[o*I+i] x[i] + b[o] )
+ *
+ * ------------------------------------------------------------------------------------
+ * Activations (documented exactly, since gradients depend on the definitions)
+ * ------------------------------------------------------------------------------------
+ * SC_IDENTITY  z
+ * SC_RELU      max(z, 0); derivative taken as 0 at z == 0
+ * SC_TANH      tanh(z)
+ * SC_SIGMOID   1 / (1 + exp(-z))
+ * SC_SOFTPLUS  log(1 + exp(z)), computed stably
+ * SC_GELU      the tanh approximation 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))
+ *
+ * The float path evaluates tanh (and through it sigmoid and gelu) with the library's
+ * own vectorizable rational approximation (max error 3 ULP, see tests/test_math.c);
+ * the double path uses the C library.
+ */
+#ifndef SIMPLECHAIN_H
+#define SIMPLECHAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SC_VERSION_MAJOR 0
+#define SC_VERSION_MINOR 1
+#define SC_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------- status codes */
+typedef enum sc_status {
+  SC_OK = 0,
+  SC_ERR_NULL,        /* a required pointer argument was NULL */
+  SC_ERR_ARG,         /* an argument is out of its documented range */
+  SC_ERR_SHAPE,       /* shapes do not fit together */
+  SC_ERR_OVERFLOW,    /* a size computation would overflow size_t */
+  SC_ERR_NOMEM,       /* memory allocation failed, or caller memory too small */
+  SC_ERR_NONFINITE,   /* NaN or Inf in an input, target or parameter */
+  SC_ERR_BATCH,       /* batch size is 0 or larger than the workspace allows */
+  SC_ERR_IO,          /* a file could not be read or written */
+  SC_ERR_FORMAT,      /* a file is malformed or truncated */
+  SC_ERR_UNSUPPORTED, /* a valid request this build or CPU cannot serve */
+  SC_ERR_THREAD,      /* a thread could not be created */
+  SC_ERR_STOPPED      /* the progress callback asked training to stop */
+} sc_status;
+
+/* A short, static, human-readable name for a status code ("SC_ERR_SHAPE", ...). */
+const char *sc_status_str(sc_status s);
+
+/* The message of the last failure in the calling thread: names the function and the
+ * problem, e.g. "sc_chain_create: layer 2 (dense): outputs must be > 0". Never NULL;
+ * "" when nothing failed yet. The pointer stays valid until the next failing call in
+ * the same thread. */
+const char *sc_last_error(void);
+
+/* ---------------------------------------------------------------- layers */
+typedef enum sc_act {
+  SC_IDENTITY = 0,
+  SC_RELU,
+  SC_TANH,
+  SC_SIGMOID,
+  SC_SOFTPLUS,
+  SC_GELU
+} sc_act;
+
+typedef enum sc_layer_kind { SC_LAYER_DENSE = 1 } sc_layer_kind;
+
+/* A layer is a small value. Build it with the constructors below; the fields are
+ * public so that tables of layers can be written as initializers, but a chain only
+ * accepts combinations the constructors can produce. */
+typedef struct sc_layer {
+  sc_layer_kind kind;
+  sc_act act;
+  size_t outputs; /* dense: number of output features */
+  int bias;       /* dense: 1 = with bias, 0 = without */
+} sc_layer;
+
+sc_layer sc_dense(size_t outputs, sc_act act);        /* with bias */
+sc_layer sc_dense_nobias(size_t outputs, sc_act act); /* without bias */
+
+/* Name of an activation ("tanh", ...) or "?" for an unknown value. */
+const char *sc_act_name(sc_act act);
+
+/* ---------------------------------------------------------------- chains */
+typedef struct sc_chain sc_chain;
+
+/* Validates the layer list against the per-sample input size and plans memory.
+ * input_features: number of features of one input sample (> 0).
+ * On success *out owns a new chain (free it with sc_chain_destroy). */
+sc_status sc_chain_create(sc_chain **out, size_t input_features, const sc_layer *layers,
+                          size_t nlayers);
+void sc_chain_destroy(sc_chain *chain); /* NULL is fine */
+
+sc_status sc_chain_nparams(const sc_chain *chain, size_t *nparams);
+sc_status sc_chain_input_size(const sc_chain *chain, size_t *features);
+sc_status sc_chain_output_size(const sc_chain *chain, size_t *features);
+sc_status sc_chain_nlayers(const sc_chain *chain, size_t *nlayers);
+
+/* Per-layer facts, for tooling: index in [0, nlayers). */
+typedef struct sc_layer_info {
+  sc_layer layer;
+  size_t inputs;       /* features in */
+  size_t outputs;      /* features out */
+  size_t nparams;      /* parameters of this layer */
+  size_t param_offset; /* where they start in p */
+} sc_layer_info;
+sc_status sc_chain_layer_info(const sc_chain *chain, size_t index, sc_layer_info *info);
+
+/* Writes a per-layer table (layer, activation, output shape, parameter count and
+ * offset in p) into buf, always NUL-terminated when cap > 0. *needed (if not NULL)
+ * receives the full length + 1, so a caller may size the buffer with a first call
+ * with buf = NULL, cap = 0. Returns SC_ERR_NOMEM if the table was truncated. */
+sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t *needed);
+
+/* Name of the kernel set this chain uses: "scalar", "avx2" or "avx512". The choice is
+ * made at sc_chain_create from the CPU and the SC_ISA environment variable
+ * (SC_ISA=scalar|avx2|avx512 forces a path; a path the CPU or build lacks is an
+ * SC_ERR_UNSUPPORTED error at sc_chain_create). */
+const char *sc_chain_isa(const sc_chain *chain);
+
+/* ---------------------------------------------------------------- parameters */
+/* Glorot-uniform weights, U(-a, a) with a = sqrt(6 / (fan_in + fan_out)); biases 0.
+ * Deterministic for a seed and identical on every machine (own PRNG, no libm in the
+ * draw). n must equal sc_chain_nparams(). */
+sc_status sc_params_init(const sc_chain *chain, float *p, size_t n, uint64_t seed);
+sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_t seed);
+
+/* ---------------------------------------------------------------- workspaces */
+typedef struct sc_workspace sc_workspace;
+
+/* Bytes a workspace for batches of up to max_batch samples needs (including its
+ * bookkeeping and alignment slack), for sc_workspace_init. */
+sc_status sc_workspace_bytes(const sc_chain *chain, size_t max_batch, size_t *bytes);
+
+/* Library-allocated workspace. Free with sc_workspace_destroy. */
+sc_status sc_workspace_create(sc_workspace **out, const sc_chain *chain, size_t max_batch);
+
+/* Workspace in caller memory (any alignment, at least sc_workspace_bytes bytes). The
+ * caller frees mem after it is done with the workspace; do not call
+ * sc_workspace_destroy on it unless threads were set (it then stops them). */
+sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t max_batch,
+                            void *mem, size_t bytes);
+
+/* Use `threads` threads (>= 1) for the calls made with this workspace. Threads are
+ * created here, once, and kept until the workspace is destroyed or this is called
+ * again. Results do not depend on the thread count: a batch is cut into slices that
+ * depend only on the batch size, each slice accumulates its own gradient, and the
+ * slices are summed in a fixed order. Returns SC_ERR_UNSUPPORTED when the library
+ * was built without threads (SC_NO_THREADS). */
+sc_status sc_workspace_set_threads(sc_workspace *ws, int threads);
+
+void sc_workspace_destroy(sc_workspace *ws); /* NULL is fine */
+
+/* ---------------------------------------------------------------- compute */
+/* y (batch x outputs) = chain(x (batch x inputs); p).  1 <= batch <= max_batch. */
+sc_status sc_forward(const sc_chain *chain, const float *p, const float *x, size_t batch,
+                     float *y, sc_workspace *ws);
+sc_status sc_forward_f64(const sc_chain *chain, const double *p, const double *x,
+                         size_t batch, double *y, sc_workspace *ws);
+
+typedef enum sc_loss {
+  /* L = (1/B) sum_b sum_j (yhat_bj - t_bj)^2      target: B x outputs values */
+  SC_LOSS_SQUARED = 1,
+  /* L = (1/B) sum_b sum_j |yhat_bj - t_bj|        target: B x outputs values;
+   *     derivative of |0| taken as 0 */
+  SC_LOSS_ABSOLUTE,
+  /* L = (1/B) sum_b -log softmax(yhat_b)[t_b]     target: B int32_t class labels in
+   *     [0, outputs); the chain's last layer gives the logits (use SC_IDENTITY) */
+  SC_LOSS_LOGIT_CROSSENTROPY
+} sc_loss;
+
+/* Loss value and gradients.
+ *   target  see sc_loss: float (double for _f64) values, or int32_t labels.
+ *   loss    (may be NULL) receives L.
+ *   g       (may be NULL) receives dL/dp, length nparams. Overwritten, not accumulated.
+ *   gx      (may be NULL) receives dL/dx, batch x inputs. Overwritten.
+ * Inputs and targets are checked for NaN/Inf (SC_ERR_NONFINITE, naming the sample). */
+sc_status sc_valgrad(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
+                     const void *target, size_t batch, float *lossv, float *g, float *gx,
+                     sc_workspace *ws);
+sc_status sc_valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                         const double *x, const void *target, size_t batch, double *lossv,
+                         double *g, double *gx, sc_workspace *ws);
+
+/* Loss value only (same definitions as sc_valgrad). */
+sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
+                        const void *target, size_t batch, float *lossv, sc_workspace *ws);
+
+/* Vector-Jacobian product with no loss: for y = chain(x; p) and a cotangent dy
+ * (batch x outputs),
+ *   g  += (dy/dp)^T dy   accumulated into g (length nparams; may be NULL),
+ *   gx  = (dy/dx)^T dy   written (batch x inputs; may be NULL).
+ * g accumulates so that an adjoint ODE solver can sum over time; zero it yourself. */
+sc_status sc_pullback(const sc_chain *chain, const float *p, const float *x,
+                      const float *dy, size_t batch, float *g, float *gx, sc_workspace *ws);
+sc_status sc_pullback_f64(const sc_chain *chain, const double *p, const double *x,
+                          const double *dy, size_t batch, double *g, double *gx,
+                          sc_workspace *ws);
+
+/* ---------------------------------------------------------------- optimizers */
+typedef enum sc_optim_kind { SC_ADAM = 1, SC_ADAMW, SC_SGD } sc_optim_kind;
+
+/* Hyper-parameters. Update rules (t = step count starting at 1, all element-wise):
+ *   ADAM : m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *          p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ *          (weight_decay > 0 adds weight_decay * p to g first, as torch.optim.Adam)
+ *   ADAMW: p -= lr * weight_decay * p, then the ADAM step with the raw gradient
+ *          (as torch.optim.AdamW)
+ *   SGD  : g' = g + weight_decay * p;  buf = momentum * buf + g' (buf = g' at t = 1);
+ *          p -= lr * buf   (momentum = 0: plain SGD; as torch.optim.SGD, no dampening)
+ */
+typedef struct sc_optim {
+  sc_optim_kind kind;
+  double lr;
+  double beta1, beta2, eps; /* ADAM/AdamW */
+  double momentum;          /* SGD */
+  double weight_decay;
+} sc_optim;
+
+sc_optim sc_adam(double lr);                       /* betas 0.9, 0.999, eps 1e-8 */
+sc_optim sc_adamw(double lr, double weight_decay); /* betas 0.9, 0.999, eps 1e-8 */
+sc_optim sc_sgd(double lr, double momentum);
+
+typedef struct sc_optimizer sc_optimizer;
+
+sc_status sc_optimizer_bytes(const sc_optim *cfg, size_t n, size_t *bytes);
+sc_status sc_optimizer_create(sc_optimizer **out, const sc_optim *cfg, size_t n);
+sc_status sc_optimizer_init(sc_optimizer **out, const sc_optim *cfg, size_t n, void *mem,
+                            size_t bytes);
+void sc_optimizer_destroy(sc_optimizer *opt); /* NULL is fine (no-op for caller memory) */
+/* Zero the moments and the step count. */
+sc_status sc_optimizer_reset(sc_optimizer *opt);
+/* One update of p (length n, as at creation) from the gradient g. */
+sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t n);
+
+/* ---------------------------------------------------------------- training */
+typedef struct sc_progress {
+  size_t epoch;       /* 0-based epoch of the step just taken */
+  size_t step;        /* steps taken so far (1-based) */
+  size_t total_steps; /* steps the run will take if not stopped */
+  double loss;        /* loss of the minibatch of this step (before the update) */
+  double epoch_loss;  /* mean minibatch loss of the epoch so far */
+  double seconds;     /* wall time since sc_train started */
+  const float *p;     /* current parameters (read only) */
+} sc_progress;
+
+/* Return non-zero to stop training (sc_train then returns SC_ERR_STOPPED). */
+typedef int (*sc_progress_fn)(const sc_progress *progress, void *user);
+
+typedef struct sc_train_opts {
+  sc_optim optim;        /* default: sc_adam(1e-3) */
+  size_t epochs;         /* default 1 */
+  size_t batch_size;     /* 0 (default) = full batch */
+  int shuffle;           /* 1 (default): reshuffle the sample order every epoch */
+  uint64_t seed;         /* shuffling seed, default 0 */
+  int threads;           /* default 1 */
+  size_t progress_every; /* call progress every this many steps (0: never) */
+  sc_progress_fn progress;
+  void *user;
+} sc_train_opts;
+
+sc_train_opts sc_train_defaults(void);
+
+typedef struct sc_data {
+  const float *x;     /* n x inputs */
+  const void *target; /* see sc_loss: n x outputs floats, or n int32_t labels */
+  size_t n;           /* number of samples */
+} sc_data;
+
+typedef struct sc_train_report {
+  size_t steps;
+  size_t epochs;
+  double final_loss; /* mean minibatch loss of the last epoch */
+  double seconds;
+} sc_train_report;
+
+/* Trains p in place. All memory (workspace, optimizer state, the shuffled index) is
+ * allocated once before the first step; the steps allocate nothing. Minibatches are
+ * gathered by index, the data set is never copied. The last minibatch of an epoch may
+ * be smaller. Results are a function of (p, data, opts.seed, batch size) only, not of
+ * opts.threads. report may be NULL. */
+sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
+                   const sc_train_opts *opts, sc_train_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMPLECHAIN_H */
