@@ -2,6 +2,11 @@
 #ifndef SC_TESTUTIL_H
 #define SC_TESTUTIL_H
 
+/* include this header first: it asks for POSIX (setenv) before any system header */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
