@@ -7,8 +7,8 @@ WARN    := -Wall -Wextra -Wpedantic -Werror
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) $(WARN) -pthread -g
 LDLIBS  += -lm -pthread
-AVX2_FLAGS   := -mavx2 -mfma
-AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512
+AVX2_FLAGS   := -mavx2 -mfma -ffp-contract=fast -Wno-psabi
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast
 
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq (,$(findstring x86_64,$(ARCH)))
@@ -38,10 +38,10 @@ help:
 $(BUILD)/simplechain.o: simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(KDEFS) -c $< -o $@
-$(BUILD)/kernels/avx2.o: kernels/avx2.c simplechain.c simplechain.h
+$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
-$(BUILD)/kernels/avx512.o: kernels/avx512.c simplechain.c simplechain.h
+$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
 $(LIB): $(LIB_OBJS)

@@ -56,31 +56,61 @@
 #define SC__MAX_SLICES 16
 #define SC__MIN_TILES 4
 #define SC__ALIGN 64
+/* layers with at most this many weights accumulate dW in lane form (see sc__lplan) */
+#define SC__DWL_MAX 1024
 
 /* ---------------------------------------------------------------- kernel tables */
-/* All kernels work on one tile (SC__TW samples, feature-major). Dimension letters:
- * O outputs of a layer, I its inputs, ld the padded row length of a transposed tile. */
-#define SC__KT_FIELDS(T)                                                                \
-  const char *name;                                                                    \
-  /* a = act(W x + b) for one tile; z receives the pre-activation when not NULL */    \
-  void (*dense_fwd)(T *a, T *z, const T *W, const T *b, const T *x, size_t O, size_t I, \
-                    sc_act act);                                                       \
-  /* gW[o][i] += sum_t dz[o][t] xT[t][i]   (xT is SC__TW x ld, sample-major) */         \
-  void (*dense_dw)(T *gW, const T *dz, const T *xT, size_t O, size_t I, size_t ld);     \
-  /* dx[i][t] = sum_o W[o][i] dz[o][t] */                                               \
-  void (*dense_dx)(T *dx, const T *W, const T *dz, size_t O, size_t I);                  \
-  /* d[k] *= act'(.) at a[k] (z[k] for gelu), k < n */                                  \
-  void (*act_bwd)(T *d, const T *a, const T *z, size_t n, sc_act act);
-
+/* A kernel set is the per-slice driver compiled for one ISA: the whole tile pipeline
+ * (gather, fused layer kernels, loss, pullback) is compiled with the ISA's flags so
+ * that nothing on the hot path runs as baseline code. */
+struct sc__job_f32;
+struct sc__job_f64;
 typedef struct sc__kt_f32 {
-  SC__KT_FIELDS(float)
+  const char *name;
+  void (*run_slice)(struct sc__job_f32 *job, size_t slice);
 } sc__kt_f32;
 typedef struct sc__kt_f64 {
-  SC__KT_FIELDS(double)
+  const char *name;
+  void (*run_slice)(struct sc__job_f64 *job, size_t slice);
 } sc__kt_f64;
 
 /* what a driver call computes */
 enum { SC__FORWARD = 0, SC__LOSS, SC__VALGRAD, SC__PULLBACK };
+
+/* ---------------------------------------------------------------- plans (shared with kernels/) */
+typedef struct sc__lplan {
+  sc_layer spec;
+  size_t in, out;   /* features */
+  size_t poff, np;  /* parameter block */
+  size_t a_off;     /* output tile (out x TW) in slice tile memory, elements */
+  size_t z_off;     /* pre-activation tile (gelu only), else SIZE_MAX */
+  size_t lane_off;  /* bias lane accumulator (out x TW), else SIZE_MAX */
+  size_t dwl_off;   /* lane accumulators for dW (out x in x TW) of small layers, else
+                       SIZE_MAX: dW[o][i] += dz[o][t] x[i][t] lane by lane, summed over
+                       the lanes once per slice: no transposes, no broadcasts */
+} sc__lplan;
+
+struct sc_chain {
+  size_t nlayers, in, out, nparams;
+  size_t maxw;       /* widest feature count, input included */
+  size_t ldT;        /* row length of the transposed tile (maxw rounded up to 16) */
+  /* slice tile memory, in elements (the same offsets serve float and double) */
+  size_t x_off, d0_off, d1_off, xT_off, t_off, lossl_off, tile_elems;
+  const sc__kt_f32 *kf;
+  const sc__kt_f64 *kd;
+  sc__lplan L[];
+};
+
+struct sc_workspace {
+  const sc_chain *chain;
+  size_t max_batch;
+  size_t max_slices;
+  size_t slice_bytes;      /* one slice: tile memory + gradient accumulator */
+  size_t tile_bytes;       /* offset of the gradient accumulator inside a slice */
+  unsigned char *slices;   /* SC__ALIGN-aligned */
+  void *owned;             /* library allocation, or NULL for caller memory */
+  struct sc__pool *pool;
+};
 
 #ifndef SC__KERNELS_ONLY /* ================================ engine (non-typed part) */
 
@@ -215,26 +245,6 @@ const char *sc_act_name(sc_act act) {
 }
 
 /* ---------------------------------------------------------------- chain plan */
-typedef struct sc__lplan {
-  sc_layer spec;
-  size_t in, out;   /* features */
-  size_t poff, np;  /* parameter block */
-  size_t a_off;     /* output tile (out x TW) in slice tile memory, elements */
-  size_t z_off;     /* pre-activation tile (gelu only), else SIZE_MAX */
-  size_t lane_off;  /* bias lane accumulator (out x TW), else SIZE_MAX */
-} sc__lplan;
-
-struct sc_chain {
-  size_t nlayers, in, out, nparams;
-  size_t maxw;       /* widest feature count, input included */
-  size_t ldT;        /* row length of the transposed tile (maxw rounded up to 16) */
-  /* slice tile memory, in elements (the same offsets serve float and double) */
-  size_t x_off, d0_off, d1_off, xT_off, t_off, lossl_off, tile_elems;
-  const sc__kt_f32 *kf;
-  const sc__kt_f64 *kd;
-  sc__lplan L[];
-};
-
 /* kernel tables: reference ones from the typed section below, optional ISA ones */
 static const sc__kt_f32 sc__kt_ref_f32;
 static const sc__kt_f64 sc__kt_ref_f64;
@@ -359,6 +369,9 @@ sc_status sc_chain_create(sc_chain **out, size_t input_features, const sc_layer 
     P->z_off = P->spec.act == SC_GELU ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
                                       : SIZE_MAX;
     P->lane_off = P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok) : SIZE_MAX;
+    P->dwl_off = P->in * P->out <= SC__DWL_MAX
+                     ? sc__tile_alloc(&cur, sc__mul(P->in * P->out, TW, &ok), &ok)
+                     : SIZE_MAX;
   }
   c->d0_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
   c->d1_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
@@ -622,16 +635,6 @@ static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
 }
 
 /* ---------------------------------------------------------------- workspaces */
-struct sc_workspace {
-  const sc_chain *chain;
-  size_t max_batch;
-  size_t max_slices;
-  size_t slice_bytes;      /* one slice: tile memory + gradient accumulator */
-  size_t tile_bytes;       /* offset of the gradient accumulator inside a slice */
-  unsigned char *slices;   /* SC__ALIGN-aligned */
-  void *owned;             /* library allocation, or NULL for caller memory */
-  sc__pool *pool;
-};
 
 static size_t sc__slices_for(size_t batch) {
   size_t tiles = (batch + SC__TW - 1) / SC__TW;
@@ -1082,6 +1085,13 @@ done:
 #define SC__OB 4 /* output rows per register block; ISA files may raise it */
 #endif
 #define SC__IC 16 /* columns of the dW block */
+#ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
+#if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
+#define SC__KSTATIC static __attribute__((unused))
+#else
+#define SC__KSTATIC static
+#endif
+#endif
 
 #if SC__F32
 /* tanh(x) = x P(x^2) / Q(x^2) on [-9, 9], +-1 beyond (exact in float there). A
@@ -1148,7 +1158,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 }
 
 /* d[k] *= act'(.), from the saved output a (or z for gelu) */
-static void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
+SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                 const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
   switch (act) {
@@ -1178,7 +1188,7 @@ static void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
 }
 
 /* ---------------------------------------------------------------- dense kernels */
-static void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
                                   const SC__T *restrict W, const SC__T *restrict b,
                                   const SC__T *restrict x, size_t O, size_t I, sc_act act) {
   size_t o = 0;
@@ -1213,7 +1223,7 @@ static void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
   }
 }
 
-static void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
+SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
                                  const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
   size_t o = 0;
   for (; o + SC__OB <= O; o += SC__OB) {
@@ -1251,7 +1261,7 @@ static void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
   }
 }
 
-static void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
                                  const SC__T *restrict dz, size_t O, size_t I) {
   size_t i = 0;
   for (; i + SC__OB <= I; i += SC__OB) {
@@ -1281,40 +1291,32 @@ static void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
   }
 }
 
-#ifndef SC__KERNELS_ONLY /* ------------------------------- reference table + drivers */
+/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] */
+SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                       const SC__T *restrict x, size_t O, size_t I) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      SC__T *w = wl + (o * I + i) * SC__TW;
+      for (int t = 0; t < SC__TW; t++) w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+    }
+}
 
-static const SC__TN(sc__kt) SC__TN(sc__kt_ref) = {"scalar", SC__TN(sc__dense_fwd),
-                                                  SC__TN(sc__dense_dw), SC__TN(sc__dense_dx),
-                                                  SC__TN(sc__act_bwd)};
-
-#if SC__F32
-#define SC__PUB(name) name
+/* ---------------------------------------------------------------- kernel choice */
+/* An ISA file may bring hand-vectorized kernels for this type; else the portable ones. */
+#if SC__F32 && defined(SC__VEC_F32)
+#include "kernels/vec_f32.h"
+#define SC__K_FWD vec_dense_fwd_f32
+#define SC__K_DW vec_dense_dw_f32
+#define SC__K_DX vec_dense_dx_f32
+#define SC__K_DWL vec_dense_dwl_f32
 #else
-#define SC__PUB(name) name##_f64
+#define SC__K_FWD SC__TN(sc__dense_fwd)
+#define SC__K_DW SC__TN(sc__dense_dw)
+#define SC__K_DX SC__TN(sc__dense_dx)
+#define SC__K_DWL SC__TN(sc__dense_dwl)
 #endif
+#define SC__K_ACTB SC__TN(sc__act_bwd)
 
-/* index of the first NaN/Inf in v[0..n), or n */
-static size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
-  SC__T lanes[16] = {0};
-  size_t k = 0;
-  for (; k + 16 <= n; k += 16)
-    for (int j = 0; j < 16; j++) lanes[j] += v[k + (size_t)j] * 0; /* NaN if any is not finite */
-  SC__T s = 0;
-  for (int j = 0; j < 16; j++) s += lanes[j];
-  for (; k < n; k++) s += v[k] * 0;
-  if (s == 0) return n;
-  for (k = 0; k < n; k++)
-    if (!isfinite(v[k])) return k;
-  return n;
-}
-
-static sc_status SC__TN(sc__finite_check)(const char *fn, const char *what, const SC__T *v,
-                                          size_t rows, size_t cols) {
-  size_t n = rows * cols, k = SC__TN(sc__find_nonfinite)(v, n);
-  if (k == n) return SC_OK;
-  return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
-                  k % cols, isnan(v[k]) ? "NaN" : "Inf");
-}
 
 typedef struct SC__TN(sc__job) {
   const sc_chain *c;
@@ -1418,7 +1420,6 @@ static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lan
 
 static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   const sc_chain *c = J->c;
-  const SC__TN(sc__kt) *kt = J->kt;
   sc_workspace *ws = J->ws;
   SC__T *tm = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes);
   SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
@@ -1432,8 +1433,12 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   if (want_g) {
     memset(gs, 0, c->nparams * sizeof(SC__T));
     for (size_t l = 0; l < L; l++)
+    {
       if (c->L[l].lane_off != SIZE_MAX)
         memset(tm + c->L[l].lane_off, 0, c->L[l].out * SC__TW * sizeof(SC__T));
+      if (c->L[l].dwl_off != SIZE_MAX)
+        memset(tm + c->L[l].dwl_off, 0, c->L[l].out * c->L[l].in * SC__TW * sizeof(SC__T));
+    }
   }
   for (size_t tile = t0; tile < t1; tile++) {
     size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
@@ -1442,7 +1447,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
-      kt->dense_fwd(tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL, W,
+      SC__K_FWD(tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL, W,
                     P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, P->spec.act);
       in = tm + P->a_off;
     }
@@ -1462,20 +1467,24 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
       const SC__T *xin = l ? tm + c->L[l - 1].a_off : X;
-      kt->act_bwd(cur, tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL,
+      SC__K_ACTB(cur, tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL,
                   P->out * SC__TW, P->spec.act);
       if (want_g) {
         if (P->lane_off != SIZE_MAX) {
           SC__T *bl = tm + P->lane_off;
           for (size_t k = 0; k < P->out * SC__TW; k++) bl[k] += cur[k];
         }
-        size_t ld = (P->in + 15) & ~(size_t)15;
-        SC__T *xT = tm + c->xT_off;
-        SC__TN(sc__transpose)(xT, xin, P->in, ld);
-        kt->dense_dw(gs + P->poff, cur, xT, P->out, P->in, ld);
+        if (P->dwl_off != SIZE_MAX)
+          SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in);
+        else {
+          size_t ld = (P->in + 15) & ~(size_t)15;
+          SC__T *xT = tm + c->xT_off;
+          SC__TN(sc__transpose)(xT, xin, P->in, ld);
+          SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+        }
       }
       if (l > 0 || J->gx) {
-        kt->dense_dx(nxt, W, cur, P->out, P->in);
+        SC__K_DX(nxt, W, cur, P->out, P->in);
         SC__T *tmp = cur;
         cur = nxt;
         nxt = tmp;
@@ -1490,6 +1499,15 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   if (want_g)
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
+      if (P->dwl_off != SIZE_MAX) {
+        const SC__T *wl = tm + P->dwl_off;
+        SC__T *gw = gs + P->poff;
+        for (size_t k = 0; k < P->out * P->in; k++) {
+          SC__T acc = 0;
+          for (int t = 0; t < SC__TW; t++) acc += wl[k * SC__TW + (size_t)t];
+          gw[k] += acc;
+        }
+      }
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;
       SC__T *gb = gs + P->poff + P->in * P->out;
@@ -1501,10 +1519,49 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     }
 }
 
+/* ---------------------------------------------------------------- the kernel table */
+#ifdef SC__KERNELS_ONLY
+#if SC__F32
+const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, sc__run_slice_f32};
+#else
+const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, sc__run_slice_f64};
+#endif
+#else /* the portable set, and the engine's typed entry points */
+static const SC__TN(sc__kt) SC__TN(sc__kt_ref) = {"scalar", SC__TN(sc__run_slice)};
+
+#if SC__F32
+#define SC__PUB(name) name
+#else
+#define SC__PUB(name) name##_f64
+#endif
+
+/* index of the first NaN/Inf in v[0..n), or n */
+static size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+  SC__T lanes[16] = {0};
+  size_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int j = 0; j < 16; j++) lanes[j] += v[k + (size_t)j] * 0; /* NaN if any is not finite */
+  SC__T s = 0;
+  for (int j = 0; j < 16; j++) s += lanes[j];
+  for (; k < n; k++) s += v[k] * 0;
+  if (s == 0) return n;
+  for (k = 0; k < n; k++)
+    if (!isfinite(v[k])) return k;
+  return n;
+}
+
+static sc_status SC__TN(sc__finite_check)(const char *fn, const char *what, const SC__T *v,
+                                          size_t rows, size_t cols) {
+  size_t n = rows * cols, k = SC__TN(sc__find_nonfinite)(v, n);
+  if (k == n) return SC_OK;
+  return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
+                  k % cols, isnan(v[k]) ? "NaN" : "Inf");
+}
+
 static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
   SC__TN(sc__job) *J = arg;
   for (size_t s = (size_t)worker; s < J->nslices; s += (size_t)nworkers)
-    SC__TN(sc__run_slice)(J, s);
+    J->kt->run_slice(J, s);
 }
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
@@ -1630,6 +1687,11 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
 
 #undef SC__PUB
 #endif /* !SC__KERNELS_ONLY */
+#undef SC__K_FWD
+#undef SC__K_DW
+#undef SC__K_DX
+#undef SC__K_DWL
+#undef SC__K_ACTB
 
 #undef SC__TANH
 #undef SC__EXP

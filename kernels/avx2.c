@@ -1,15 +1,17 @@
-/* kernels/avx2.c — the kernel set for CPUs with AVX2, compiled with: -mavx2 -mfma
+/* kernels/avx2.c — the kernel set for CPUs with AVX2 (built with -mavx2 -mfma).
  *
- * The portable kernels of simplechain.c are compiled once more here (through
- * SC__KERNELS_ONLY), so the compiler vectorizes them for this ISA; a kernel may be
- * replaced by a hand-written one where that measures faster. The table below is what
- * the dispatcher in simplechain.c picks when the CPU supports AVX2.
+ * simplechain.c is compiled once more here with SC__KERNELS_ONLY: its whole per-slice
+ * pipeline (input gather, fused dense forward + activation, loss, fused pullback) is
+ * compiled with this file's -m flags, with the float dense kernels taken from
+ * vec_f32.h (explicit vector code) and the double ones auto-vectorized from the
+ * portable source. The tables exported below are what the dispatcher in simplechain.c
+ * selects when the CPU supports AVX2 (SC_ISA=avx2 forces them).
  */
 #define SC__KERNELS_ONLY 1
-#define SC__OB 4 /* output rows per register block for this register file */
+#define SC__ISA_NAME "avx2"
+#define SC__KT_EXPORT_F32 sc__kt_f32_avx2
+#define SC__KT_EXPORT_F64 sc__kt_f64_avx2
+#define SC__VEC_F32 1 /* float kernels from kernels/vec_f32.h */
+#define VOB 4         /* float rows per register block: 4 accumulators of 16 floats */
+#define SC__OB 4      /* the same for the portable (double) kernels */
 #include "../simplechain.c"
-
-const sc__kt_f32 sc__kt_f32_avx2 = {"avx2", sc__dense_fwd_f32, sc__dense_dw_f32, sc__dense_dx_f32,
-                                    sc__act_bwd_f32};
-const sc__kt_f64 sc__kt_f64_avx2 = {"avx2", sc__dense_fwd_f64, sc__dense_dw_f64, sc__dense_dx_f64,
-                                    sc__act_bwd_f64};

@@ -1,0 +1,202 @@
+/* kernels/vec_f32.h — float dense kernels written with GCC/Clang vector extensions.
+ *
+ * Included by simplechain.c's typed section when an ISA file (kernels/avx2.c,
+ * kernels/avx512.c) defines SC__VEC_F32: one source, compiled per ISA. VW is the
+ * native vector width in floats (16 for AVX-512, 8 for AVX2); a tile row of SC__TW = 16
+ * samples is NV = 16 / VW native vectors. VOB output rows are blocked so that their
+ * VOB x NV accumulators stay in registers. The ISA files compile with
+ * -ffp-contract=fast, so `acc += w * x` is one FMA.
+ *
+ * Dimension letters as in simplechain.c: O outputs, I inputs, ld transposed row length.
+ */
+#ifndef SC_KERNELS_VEC_F32_H
+#define SC_KERNELS_VEC_F32_H
+
+#if SC__TW != 16
+#error "vec_f32.h assumes 16-sample tiles"
+#endif
+#ifndef VOB
+#error "define VOB (rows per register block) before including vec_f32.h"
+#endif
+
+#if defined(__AVX512F__)
+#define VW 16
+#else
+#define VW 8
+#endif
+#define NV (SC__TW / VW)
+
+typedef float sc_vf __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+typedef float sc_vfu __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+typedef int32_t sc_vi __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+
+#define V_BCAST(s) ((sc_vf){0} + (float)(s))
+#define V_ROW(ptr, j) (((const sc_vf *)(const void *)(ptr))[j])
+#define V_ROWW(ptr, j) (((sc_vf *)(void *)(ptr))[j])
+
+static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf b) {
+  return (sc_vf)(((sc_vi)a & m) | ((sc_vi)b & ~m)); /* m ? a : b, per lane */
+}
+/* the same rational tanh as sc__tanh_f32 in simplechain.c (same coefficients and
+ * operation order), so every path computes the same function */
+static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
+  sc_vf c = v_sel(x < V_BCAST(-9.0f), V_BCAST(-9.0f), x);
+  c = v_sel(c > V_BCAST(9.0f), V_BCAST(9.0f), c);
+  sc_vf s = c * c;
+  sc_vf P = (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s +
+             1.338117803e-01f) * s + 9.999999797e-01f;
+  sc_vf Q = (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s +
+             4.671449372e-01f) * s + 1.0f;
+  return c * P / Q;
+}
+
+/* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
+static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
+                                                              float *restrict z,
+                                                              const sc_vf *acc, sc_act act) {
+  int j;
+  switch (act) {
+  case SC_IDENTITY:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j];
+    return;
+  case SC_RELU:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_sel(acc[j] > V_BCAST(0.0f), acc[j], V_BCAST(0.0f));
+    return;
+  case SC_TANH:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_tanh(acc[j]);
+    return;
+  default: { /* not hot: the portable row function */
+    float tmp[SC__TW] __attribute__((aligned(64)));
+    for (j = 0; j < NV; j++) V_ROWW(tmp, j) = acc[j];
+    sc__act_row_f32(a, z, tmp, act);
+    return;
+  }
+  }
+}
+
+/* a = act(W x + b): rows in blocks of NB (NB x NV accumulators in registers) */
+#define V_FWD_BLOCK(NB)                                                                  \
+  for (; o + NB <= O; o += NB) {                                                         \
+    sc_vf acc[NB][NV];                                                                   \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                               \
+      sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                           \
+      for (int j = 0; j < NV; j++) acc[k][j] = bk;                                       \
+    }                                                                                    \
+    const float *w = W + o * I;                                                          \
+    for (size_t i = 0; i < I; i++) {                                                     \
+      sc_vf xv[NV];                                                                      \
+      for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);                     \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                             \
+        sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                        \
+        for (int j = 0; j < NV; j++) acc[k][j] += wk * xv[j];                            \
+      }                                                                                  \
+    }                                                                                    \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++)                                 \
+      v_act_store(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);   \
+  }
+
+static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
+                              const float *restrict b, const float *restrict x, size_t O,
+                              size_t I, sc_act act) {
+  size_t o = 0;
+  V_FWD_BLOCK(VOB)
+#if VOB > 4
+  V_FWD_BLOCK(4)
+#endif
+  V_FWD_BLOCK(1)
+}
+
+/* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block
+ * (used for layers too large for the lane form below) */
+#define V_DW_BLOCK(NB)                                                                   \
+  for (; o + NB <= O; o += NB)                                                           \
+    for (size_t i0 = 0; i0 < I; i0 += 16) {                                              \
+      sc_vf acc[NB][NV];                                                                 \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)  \
+        acc[k][j] = V_BCAST(0.0f);                                                       \
+      const float *d = dz + o * SC__TW;                                                  \
+      for (int t = 0; t < SC__TW; t++) {                                                 \
+        sc_vf xv[NV];                                                                    \
+        for (int j = 0; j < NV; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);         \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                           \
+          sc_vf dk = V_BCAST(d[k * SC__TW + t]);                                         \
+          for (int j = 0; j < NV; j++) acc[k][j] += dk * xv[j];                          \
+        }                                                                                \
+      }                                                                                  \
+      if (i0 + 16 <= I) {                                                                \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++) \
+          ((sc_vfu *)(void *)(gW + (o + k) * I + i0))[j] += acc[k][j];                   \
+      } else {                                                                           \
+        for (int k = 0; k < NB; k++) {                                                   \
+          float tmp[16] __attribute__((aligned(64)));                                    \
+          for (int j = 0; j < NV; j++) V_ROWW(tmp, j) = acc[k][j];                       \
+          for (size_t c = 0; c < I - i0; c++) gW[(o + k) * I + i0 + c] += tmp[c];        \
+        }                                                                                \
+      }                                                                                  \
+    }
+
+static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz,
+                             const float *restrict xT, size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  V_DW_BLOCK(VOB)
+#if VOB > 4
+  V_DW_BLOCK(4)
+#endif
+  V_DW_BLOCK(1)
+}
+
+/* dx[i][t] = sum_o W[o][i] dz[o][t]: NB input rows per register block */
+#define V_DX_BLOCK(NB)                                                                   \
+  for (; i + NB <= I; i += NB) {                                                         \
+    sc_vf acc[NB][NV];                                                                   \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)    \
+      acc[k][j] = V_BCAST(0.0f);                                                         \
+    for (size_t o = 0; o < O; o++) {                                                     \
+      sc_vf dv[NV];                                                                      \
+      for (int j = 0; j < NV; j++) dv[j] = V_ROW(dz + o * SC__TW, j);                    \
+      const float *w = W + o * I + i;                                                    \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                             \
+        sc_vf wk = V_BCAST(w[k]);                                                        \
+        for (int j = 0; j < NV; j++) acc[k][j] += wk * dv[j];                            \
+      }                                                                                  \
+    }                                                                                    \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)    \
+      V_ROWW(dx + (i + k) * SC__TW, j) = acc[k][j];                                      \
+  }
+
+static void vec_dense_dx_f32(float *restrict dx, const float *restrict W,
+                             const float *restrict dz, size_t O, size_t I) {
+  size_t i = 0;
+  V_DX_BLOCK(VOB)
+#if VOB > 4
+  V_DX_BLOCK(4)
+#endif
+  V_DX_BLOCK(1)
+}
+
+/* dW in lane form (small layers): wl[o*I + i] += dz[o] * x[i], lane by lane; four rows
+ * share each x load */
+static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz,
+                              const float *restrict x, size_t O, size_t I) {
+  size_t o = 0;
+  for (; o + 4 <= O; o += 4) {
+    sc_vf d[4][NV];
+    for (int k = 0; k < 4; k++)
+      for (int j = 0; j < NV; j++) d[k][j] = V_ROW(dz + (o + k) * SC__TW, j);
+    for (size_t i = 0; i < I; i++) {
+      sc_vf xv[NV];
+      for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);
+      for (int k = 0; k < 4; k++)
+        for (int j = 0; j < NV; j++) V_ROWW(wl + ((o + k) * I + i) * SC__TW, j) += d[k][j] * xv[j];
+    }
+  }
+  for (; o < O; o++)
+    for (size_t i = 0; i < I; i++)
+      for (int j = 0; j < NV; j++)
+        V_ROWW(wl + (o * I + i) * SC__TW, j) += V_ROW(dz + o * SC__TW, j) * V_ROW(x + i * SC__TW, j);
+}
+
+#undef V_FWD_BLOCK
+#undef V_DW_BLOCK
+#undef V_DX_BLOCK
+#endif
