@@ -48,9 +48,10 @@
 #define SC__TLS _Thread_local
 #endif
 
-/* Samples per tile. 16 floats is one AVX-512 register, two AVX2 registers. Changing
- * it changes summation order (and therefore low-order bits of results). */
-#define SC__TW 16
+/* Samples per tile: two AVX-512 registers of floats, four AVX2 ones. Two vectors per
+ * row let the lane-form dW do two FMAs per accumulator load/store. Changing it changes
+ * summation order (and therefore low-order bits of results). */
+#define SC__TW 32
 /* Slicing: a slice holds at least SC__MIN_TILES tiles and there are at most
  * SC__MAX_SLICES slices. Both depend only on the batch size, never on threads. */
 #define SC__MAX_SLICES 16
@@ -1301,6 +1302,15 @@ SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict
     }
 }
 
+/* gw[k] += the TW lanes of wl[k], in lane order */
+SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    SC__T acc = 0;
+    for (int t = 0; t < SC__TW; t++) acc += wl[k * SC__TW + (size_t)t];
+    gw[k] += acc;
+  }
+}
+
 /* ---------------------------------------------------------------- kernel choice */
 /* An ISA file may bring hand-vectorized kernels for this type; else the portable ones. */
 #if SC__F32 && defined(SC__VEC_F32)
@@ -1309,11 +1319,13 @@ SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict
 #define SC__K_DW vec_dense_dw_f32
 #define SC__K_DX vec_dense_dx_f32
 #define SC__K_DWL vec_dense_dwl_f32
+#define SC__K_DWL_FOLD vec_dwl_fold_f32
 #else
 #define SC__K_FWD SC__TN(sc__dense_fwd)
 #define SC__K_DW SC__TN(sc__dense_dw)
 #define SC__K_DX SC__TN(sc__dense_dx)
 #define SC__K_DWL SC__TN(sc__dense_dwl)
+#define SC__K_DWL_FOLD SC__TN(sc__dwl_fold)
 #endif
 #define SC__K_ACTB SC__TN(sc__act_bwd)
 
@@ -1500,13 +1512,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       if (P->dwl_off != SIZE_MAX) {
-        const SC__T *wl = tm + P->dwl_off;
-        SC__T *gw = gs + P->poff;
-        for (size_t k = 0; k < P->out * P->in; k++) {
-          SC__T acc = 0;
-          for (int t = 0; t < SC__TW; t++) acc += wl[k * SC__TW + (size_t)t];
-          gw[k] += acc;
-        }
+        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, P->out * P->in);
       }
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;
@@ -1691,6 +1697,7 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
 #undef SC__K_DW
 #undef SC__K_DX
 #undef SC__K_DWL
+#undef SC__K_DWL_FOLD
 #undef SC__K_ACTB
 
 #undef SC__TANH

@@ -2,8 +2,8 @@
  *
  * Included by simplechain.c's typed section when an ISA file (kernels/avx2.c,
  * kernels/avx512.c) defines SC__VEC_F32: one source, compiled per ISA. VW is the
- * native vector width in floats (16 for AVX-512, 8 for AVX2); a tile row of SC__TW = 16
- * samples is NV = 16 / VW native vectors. VOB output rows are blocked so that their
+ * native vector width in floats (16 for AVX-512, 8 for AVX2); a tile row of SC__TW
+ * samples is NV = SC__TW / VW native vectors. VOB output rows are blocked so that their
  * VOB x NV accumulators stay in registers. The ISA files compile with
  * -ffp-contract=fast, so `acc += w * x` is one FMA.
  *
@@ -12,9 +12,6 @@
 #ifndef SC_KERNELS_VEC_F32_H
 #define SC_KERNELS_VEC_F32_H
 
-#if SC__TW != 16
-#error "vec_f32.h assumes 16-sample tiles"
-#endif
 #ifndef VOB
 #error "define VOB (rows per register block) before including vec_f32.h"
 #endif
@@ -24,7 +21,11 @@
 #else
 #define VW 8
 #endif
-#define NV (SC__TW / VW)
+#define NV (SC__TW / VW) /* native vectors per tile row */
+#define NC (16 / VW)     /* native vectors per 16-column chunk of the dW block */
+#if SC__TW % VW != 0
+#error "the tile width must be a multiple of the vector width"
+#endif
 
 typedef float sc_vf __attribute__((vector_size(VW * 4), aligned(VW * 4)));
 typedef float sc_vfu __attribute__((vector_size(VW * 4), aligned(4), may_alias));
@@ -111,25 +112,25 @@ static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float 
 #define V_DW_BLOCK(NB)                                                                   \
   for (; o + NB <= O; o += NB)                                                           \
     for (size_t i0 = 0; i0 < I; i0 += 16) {                                              \
-      sc_vf acc[NB][NV];                                                                 \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)  \
+      sc_vf acc[NB][NC];                                                                 \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++)  \
         acc[k][j] = V_BCAST(0.0f);                                                       \
       const float *d = dz + o * SC__TW;                                                  \
       for (int t = 0; t < SC__TW; t++) {                                                 \
-        sc_vf xv[NV];                                                                    \
-        for (int j = 0; j < NV; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);         \
+        sc_vf xv[NC];                                                                    \
+        for (int j = 0; j < NC; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);         \
         _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                           \
           sc_vf dk = V_BCAST(d[k * SC__TW + t]);                                         \
-          for (int j = 0; j < NV; j++) acc[k][j] += dk * xv[j];                          \
+          for (int j = 0; j < NC; j++) acc[k][j] += dk * xv[j];                          \
         }                                                                                \
       }                                                                                  \
       if (i0 + 16 <= I) {                                                                \
-        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++) \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++) \
           ((sc_vfu *)(void *)(gW + (o + k) * I + i0))[j] += acc[k][j];                   \
       } else {                                                                           \
         for (int k = 0; k < NB; k++) {                                                   \
           float tmp[16] __attribute__((aligned(64)));                                    \
-          for (int j = 0; j < NV; j++) V_ROWW(tmp, j) = acc[k][j];                       \
+          for (int j = 0; j < NC; j++) V_ROWW(tmp, j) = acc[k][j];                       \
           for (size_t c = 0; c < I - i0; c++) gW[(o + k) * I + i0 + c] += tmp[c];        \
         }                                                                                \
       }                                                                                  \
@@ -174,10 +175,12 @@ static void vec_dense_dx_f32(float *restrict dx, const float *restrict W,
   V_DX_BLOCK(1)
 }
 
-/* dW in lane form (small layers): wl[o*I + i] += dz[o] * x[i], lane by lane; four rows
- * share each x load */
+/* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
+ * vectors j of dz[o][j*VW + lane] x[i][j*VW + lane]. Each accumulator is one native
+ * vector, loaded and stored once per tile for NV FMAs; four rows share each x load. */
 static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz,
                               const float *restrict x, size_t O, size_t I) {
+  sc_vf *A = (sc_vf *)(void *)wl;
   size_t o = 0;
   for (; o + 4 <= O; o += 4) {
     sc_vf d[4][NV];
@@ -186,14 +189,28 @@ static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz,
     for (size_t i = 0; i < I; i++) {
       sc_vf xv[NV];
       for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);
-      for (int k = 0; k < 4; k++)
-        for (int j = 0; j < NV; j++) V_ROWW(wl + ((o + k) * I + i) * SC__TW, j) += d[k][j] * xv[j];
+      for (int k = 0; k < 4; k++) {
+        sc_vf acc = A[(o + k) * I + i];
+        for (int j = 0; j < NV; j++) acc += d[k][j] * xv[j];
+        A[(o + k) * I + i] = acc;
+      }
     }
   }
   for (; o < O; o++)
-    for (size_t i = 0; i < I; i++)
-      for (int j = 0; j < NV; j++)
-        V_ROWW(wl + (o * I + i) * SC__TW, j) += V_ROW(dz + o * SC__TW, j) * V_ROW(x + i * SC__TW, j);
+    for (size_t i = 0; i < I; i++) {
+      sc_vf acc = A[o * I + i];
+      for (int j = 0; j < NV; j++) acc += V_ROW(dz + o * SC__TW, j) * V_ROW(x + i * SC__TW, j);
+      A[o * I + i] = acc;
+    }
+}
+
+/* gw[k] += the VW lanes of wl[k], summed in lane order (once per slice) */
+static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    float s = 0;
+    for (int l = 0; l < VW; l++) s += wl[k * VW + (size_t)l];
+    gw[k] += s;
+  }
 }
 
 #undef V_FWD_BLOCK
