@@ -519,6 +519,166 @@ sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_
   return SC_OK;
 }
 
+/* ---------------------------------------------------------------- parameter files */
+#define SC__PF_MAGIC "SCPARAMS"
+#define SC__PF_HEAD 32
+
+static uint64_t sc__fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *b = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+#define SC__FNV_INIT 0xCBF29CE484222325ull
+
+static uint64_t sc__fingerprint(const sc_chain *c) {
+  uint64_t h = SC__FNV_INIT, v[4];
+  v[0] = (uint64_t)c->in;
+  h = sc__fnv1a(h, v, sizeof v[0]);
+  for (size_t l = 0; l < c->nlayers; l++) {
+    const sc_layer *s = &c->L[l].spec;
+    v[0] = (uint64_t)s->kind;
+    v[1] = (uint64_t)s->outputs;
+    v[2] = (uint64_t)s->act;
+    v[3] = (uint64_t)s->bias;
+    h = sc__fnv1a(h, v, sizeof v);
+  }
+  return h;
+}
+
+static void sc__put_le(unsigned char *b, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t sc__get_le(const unsigned char *b, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)b[i] << (8 * i);
+  return v;
+}
+static uint32_t sc__f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path) {
+  sc_status st = sc__init_check(__func__, chain, p, n);
+  if (st) return st;
+  SC__CHECK_NULL(path);
+  size_t plen = strlen(path);
+  if (plen == 0) return SC__FAIL(SC_ERR_ARG, "path is empty");
+  char *tmp = malloc(plen + 5);
+  if (!tmp) return SC__FAIL(SC_ERR_NOMEM, "out of memory");
+  memcpy(tmp, path, plen);
+  memcpy(tmp + plen, ".tmp", 5);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    st = SC__FAIL(SC_ERR_IO, "cannot open '%s' for writing", tmp);
+    free(tmp);
+    return st;
+  }
+  unsigned char head[SC__PF_HEAD], buf[4096];
+  memcpy(head, SC__PF_MAGIC, 8);
+  sc__put_le(head + 8, 1, 4);
+  sc__put_le(head + 12, 1, 4);
+  sc__put_le(head + 16, (uint64_t)n, 8);
+  sc__put_le(head + 24, sc__fingerprint(chain), 8);
+  int ok = fwrite(head, 1, sizeof head, f) == sizeof head;
+  uint64_t sum = SC__FNV_INIT;
+  for (size_t k = 0; ok && k < n;) {
+    size_t m = 0;
+    for (; k < n && m + 4 <= sizeof buf; k++, m += 4) sc__put_le(buf + m, sc__f32_bits(p[k]), 4);
+    sum = sc__fnv1a(sum, buf, m);
+    ok = fwrite(buf, 1, m, f) == m;
+  }
+  sc__put_le(head, sum, 8);
+  ok = ok && fwrite(head, 1, 8, f) == 8;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    remove(tmp);
+    st = SC__FAIL(SC_ERR_IO, "writing '%s' failed (disk full or no permission?)", path);
+  }
+  free(tmp);
+  return st;
+}
+
+sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path) {
+  sc_status st = sc__init_check(__func__, chain, p, n);
+  if (st) return st;
+  SC__CHECK_NULL(path);
+  FILE *f = fopen(path, "rb");
+  if (!f) return SC__FAIL(SC_ERR_IO, "cannot open '%s' for reading", path);
+  unsigned char head[SC__PF_HEAD], buf[4096];
+  size_t got = fread(head, 1, sizeof head, f);
+  if (got < 8 || memcmp(head, SC__PF_MAGIC, 8) != 0) {
+    fclose(f);
+    return SC__FAIL(SC_ERR_FORMAT, "'%s': not a simplechain parameter file (bad magic at offset 0)", path);
+  }
+  if (got < sizeof head) {
+    fclose(f);
+    return SC__FAIL(SC_ERR_FORMAT, "'%s': truncated header (file ends at offset %zu of %d)", path,
+                    got, SC__PF_HEAD);
+  }
+  uint64_t ver = sc__get_le(head + 8, 4), type = sc__get_le(head + 12, 4);
+  uint64_t cnt = sc__get_le(head + 16, 8), fp = sc__get_le(head + 24, 8);
+  if (ver != 1) st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported format version %llu at offset 8", path, (unsigned long long)ver);
+  else if (type != 1) st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported element type %llu at offset 12", path, (unsigned long long)type);
+  else if (cnt != (uint64_t)n)
+    st = SC__FAIL(SC_ERR_SHAPE, "'%s': holds %llu parameters (offset 16), the chain has %zu", path,
+                  (unsigned long long)cnt, n);
+  else if (fp != sc__fingerprint(chain))
+    st = SC__FAIL(SC_ERR_SHAPE, "'%s': saved for a chain of a different shape (fingerprint at offset 24)", path);
+  if (st) {
+    fclose(f);
+    return st;
+  }
+  /* read into a scratch copy first: p is written only when everything checks out */
+  float *tmp = malloc(n * sizeof *tmp);
+  if (!tmp) {
+    fclose(f);
+    return SC__FAIL(SC_ERR_NOMEM, "out of memory");
+  }
+  uint64_t sum = SC__FNV_INIT;
+  size_t k = 0;
+  while (k < n) {
+    size_t want = (n - k) * 4 < sizeof buf ? (n - k) * 4 : sizeof buf;
+    got = fread(buf, 1, want, f);
+    sum = sc__fnv1a(sum, buf, got);
+    for (size_t m = 0; m + 4 <= got; m += 4, k++) {
+      uint32_t u = (uint32_t)sc__get_le(buf + m, 4);
+      memcpy(&tmp[k], &u, sizeof u);
+    }
+    if (got < want) {
+      st = SC__FAIL(SC_ERR_FORMAT, "'%s': truncated: file ends at offset %zu, expected %zu bytes of values",
+                    path, SC__PF_HEAD + k * 4 + got % 4, SC__PF_HEAD + n * 4);
+      break;
+    }
+  }
+  if (!st) {
+    got = fread(head, 1, 8, f);
+    if (got < 8)
+      st = SC__FAIL(SC_ERR_FORMAT, "'%s': truncated: checksum missing at offset %zu", path,
+                    SC__PF_HEAD + n * 4 + got);
+    else if (sc__get_le(head, 8) != sum)
+      st = SC__FAIL(SC_ERR_FORMAT, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
+                    SC__PF_HEAD + n * 4);
+    else if (fgetc(f) != EOF)
+      st = SC__FAIL(SC_ERR_FORMAT, "'%s': unexpected bytes after offset %zu", path, SC__PF_HEAD + n * 4 + 8);
+  }
+  if (!st)
+    for (k = 0; k < n; k++)
+      if (!isfinite(tmp[k])) {
+        st = SC__FAIL(SC_ERR_NONFINITE, "'%s': parameter %zu (offset %zu) is %s", path, k,
+                      SC__PF_HEAD + k * 4, isnan(tmp[k]) ? "NaN" : "Inf");
+        break;
+      }
+  if (!st) memcpy(p, tmp, n * sizeof *p);
+  free(tmp);
+  fclose(f);
+  return st;
+}
+
 /* ---------------------------------------------------------------- thread pool */
 typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
 

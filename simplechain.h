@@ -168,6 +168,19 @@ const char *sc_chain_isa(const sc_chain *chain);
 sc_status sc_params_init(const sc_chain *chain, float *p, size_t n, uint64_t seed);
 sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_t seed);
 
+/* Parameter files: a small versioned binary format, little-endian on every machine:
+ *   bytes  0..7   magic "SCPARAMS"
+ *   bytes  8..11  format version (1)          bytes 12..15  element type (1 = float32)
+ *   bytes 16..23  parameter count n           bytes 24..31  chain fingerprint
+ *   then n float32 values, then an 8-byte FNV-1a checksum of those value bytes.
+ * The fingerprint hashes the input size and every layer (kind, outputs, activation,
+ * bias), so a file only loads into a chain of the same shape. Saving writes
+ * "<path>.tmp" and renames it over path, so a crash never leaves a half-written file.
+ * Loading checks every field and names the problem and the byte offset on failure;
+ * it writes p only when the whole file is valid. */
+sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path);
+sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path);
+
 /* ---------------------------------------------------------------- workspaces */
 typedef struct sc_workspace sc_workspace;
 

@@ -114,7 +114,7 @@ static void usage(FILE *f) {
           "  --lr LR        learning rate (default 1e-3)\n"
           "  --threads T    threads (default 1); results do not depend on it\n"
           "  --every N      progress line every N steps (default 1000, 0 = none)\n"
-          "  --save FILE    write the trained parameters (raw little-endian float32, see README)\n"
+          "  --save FILE    write the trained parameters (sc_params_save format)\n"
           "  --quiet        only the final summary\n"
           "  --help         this text\n");
 }
@@ -237,12 +237,8 @@ int main(int argc, char **argv) {
          "train_mse=%.6f test_mse=%.6f gflops=%.2f\n",
          rep.steps, samples, threads, rep.seconds, train_loss / 4, test_loss / 4, gflops);
   if (save) {
-    FILE *f = fopen(save, "wb");
-    if (!f || fwrite(p, sizeof *p, np, f) != np || fclose(f) != 0) {
-      fprintf(stderr, "toy2x2: cannot write parameters to '%s'\n", save);
-      goto out;
-    }
-    printf("saved %zu parameters to %s\n", np, save);
+    CHECK(sc_params_save(chain, p, np, save));
+    printf("saved %zu parameters to %s (load with sc_params_load)\n", np, save);
   }
   rc = 0;
 out:
