@@ -24,7 +24,7 @@ LIB_OBJS := $(BUILD)/simplechain.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.
 EXAMPLES := $(BUILD)/toy2x2
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all test test-asan bench bench-toy install uninstall clean format lint help deps run-toy
+.PHONY: all test test-run test-asan bench bench-toy install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "make test-asan  the test suite under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make bench      simplechain vs its PyTorch twin, side by side (bench/RESULTS.md)"
 	@echo "make install    install header and library under PREFIX=$(PREFIX)"
+	@echo "make demo       install what is missing, build, train the 2x2 toy"
 	@echo "make deps       install the Debian packages the build, tests and benchmarks use"
 
 $(BUILD)/simplechain.o: simplechain.c simplechain.h
@@ -58,22 +59,28 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h
 	  $(if $(findstring test_alloc,$@),-Wl$(comma)--wrap=malloc$(comma)--wrap=calloc$(comma)--wrap=realloc$(comma)--wrap=free)
 comma := ,
 
+# Installs cmocka and the compiler if missing (scripts/install-deps.sh: a no-op when present)
+deps-test:
+	@bash scripts/install-deps.sh test
+
 # Every test binary runs; the exit status is non-zero if any failed.
-test: $(TESTS) $(EXAMPLES)
-	@fail=0; for t in $(TESTS); do \
-	  echo "== $$t"; SC_SRC_DIR=$(CURDIR) SC_BUILD_DIR=$(CURDIR)/$(BUILD) ./$$t || fail=1; \
-	done; \
-	if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; else echo "make test: all test programs passed"; fi
+test: deps-test
+	@$(MAKE) --no-print-directory test-run
+test-run: $(TESTS) $(EXAMPLES)
+	@SC_SRC_DIR=$(CURDIR) SC_BUILD_DIR=$(CURDIR)/$(BUILD) bash scripts/run-tests.sh $(TESTS)
 
 test-asan:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  LDLIBS="-lm -pthread -fsanitize=address,undefined" test
 
-run-toy: $(BUILD)/toy2x2
-	./$(BUILD)/toy2x2
+# The main job: dependencies, build, then train the toy (10,000 full-batch ADAM steps).
+demo: deps-test
+	@$(MAKE) --no-print-directory all
+	./$(BUILD)/toy2x2 --threads $(shell nproc 2>/dev/null || echo 1)
 
 bench: bench-toy
 bench-toy: $(BUILD)/toy2x2
+	@bash scripts/install-deps.sh bench
 	bash bench/bench_toy.sh
 
 install: $(LIB)
@@ -84,7 +91,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/simplechain.h $(DESTDIR)$(PREFIX)/lib/libsimplechain.a
 
 deps:
-	bash scripts/install-deps.sh --all
+	bash scripts/install-deps.sh all
 
 format:
 	clang-format -i simplechain.c simplechain.h kernels/*.c examples/*.c tests/*.c tests/*.h
