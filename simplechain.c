@@ -69,10 +69,12 @@ struct sc__job_f64;
 typedef struct sc__kt_f32 {
   const char *name;
   void (*run_slice)(struct sc__job_f32 *job, size_t slice);
+  size_t (*find_nonfinite)(const float *v, size_t n);
 } sc__kt_f32;
 typedef struct sc__kt_f64 {
   const char *name;
   void (*run_slice)(struct sc__job_f64 *job, size_t slice);
+  size_t (*find_nonfinite)(const double *v, size_t n);
 } sc__kt_f64;
 
 /* what a driver call computes */
@@ -1100,7 +1102,9 @@ sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t 
   }
   /* ADAM / AdamW, in torch's form: p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) */
   double bc1 = 1.0 - pow(c->beta1, (double)opt->t), bc2 = 1.0 - pow(c->beta2, (double)opt->t);
+  /* 1 - beta in double: (1 - 0.999f) in float is off by 1e-5 relative */
   float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
+  float omb1 = (float)(1.0 - c->beta1), omb2 = (float)(1.0 - c->beta2);
   float step = (float)(c->lr / bc1), isb2 = (float)(1.0 / sqrt(bc2));
   float wd = (float)c->weight_decay;
   float decay = c->kind == SC_ADAMW ? (float)(1.0 - c->lr * c->weight_decay) : 1.0f;
@@ -1108,8 +1112,8 @@ sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t 
   for (size_t k = 0; k < n; k++) {
     float gk = g[k] + l2 * p[k];
     float pk = p[k] * decay;
-    m[k] = b1 * m[k] + (1 - b1) * gk;
-    v[k] = b2 * v[k] + (1 - b2) * gk * gk;
+    m[k] = b1 * m[k] + omb1 * gk;
+    v[k] = b2 * v[k] + omb2 * gk * gk;
     p[k] = pk - step * m[k] / (sqrtf(v[k]) * isb2 + eps);
   }
   return SC_OK;
@@ -1147,13 +1151,13 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   sc__mul(n, chain->in > chain->out ? chain->in : chain->out, &ok);
   if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "data size overflows size_t");
   /* the data set is checked once here, not at every step */
-  if ((st = sc__finite_check_f32(__func__, "input", data->x, n, chain->in))) return st;
+  if ((st = sc__finite_check_f32(__func__, chain, "input", data->x, n, chain->in))) return st;
   if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
     st = sc__labels_check(__func__, (const int32_t *)data->target, n, chain->out);
   else
-    st = sc__finite_check_f32(__func__, "target", (const float *)data->target, n, chain->out);
+    st = sc__finite_check_f32(__func__, chain, "target", (const float *)data->target, n, chain->out);
   if (st) return st;
-  if ((st = sc__finite_check_f32(__func__, "parameter", p, 1, chain->nparams))) return st;
+  if ((st = sc__finite_check_f32(__func__, chain, "parameter", p, 1, chain->nparams))) return st;
 
   size_t steps_per_epoch = (n + bs - 1) / bs;
   size_t total = sc__mul(steps_per_epoch, opts->epochs, &ok);
@@ -1513,6 +1517,9 @@ static inline size_t SC__TN(sc__row)(const SC__TN(sc__job) * J, size_t b) {
 /* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array */
 static void SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
                                const SC__TN(sc__job) * J, size_t b0, size_t n) {
+#if SC__F32 && defined(SC__VEC_GATHER)
+  if (vec_gather_f32(tile, src, cols, J->idx, b0, n)) return;
+#endif
   for (size_t t = 0; t < n; t++) {
     const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
     for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
@@ -1685,24 +1692,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     }
 }
 
-/* ---------------------------------------------------------------- the kernel table */
-#ifdef SC__KERNELS_ONLY
-#if SC__F32
-const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, sc__run_slice_f32};
-#else
-const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, sc__run_slice_f64};
-#endif
-#else /* the portable set, and the engine's typed entry points */
-static const SC__TN(sc__kt) SC__TN(sc__kt_ref) = {"scalar", SC__TN(sc__run_slice)};
-
-#if SC__F32
-#define SC__PUB(name) name
-#else
-#define SC__PUB(name) name##_f64
-#endif
-
 /* index of the first NaN/Inf in v[0..n), or n */
-static size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
   SC__T lanes[16] = {0};
   size_t k = 0;
   for (; k + 16 <= n; k += 16)
@@ -1716,9 +1707,27 @@ static size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
   return n;
 }
 
-static sc_status SC__TN(sc__finite_check)(const char *fn, const char *what, const SC__T *v,
-                                          size_t rows, size_t cols) {
-  size_t n = rows * cols, k = SC__TN(sc__find_nonfinite)(v, n);
+/* ---------------------------------------------------------------- the kernel table */
+#ifdef SC__KERNELS_ONLY
+#if SC__F32
+const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, sc__run_slice_f32, sc__find_nonfinite_f32};
+#else
+const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, sc__run_slice_f64, sc__find_nonfinite_f64};
+#endif
+#else /* the portable set, and the engine's typed entry points */
+static const SC__TN(sc__kt) SC__TN(sc__kt_ref) = {"scalar", SC__TN(sc__run_slice),
+                                                  SC__TN(sc__find_nonfinite)};
+
+#if SC__F32
+#define SC__PUB(name) name
+#else
+#define SC__PUB(name) name##_f64
+#endif
+
+static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
+                                          const SC__T *v, size_t rows, size_t cols) {
+  const SC__TN(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  size_t n = rows * cols, k = kt->find_nonfinite(v, n);
   if (k == n) return SC_OK;
   return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
                   k % cols, isnan(v[k]) ? "NaN" : "Inf");
@@ -1773,7 +1782,7 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
   if (st) return st;
   if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   SC__TN(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
   J.y = y;
@@ -1802,7 +1811,7 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   if (st) return st;
   if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
     return sc__labels_check(fn, (const int32_t *)target, batch, chain->out);
-  return SC__TN(sc__finite_check)(fn, "target", (const SC__T *)target, batch, chain->out);
+  return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
 sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p,
@@ -1811,7 +1820,7 @@ sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *
   sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
   if (st) return st;
   if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   double l = 0;
   SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws);
   if (lossv) *lossv = (SC__T)l;
@@ -1825,7 +1834,7 @@ sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, con
   if (st) return st;
   if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
   if ((st = sc__target_check_f32(__func__, chain, loss, target, batch))) return st;
-  if ((st = sc__finite_check_f32(__func__, "input", x, batch, chain->in))) return st;
+  if ((st = sc__finite_check_f32(__func__, chain, "input", x, batch, chain->in))) return st;
   double l = 0;
   sc__valgrad_run_f32(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws);
   *lossv = (float)l;
@@ -1839,8 +1848,8 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
   sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
   if (st) return st;
   if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, "cotangent dy", dy, batch, chain->out))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out))) return st;
   if (!g && !gx) return SC_OK;
   SC__TN(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);

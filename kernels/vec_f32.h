@@ -213,6 +213,32 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
   }
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define SC__VEC_GATHER 1
+/* tile (cols x SC__TW, feature-major) <- samples b0..b0+n (rows idx[b] or b) of a
+ * row-major array, with masked hardware gathers; padding columns become 0. Returns 0
+ * (caller falls back to the portable loop) if an offset does not fit in int32. */
+static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
+                          const size_t *idx, size_t b0, size_t n) {
+  int32_t off[SC__TW] __attribute__((aligned(64)));
+  for (size_t t = 0; t < SC__TW; t++) {
+    size_t r = t < n ? (idx ? idx[b0 + t] : b0 + t) : 0;
+    if (r > (size_t)INT32_MAX / (cols + 1)) return 0;
+    off[t] = (int32_t)(r * cols);
+  }
+  for (size_t j = 0; j < SC__TW / 16; j++) {
+    __m512i vi = _mm512_load_si512((const void *)(off + 16 * j));
+    size_t lo = 16 * j, cnt = n > lo ? (n - lo < 16 ? n - lo : 16) : 0;
+    __mmask16 m = (__mmask16)(cnt == 16 ? 0xFFFFu : ((1u << cnt) - 1u));
+    for (size_t i = 0; i < cols; i++)
+      _mm512_store_ps(tile + i * SC__TW + 16 * j,
+                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, vi, src + i, 4));
+  }
+  return 1;
+}
+#endif
+
 #undef V_FWD_BLOCK
 #undef V_DW_BLOCK
 #undef V_DX_BLOCK
