@@ -682,16 +682,27 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
 }
 
 /* ---------------------------------------------------------------- thread pool */
+/* A persistent pool: workers wait for a new generation number, run the task, and
+ * count down `pending`. Between the steps of a training run the wait is short, so a
+ * worker first spins on the atomic counter (no system call, a few microseconds to
+ * start a step) and only then sleeps on the condition variable. */
 typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
+
+#if SC__THREADS
+#include <sched.h>
+#include <stdatomic.h>
+#define SC__SPIN 20000 /* polls before a worker sleeps (tens of microseconds) */
+#endif
 
 typedef struct sc__pool {
   int nthreads; /* total workers including the caller */
 #if SC__THREADS
   pthread_t *th;
   pthread_mutex_t mu;
-  pthread_cond_t cv_go, cv_done;
-  unsigned long gen;
-  int pending, stop;
+  pthread_cond_t cv_go;
+  atomic_ulong gen;
+  atomic_int pending;
+  atomic_int stop;
   sc__task_fn fn;
   void *arg;
 #endif
@@ -709,20 +720,21 @@ static void *sc__worker_main(void *vp) {
   int id = wa->id;
   unsigned long seen = 0;
   for (;;) {
-    pthread_mutex_lock(&P->mu);
-    while (P->gen == seen && !P->stop) pthread_cond_wait(&P->cv_go, &P->mu);
-    if (P->stop) {
+    int spins = 0;
+    while (atomic_load_explicit(&P->gen, memory_order_acquire) == seen &&
+           !atomic_load_explicit(&P->stop, memory_order_acquire) && spins < SC__SPIN)
+      spins++;
+    if (atomic_load_explicit(&P->gen, memory_order_acquire) == seen &&
+        !atomic_load_explicit(&P->stop, memory_order_acquire)) {
+      pthread_mutex_lock(&P->mu);
+      while (atomic_load(&P->gen) == seen && !atomic_load(&P->stop))
+        pthread_cond_wait(&P->cv_go, &P->mu);
       pthread_mutex_unlock(&P->mu);
-      return NULL;
     }
-    seen = P->gen;
-    sc__task_fn fn = P->fn;
-    void *arg = P->arg;
-    pthread_mutex_unlock(&P->mu);
-    fn(arg, id, P->nthreads);
-    pthread_mutex_lock(&P->mu);
-    if (--P->pending == 0) pthread_cond_signal(&P->cv_done);
-    pthread_mutex_unlock(&P->mu);
+    if (atomic_load_explicit(&P->stop, memory_order_acquire)) return NULL;
+    seen = atomic_load_explicit(&P->gen, memory_order_acquire);
+    P->fn(P->arg, id, P->nthreads);
+    atomic_fetch_sub_explicit(&P->pending, 1, memory_order_acq_rel);
   }
 }
 #endif
@@ -732,12 +744,11 @@ static void sc__pool_destroy(sc__pool *P) {
 #if SC__THREADS
   if (P->th) {
     pthread_mutex_lock(&P->mu);
-    P->stop = 1;
+    atomic_store(&P->stop, 1);
     pthread_cond_broadcast(&P->cv_go);
     pthread_mutex_unlock(&P->mu);
     for (int i = 0; i < P->nthreads - 1; i++) pthread_join(P->th[i], NULL);
     pthread_cond_destroy(&P->cv_go);
-    pthread_cond_destroy(&P->cv_done);
     pthread_mutex_destroy(&P->mu);
     free(P->th);
   }
@@ -757,9 +768,11 @@ static sc_status sc__pool_create(sc__pool **out, int nthreads) {
     free(P);
     return sc__fail(SC_ERR_NOMEM, "sc_workspace_set_threads", "out of memory");
   }
+  atomic_init(&P->gen, 0);
+  atomic_init(&P->pending, 0);
+  atomic_init(&P->stop, 0);
   pthread_mutex_init(&P->mu, NULL);
   pthread_cond_init(&P->cv_go, NULL);
-  pthread_cond_init(&P->cv_done, NULL);
   sc__worker_arg *wa = (sc__worker_arg *)(P + 1);
   for (int i = 0; i < nthreads - 1; i++) {
     wa[i].pool = P;
@@ -783,17 +796,16 @@ static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
     return;
   }
 #if SC__THREADS
-  pthread_mutex_lock(&P->mu);
   P->fn = fn;
   P->arg = arg;
-  P->pending = P->nthreads - 1;
-  P->gen++;
+  atomic_store_explicit(&P->pending, P->nthreads - 1, memory_order_relaxed);
+  pthread_mutex_lock(&P->mu); /* the lock orders gen against a worker going to sleep */
+  atomic_fetch_add_explicit(&P->gen, 1, memory_order_release);
   pthread_cond_broadcast(&P->cv_go);
   pthread_mutex_unlock(&P->mu);
   fn(arg, 0, P->nthreads);
-  pthread_mutex_lock(&P->mu);
-  while (P->pending > 0) pthread_cond_wait(&P->cv_done, &P->mu);
-  pthread_mutex_unlock(&P->mu);
+  for (unsigned long spins = 0; atomic_load_explicit(&P->pending, memory_order_acquire) > 0; spins++)
+    if (spins > SC__SPIN) sched_yield();
 #endif
 }
 
