@@ -1281,9 +1281,12 @@ static inline float sc__tanh_f32(float x) {
              1.338117803e-01f) * s + 9.999999797e-01f;
   float Q = (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s +
              4.671449372e-01f) * s + 1.0f;
-  return c * P / Q;
+  float y = c * P / Q;
+  y = y > 1.0f ? 1.0f : (y < -1.0f ? -1.0f : y); /* never outside [-1, 1] */
+  return x >= 9.0f ? 1.0f : (x <= -9.0f ? -1.0f : y); /* exactly +-1 in the tails */
 }
 #define SC__TANH(v) sc__tanh_f32(v)
+#define SC__EXPMAX 80.0f /* exp of this is finite in float */
 #define SC__EXP(v) expf(v)
 #define SC__EXPM1(v) expm1f(v)
 #define SC__LOG1P(v) log1pf(v)
@@ -1291,6 +1294,7 @@ static inline float sc__tanh_f32(float x) {
 #define SC__FABS(v) fabsf(v)
 #else
 #define SC__TANH(v) tanh(v)
+#define SC__EXPMAX 700.0
 #define SC__EXP(v) exp(v)
 #define SC__EXPM1(v) expm1(v)
 #define SC__LOG1P(v) log1p(v)
@@ -1325,10 +1329,10 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
     for (t = 0; t < SC__TW; t++)
       a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
     break;
-  case SC_GELU:
+  case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
     for (t = 0; t < SC__TW; t++) {
-      SC__T v = z[t];
-      a[t] = (SC__T)0.5 * v * (1 + SC__TANH(SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v)));
+      SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
+      a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
     }
     break;
   }
@@ -1353,12 +1357,13 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
   case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
     for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
     break;
-  case SC_GELU:
+  case SC_GELU: /* d/dz z s(2u) = s + z 2u' s (1 - s), with 1 - s = e s, e = exp(-2u) */
     for (k = 0; k < n; k++) {
-      SC__T v = z[k], v2 = v * v;
-      SC__T th = SC__TANH(SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v));
+      SC__T v = z[k], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
+      SC__T e = SC__EXP(m2u), sg = 1 / (1 + e);
+      SC__T w = m2u < SC__EXPMAX ? e * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
       SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
-      d[k] *= (SC__T)0.5 * (1 + th) + (SC__T)0.5 * v * (1 - th * th) * du;
+      d[k] *= sg + (w == 0 ? 0 : v * 2 * du * w);
     }
     break;
   }
@@ -1889,4 +1894,5 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
 #undef SC__FABS
 #undef SC__GELU_K0
 #undef SC__GELU_K1
+#undef SC__EXPMAX
 #endif

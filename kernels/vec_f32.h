@@ -48,7 +48,11 @@ static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
              1.338117803e-01f) * s + 9.999999797e-01f;
   sc_vf Q = (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s +
              4.671449372e-01f) * s + 1.0f;
-  return c * P / Q;
+  sc_vf y = c * P / Q;
+  y = v_sel(y > V_BCAST(1.0f), V_BCAST(1.0f), y);
+  y = v_sel(y < V_BCAST(-1.0f), V_BCAST(-1.0f), y);
+  y = v_sel(x >= V_BCAST(9.0f), V_BCAST(1.0f), y);
+  return v_sel(x <= V_BCAST(-9.0f), V_BCAST(-1.0f), y);
 }
 
 /* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
@@ -216,24 +220,52 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define SC__VEC_GATHER 1
+/* In-register transpose of 16 rows of 16 floats: r[k] becomes column k. Four stages:
+ * unpack pairs of rows, shuffle within 128-bit lanes, then two 128-bit lane shuffles. */
+static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; k++) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; k++) {
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int m = 0; m < 4; m++) {
+    __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
+    __m512 w0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+    __m512 v1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+    __m512 w1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+    r[m] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+    r[m + 8] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+    r[m + 4] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+    r[m + 12] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+  }
+}
+
 /* tile (cols x SC__TW, feature-major) <- samples b0..b0+n (rows idx[b] or b) of a
- * row-major array, with masked hardware gathers; padding columns become 0. Returns 0
- * (caller falls back to the portable loop) if an offset does not fit in int32. */
+ * row-major array: 16 x 16 blocks loaded row by row (masked at the column tail),
+ * transposed in registers; padding samples become 0. */
 static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
                           const size_t *idx, size_t b0, size_t n) {
-  int32_t off[SC__TW] __attribute__((aligned(64)));
-  for (size_t t = 0; t < SC__TW; t++) {
-    size_t r = t < n ? (idx ? idx[b0 + t] : b0 + t) : 0;
-    if (r > (size_t)INT32_MAX / (cols + 1)) return 0;
-    off[t] = (int32_t)(r * cols);
-  }
   for (size_t j = 0; j < SC__TW / 16; j++) {
-    __m512i vi = _mm512_load_si512((const void *)(off + 16 * j));
-    size_t lo = 16 * j, cnt = n > lo ? (n - lo < 16 ? n - lo : 16) : 0;
-    __mmask16 m = (__mmask16)(cnt == 16 ? 0xFFFFu : ((1u << cnt) - 1u));
-    for (size_t i = 0; i < cols; i++)
-      _mm512_store_ps(tile + i * SC__TW + 16 * j,
-                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, vi, src + i, 4));
+    const float *row[16];
+    for (size_t r = 0; r < 16; r++) {
+      size_t t = 16 * j + r;
+      row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
+    }
+    for (size_t c0 = 0; c0 < cols; c0 += 16) {
+      size_t nc = cols - c0 < 16 ? cols - c0 : 16;
+      __mmask16 m = (__mmask16)(nc == 16 ? 0xFFFFu : (1u << nc) - 1u);
+      __m512 R[16];
+      for (int r = 0; r < 16; r++)
+        R[r] = row[r] ? _mm512_maskz_loadu_ps(m, row[r] + c0) : _mm512_setzero_ps();
+      v_transpose16(R);
+      for (size_t k = 0; k < nc; k++) _mm512_store_ps(tile + (c0 + k) * SC__TW + 16 * j, R[k]);
+    }
   }
   return 1;
 }
