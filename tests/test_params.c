@@ -1,0 +1,246 @@
+/* tests/test_params.c — sc_params_save / sc_params_load: round trip, every header field
+ * checked, truncation at every offset, corruption, atomic write, init determinism. */
+#include "testutil.h"
+
+#include <unistd.h>
+
+static sc_chain *make_chain(size_t hidden) {
+  sc_layer l[] = {sc_dense(hidden, SC_TANH), sc_dense_nobias(3, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 5, l, 2));
+  return c;
+}
+
+static void tmp_path(char *buf, size_t cap, const char *name) {
+  const char *dir = getenv("TMPDIR");
+  snprintf(buf, cap, "%s/sc_test_params_%ld_%s", dir && *dir ? dir : "/tmp", (long)getpid(), name);
+}
+
+static unsigned char *read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)n + 1);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+static void write_all(const char *path, const unsigned char *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(b, 1, n, f), n);
+  fclose(f);
+}
+
+static void test_roundtrip(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(7);
+  size_t n;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &n));
+  float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
+  SC_OK_OR_FAIL(sc_params_init(c, p, n, 99));
+  char path[512], tmp[600];
+  tmp_path(path, sizeof path, "rt.scp");
+  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  assert_int_equal(access(tmp, F_OK), -1); /* the temporary file was renamed away */
+  memset(q, 0, n * sizeof *q);
+  SC_OK_OR_FAIL(sc_params_load(c, q, n, path));
+  assert_memory_equal(p, q, n * sizeof *p);
+  size_t len;
+  unsigned char *b = read_all(path, &len);
+  assert_int_equal(len, 32 + 4 * n + 8);
+  assert_memory_equal(b, "SCPARAMS", 8);
+  /* values are little-endian float32 right after the 32-byte header */
+  uint32_t u = (uint32_t)b[32] | (uint32_t)b[33] << 8 | (uint32_t)b[34] << 16 | (uint32_t)b[35] << 24;
+  float f0;
+  memcpy(&f0, &u, sizeof f0);
+  assert_true(f0 == p[0]);
+  free(b);
+  remove(path);
+  free(p);
+  free(q);
+  sc_chain_destroy(c);
+}
+
+static void test_wrong_chain(void **state) {
+  (void)state;
+  sc_chain *a = make_chain(7), *b = make_chain(8);
+  sc_layer l2[] = {sc_dense(7, SC_RELU), sc_dense_nobias(3, SC_IDENTITY)}; /* same sizes */
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 5, l2, 2));
+  size_t na, nb;
+  sc_chain_nparams(a, &na);
+  sc_chain_nparams(b, &nb);
+  float *p = calloc(nb, sizeof *p), *q = calloc(nb, sizeof *q);
+  SC_OK_OR_FAIL(sc_params_init(a, p, na, 1));
+  char path[512];
+  tmp_path(path, sizeof path, "wc.scp");
+  SC_OK_OR_FAIL(sc_params_save(a, p, na, path));
+  SC_EXPECT(SC_ERR_SHAPE, sc_params_load(b, q, nb, path));
+  assert_non_null(strstr(sc_last_error(), "parameters"));
+  /* same parameter count, different activation: the fingerprint catches it */
+  SC_EXPECT(SC_ERR_SHAPE, sc_params_load(c, q, na, path));
+  assert_non_null(strstr(sc_last_error(), "different shape"));
+  for (size_t k = 0; k < na; k++) assert_true(q[k] == 0.0f); /* untouched */
+  remove(path);
+  free(p);
+  free(q);
+  sc_chain_destroy(a);
+  sc_chain_destroy(b);
+  sc_chain_destroy(c);
+}
+
+/* every truncation length fails cleanly, leaves p untouched, and names an offset */
+static void test_truncated_everywhere(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(4);
+  size_t n;
+  sc_chain_nparams(c, &n);
+  float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
+  sc_params_init(c, p, n, 3);
+  char path[512], cut[512];
+  tmp_path(path, sizeof path, "full.scp");
+  tmp_path(cut, sizeof cut, "cut.scp");
+  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
+  size_t len;
+  unsigned char *b = read_all(path, &len);
+  for (size_t k = 0; k < len; k++) {
+    write_all(cut, b, k);
+    for (size_t j = 0; j < n; j++) q[j] = 42.0f;
+    sc_status st = sc_params_load(c, q, n, cut);
+    if (st != SC_ERR_FORMAT) fail_msg("truncated to %zu bytes: got %s (%s)", k, sc_status_str(st), sc_last_error());
+    assert_true(strstr(sc_last_error(), "offset") != NULL);
+    for (size_t j = 0; j < n; j++) assert_true(q[j] == 42.0f);
+  }
+  /* one byte too many */
+  unsigned char *longer = malloc(len + 1);
+  memcpy(longer, b, len);
+  longer[len] = 0;
+  write_all(cut, longer, len + 1);
+  SC_EXPECT(SC_ERR_FORMAT, sc_params_load(c, q, n, cut));
+  free(longer);
+  free(b);
+  remove(path);
+  remove(cut);
+  free(p);
+  free(q);
+  sc_chain_destroy(c);
+}
+
+static void test_corrupt_fields(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(4);
+  size_t n;
+  sc_chain_nparams(c, &n);
+  float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
+  sc_params_init(c, p, n, 3);
+  char path[512], bad[512];
+  tmp_path(path, sizeof path, "ok.scp");
+  tmp_path(bad, sizeof bad, "bad.scp");
+  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
+  size_t len;
+  unsigned char *b = read_all(path, &len);
+  struct {
+    size_t off;
+    unsigned char val;
+    sc_status want;
+    const char *words;
+  } cases[] = {
+      {0, 'X', SC_ERR_FORMAT, "magic"},       {8, 2, SC_ERR_FORMAT, "version"},
+      {12, 2, SC_ERR_FORMAT, "element type"}, {16, 0xFF, SC_ERR_SHAPE, "parameters"},
+      {24, 0x5A, SC_ERR_SHAPE, "shape"},      {40, 0x01, SC_ERR_FORMAT, "checksum"},
+      {len - 1, 0x77, SC_ERR_FORMAT, "checksum"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned char *m = malloc(len);
+    memcpy(m, b, len);
+    m[cases[i].off] ^= cases[i].val;
+    write_all(bad, m, len);
+    sc_status st = sc_params_load(c, q, n, bad);
+    if (st != cases[i].want || !strstr(sc_last_error(), cases[i].words))
+      fail_msg("byte %zu flipped: got %s '%s', want %s mentioning '%s'", cases[i].off,
+               sc_status_str(st), sc_last_error(), sc_status_str(cases[i].want), cases[i].words);
+    free(m);
+  }
+  free(b);
+  remove(path);
+  remove(bad);
+  free(p);
+  free(q);
+  sc_chain_destroy(c);
+}
+
+static void test_bad_args(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(4);
+  size_t n;
+  sc_chain_nparams(c, &n);
+  float *p = calloc(n, sizeof *p);
+  char path[512];
+  tmp_path(path, sizeof path, "args.scp");
+  SC_EXPECT(SC_ERR_NULL, sc_params_save(NULL, p, n, path));
+  SC_EXPECT(SC_ERR_NULL, sc_params_save(c, NULL, n, path));
+  SC_EXPECT(SC_ERR_NULL, sc_params_save(c, p, n, NULL));
+  SC_EXPECT(SC_ERR_SHAPE, sc_params_save(c, p, n + 1, path));
+  SC_EXPECT(SC_ERR_ARG, sc_params_save(c, p, n, ""));
+  SC_EXPECT(SC_ERR_IO, sc_params_save(c, p, n, "/nonexistent-dir-sc/x.scp"));
+  SC_EXPECT(SC_ERR_NULL, sc_params_load(NULL, p, n, path));
+  SC_EXPECT(SC_ERR_NULL, sc_params_load(c, NULL, n, path));
+  SC_EXPECT(SC_ERR_NULL, sc_params_load(c, p, n, NULL));
+  SC_EXPECT(SC_ERR_SHAPE, sc_params_load(c, p, n - 1, path));
+  SC_EXPECT(SC_ERR_IO, sc_params_load(c, p, n, "/nonexistent-dir-sc/x.scp"));
+  assert_non_null(strstr(sc_last_error(), "/nonexistent-dir-sc/x.scp"));
+  /* a NaN parameter in the file is reported with its index */
+  p[2] = NAN;
+  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
+  p[2] = 0;
+  SC_EXPECT(SC_ERR_NONFINITE, sc_params_load(c, p, n, path));
+  assert_non_null(strstr(sc_last_error(), "parameter 2"));
+  remove(path);
+  free(p);
+  sc_chain_destroy(c);
+}
+
+/* Glorot init: deterministic per seed, different across seeds, within the bound, zero
+ * biases, and float/double agree */
+static void test_init(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(6);
+  size_t n;
+  sc_chain_nparams(c, &n);
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  double *d = malloc(n * sizeof *d);
+  SC_OK_OR_FAIL(sc_params_init(c, a, n, 5));
+  SC_OK_OR_FAIL(sc_params_init(c, b, n, 5));
+  SC_OK_OR_FAIL(sc_params_init_f64(c, d, n, 5));
+  assert_memory_equal(a, b, n * sizeof *a);
+  for (size_t k = 0; k < n; k++) assert_true(a[k] == (float)d[k]);
+  SC_OK_OR_FAIL(sc_params_init(c, b, n, 6));
+  assert_memory_not_equal(a, b, n * sizeof *a);
+  sc_layer_info li;
+  SC_OK_OR_FAIL(sc_chain_layer_info(c, 0, &li));
+  double bound = sqrt(6.0 / (double)(li.inputs + li.outputs));
+  for (size_t k = 0; k < li.inputs * li.outputs; k++) assert_true(fabs(a[k]) <= bound);
+  for (size_t k = li.inputs * li.outputs; k < li.nparams; k++) assert_true(a[k] == 0.0f);
+  /* the first draw is pinned: same numbers on every machine */
+  uint32_t bits;
+  memcpy(&bits, &a[0], sizeof bits);
+  if (bits != 0xbea004e5u) fail_msg("first Glorot draw for seed 5 is %.9g (0x%08x), pinned 0xbea004e5", a[0], (unsigned)bits);
+  free(a);
+  free(b);
+  free(d);
+  sc_chain_destroy(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_roundtrip),   cmocka_unit_test(test_wrong_chain),
+      cmocka_unit_test(test_truncated_everywhere), cmocka_unit_test(test_corrupt_fields),
+      cmocka_unit_test(test_bad_args),    cmocka_unit_test(test_init),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
