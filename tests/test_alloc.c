@@ -1,0 +1,297 @@
+/* tests/test_alloc.c — the "no allocation in the hot path" promises of simplechain.h.
+ *
+ * The Makefile links this test with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,
+ * --wrap=free: every call to these functions from this file and from the static
+ * library goes through the __wrap_ functions below, which count and forward to the
+ * real ones (calls inside libc / libcmocka themselves are not counted, which is what
+ * we want: only the library's own allocations matter).
+ *
+ * Checked:
+ *   - sc_train allocates everything before the first step: the allocation count seen
+ *     by the progress callback (progress_every = 1) is the same at step 1, 2 and the
+ *     last step (50), for full batch and minibatch + shuffle (with a short last batch),
+ *     squared and cross-entropy loss, threads 1 and 2; and sc_train frees all it took.
+ *   - sc_forward, sc_valgrad, sc_loss_value, sc_pullback (float and double) and
+ *     sc_optimizer_step called in a loop allocate nothing, single- and multi-threaded,
+ *     with library and caller memory.
+ *   - sc_workspace_init / sc_optimizer_init allocate nothing; failing calls neither.
+ */
+#include "testutil.h"
+
+#include <stdatomic.h>
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *ptr, size_t size);
+void __real_free(void *ptr);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *ptr, size_t size);
+void __wrap_free(void *ptr);
+
+static atomic_size_t n_alloc; /* malloc + calloc + realloc calls */
+static atomic_long n_live;    /* blocks handed out minus blocks freed */
+
+void *__wrap_malloc(size_t size) {
+  atomic_fetch_add(&n_alloc, 1);
+  void *p = __real_malloc(size);
+  if (p) atomic_fetch_add(&n_live, 1);
+  return p;
+}
+void *__wrap_calloc(size_t n, size_t size) {
+  atomic_fetch_add(&n_alloc, 1);
+  void *p = __real_calloc(n, size);
+  if (p) atomic_fetch_add(&n_live, 1);
+  return p;
+}
+void *__wrap_realloc(void *ptr, size_t size) {
+  atomic_fetch_add(&n_alloc, 1);
+  void *p = __real_realloc(ptr, size);
+  if (!ptr && p) atomic_fetch_add(&n_live, 1);
+  return p;
+}
+void __wrap_free(void *ptr) {
+  if (ptr) atomic_fetch_sub(&n_live, 1);
+  __real_free(ptr);
+}
+
+static size_t allocs(void) { return atomic_load(&n_alloc); }
+static long live(void) { return atomic_load(&n_live); }
+
+/* the wrappers are really in place (otherwise every test below would pass vacuously) */
+static void test_wrap_active(void **state) {
+  (void)state;
+  size_t a0 = allocs();
+  long l0 = live();
+  void *p = malloc(10);
+  assert_non_null(p);
+  assert_int_equal(allocs(), a0 + 1);
+  assert_int_equal(live(), l0 + 1);
+  free(p);
+  assert_int_equal(live(), l0);
+  /* and the library's allocations are seen too */
+  sc_layer l = sc_dense(2, SC_TANH);
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 3, &l, 1));
+  assert_true(allocs() > a0 + 1);
+  assert_int_equal(live(), l0 + 1);
+  sc_chain_destroy(c);
+  assert_int_equal(live(), l0);
+}
+
+/* ------------------------------------------------------------------ sc_train */
+enum { TRAIN_STEPS = 50 };
+typedef struct rec {
+  size_t counts[TRAIN_STEPS + 1]; /* allocation count seen at step s (1-based) */
+  long live_at[TRAIN_STEPS + 1];
+  size_t calls;
+} rec;
+
+static int record(const sc_progress *pr, void *user) {
+  rec *r = user;
+  if (pr->step <= TRAIN_STEPS) {
+    r->counts[pr->step] = allocs();
+    r->live_at[pr->step] = live();
+  }
+  r->calls++;
+  return 0;
+}
+
+static void train_case(sc_loss loss, size_t n, size_t batch_size, size_t epochs, int threads,
+                       int shuffle) {
+  sc_layer L[] = {sc_dense(16, SC_TANH), sc_dense(8, SC_GELU), sc_dense(3, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, 3));
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *x = malloc(n * 5 * sizeof *x), *t = malloc(n * 3 * sizeof *t);
+  int32_t *lab = malloc(n * sizeof *lab);
+  float *p = malloc(np * sizeof *p);
+  assert_true(x && t && lab && p);
+  tu_fill_f32(x, n * 5, 1, 1.0);
+  tu_fill_f32(t, n * 3, 2, 1.0);
+  for (size_t i = 0; i < n; i++) lab[i] = (int32_t)(i % 3);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
+
+  rec *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  sc_train_opts o = sc_train_defaults();
+  o.optim = sc_adam(1e-2);
+  o.epochs = epochs;
+  o.batch_size = batch_size;
+  o.shuffle = shuffle;
+  o.threads = threads;
+  o.progress_every = 1;
+  o.progress = record;
+  o.user = r;
+  sc_data d = {x, loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t, n};
+  sc_train_report rep;
+  size_t before = allocs();
+  long live_before = live();
+  SC_OK_OR_FAIL(sc_train(c, loss, p, &d, &o, &rep));
+  size_t after = allocs();
+  assert_int_equal(rep.steps, TRAIN_STEPS);
+  assert_int_equal(r->calls, TRAIN_STEPS);
+  /* sc_train does allocate (workspace, optimizer, gradient, ...) -- before step 1 */
+  assert_true(r->counts[1] > before);
+  /* ... and nothing after: the count at every later step equals step 1's */
+  for (size_t s = 1; s <= TRAIN_STEPS; s++) {
+    if (r->counts[s] != r->counts[1])
+      fail_msg("loss %d n %zu batch %zu threads %d shuffle %d: %zu allocations by step %zu, "
+               "%zu by step 1",
+               (int)loss, n, batch_size, threads, shuffle, r->counts[s] - before, s,
+               r->counts[1] - before);
+    assert_int_equal(r->live_at[s], r->live_at[1]);
+  }
+  assert_int_equal(r->counts[2], r->counts[1]);
+  assert_int_equal(r->counts[TRAIN_STEPS], r->counts[2]);
+  /* nothing after the last step either, and everything is freed on return */
+  assert_int_equal(after, r->counts[TRAIN_STEPS]);
+  assert_int_equal(live(), live_before);
+  /* it trained: finite parameters */
+  for (size_t k = 0; k < np; k++) assert_true(isfinite(p[k]));
+  free(r);
+  free(x);
+  free(t);
+  free(lab);
+  free(p);
+  sc_chain_destroy(c);
+}
+
+static void test_train_full_batch(void **state) {
+  (void)state;
+  for (int th = 1; th <= 2; th++) {
+    train_case(SC_LOSS_SQUARED, 100, 0, TRAIN_STEPS, th, 1);
+    train_case(SC_LOSS_SQUARED, 333, 0, TRAIN_STEPS, th, 0); /* several slices */
+  }
+}
+
+static void test_train_minibatch_shuffle(void **state) {
+  (void)state;
+  for (int th = 1; th <= 2; th++) {
+    /* 95 samples in batches of 20: 5 steps per epoch, the last one of 15 samples */
+    train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
+    train_case(SC_LOSS_ABSOLUTE, 95, 20, 10, th, 1);
+    train_case(SC_LOSS_LOGIT_CROSSENTROPY, 95, 20, 10, th, 1);
+    /* minibatches without shuffling */
+    train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 0);
+    /* batches of 1 */
+    train_case(SC_LOSS_SQUARED, 5, 1, 10, th, 1);
+  }
+}
+
+/* ------------------------------------------------------------------ compute loops */
+static void compute_loop(int threads, int caller_memory) {
+  sc_layer L[] = {sc_dense(24, SC_RELU), sc_dense_nobias(12, SC_TANH), sc_dense(4, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 7, L, 3));
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  const size_t B = 150; /* several slices */
+  float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *x = malloc(B * 7 * sizeof *x);
+  float *y = malloc(B * 4 * sizeof *y), *t = malloc(B * 4 * sizeof *t),
+        *gx = malloc(B * 7 * sizeof *gx), *dy = malloc(B * 4 * sizeof *dy);
+  double *pd = malloc(np * sizeof *pd), *gd = malloc(np * sizeof *gd),
+         *xd = malloc(B * 7 * sizeof *xd), *yd = malloc(B * 4 * sizeof *yd),
+         *td = malloc(B * 4 * sizeof *td), *gxd = malloc(B * 7 * sizeof *gxd),
+         *dyd = malloc(B * 4 * sizeof *dyd);
+  int32_t *lab = malloc(B * sizeof *lab);
+  assert_true(p && g && x && y && t && gx && dy && pd && gd && xd && yd && td && gxd && dyd && lab);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 1));
+  SC_OK_OR_FAIL(sc_params_init_f64(c, pd, np, 1));
+  tu_fill_f32(x, B * 7, 2, 1.0);
+  tu_fill_f32(t, B * 4, 3, 1.0);
+  tu_fill_f32(dy, B * 4, 4, 1.0);
+  tu_fill_f64(xd, B * 7, 2, 1.0);
+  tu_fill_f64(td, B * 4, 3, 1.0);
+  tu_fill_f64(dyd, B * 4, 4, 1.0);
+  for (size_t i = 0; i < B; i++) lab[i] = (int32_t)(i % 4);
+
+  sc_workspace *ws = NULL;
+  void *mem = NULL;
+  if (caller_memory) {
+    size_t bytes = 0;
+    SC_OK_OR_FAIL(sc_workspace_bytes(c, B, &bytes));
+    mem = malloc(bytes);
+    assert_non_null(mem);
+    size_t a0 = allocs();
+    SC_OK_OR_FAIL(sc_workspace_init(&ws, c, B, mem, bytes));
+    assert_int_equal(allocs(), a0); /* caller memory: no allocation */
+  } else {
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+  }
+  SC_OK_OR_FAIL(sc_workspace_set_threads(ws, threads));
+  sc_optimizer *adam = NULL, *sgd = NULL;
+  sc_optim ca = sc_adamw(1e-3, 1e-2), cs = sc_sgd(1e-3, 0.9);
+  SC_OK_OR_FAIL(sc_optimizer_create(&adam, &ca, np));
+  size_t ob = 0;
+  SC_OK_OR_FAIL(sc_optimizer_bytes(&cs, np, &ob));
+  void *omem = malloc(ob);
+  assert_non_null(omem);
+  size_t a1 = allocs();
+  SC_OK_OR_FAIL(sc_optimizer_init(&sgd, &cs, np, omem, ob));
+  assert_int_equal(allocs(), a1);
+
+  /* two rounds, both counted: not even the first call may allocate (no lazy set-up) */
+  float lv = 0;
+  double lvd = 0;
+  for (int round = 0; round < 2; round++) {
+    size_t before = allocs();
+    long live_before = live();
+    for (int it = 0; it < 10; it++) {
+      size_t b = it % 2 ? B : (size_t)(1 + 13 * it); /* full and partial batches */
+      SC_OK_OR_FAIL(sc_forward(c, p, x, b, y, ws));
+      SC_OK_OR_FAIL(sc_forward_f64(c, pd, xd, b, yd, ws));
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, b, &lv, g, gx, ws));
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_ABSOLUTE, p, x, t, b, &lv, g, NULL, ws));
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, b, &lv, g, gx, ws));
+      SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, pd, xd, td, b, &lvd, gd, gxd, ws));
+      SC_OK_OR_FAIL(sc_loss_value(c, SC_LOSS_SQUARED, p, x, t, b, &lv, ws));
+      SC_OK_OR_FAIL(sc_pullback(c, p, x, dy, b, g, gx, ws));
+      SC_OK_OR_FAIL(sc_pullback_f64(c, pd, xd, dyd, b, gd, gxd, ws));
+      SC_OK_OR_FAIL(sc_optimizer_step(adam, p, g, np));
+      SC_OK_OR_FAIL(sc_optimizer_step(sgd, p, g, np));
+      SC_OK_OR_FAIL(sc_optimizer_reset(sgd));
+      /* failing calls do not allocate either */
+      assert_int_equal(sc_forward(c, p, x, B + 1, y, ws), SC_ERR_BATCH);
+      assert_int_equal(sc_valgrad(c, (sc_loss)77, p, x, t, b, &lv, g, gx, ws), SC_ERR_ARG);
+    }
+    if (allocs() != before)
+      fail_msg("threads %d caller memory %d round %d: %zu allocations in the compute loop",
+               threads, caller_memory, round, allocs() - before);
+    assert_int_equal(live(), live_before);
+  }
+  /* the loop computed something */
+  assert_true(isfinite(lv) && lv > 0);
+  for (size_t k = 0; k < np; k++) assert_true(isfinite(p[k]));
+  sc_optimizer_destroy(adam);
+  sc_optimizer_destroy(sgd);
+  sc_workspace_destroy(ws);
+  free(mem);
+  free(omem);
+  free(p), free(g), free(x), free(y), free(t), free(gx), free(dy);
+  free(pd), free(gd), free(xd), free(yd), free(td), free(gxd), free(dyd), free(lab);
+  sc_chain_destroy(c);
+}
+
+static void test_compute_no_alloc(void **state) {
+  (void)state;
+  long l0 = live();
+  compute_loop(1, 0);
+  compute_loop(2, 0);
+  compute_loop(3, 0);
+  compute_loop(1, 1);
+  compute_loop(2, 1);
+  /* everything (workspaces with threads, optimizers, chains) was given back */
+  assert_int_equal(live(), l0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_wrap_active),
+      cmocka_unit_test(test_train_full_batch),
+      cmocka_unit_test(test_train_minibatch_shuffle),
+      cmocka_unit_test(test_compute_no_alloc),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,236 @@
+/* tests/test_dropin.c — the drop-in promise of simplechain.h: a user program compiled
+ * together with simplechain.c alone (no build/, no kernels/, no library archive) builds
+ * warning-free with -Wall -Wextra -Werror and works.
+ *
+ * The test writes app.c into a fresh temporary directory, compiles it with
+ *
+ *   cc -std=c11 -O2 -Wall -Wextra -Werror app.c $SC_SRC_DIR/simplechain.c -I$SC_SRC_DIR -o app -lm
+ *
+ * (also with -DSC_NO_THREADS, and with -pthread -Wpedantic as the header suggests for
+ * threads), runs it and checks its exit status and output. The app trains 3 -> 8 tanh
+ * -> 2 with ADAM, checks that the loss went down, that it runs on the portable
+ * "scalar" kernels (nothing else was compiled in), and that threads are available
+ * exactly when SC_NO_THREADS is not defined. Skipped only when there is no `cc`.
+ */
+#include "testutil.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *APP_SRC =
+    "#include \"simplechain.h\"\n"
+    "#include <stdio.h>\n"
+    "#include <string.h>\n"
+    "\n"
+    "#define CHECK(call)                                                        \\\n"
+    "  do {                                                                   \\\n"
+    "    sc_status st_ = (call);                                              \\\n"
+    "    if (st_ != SC_OK) {                                                  \\\n"
+    "      fprintf(stderr, \"%s -> %s: %s\\n\", #call, sc_status_str(st_),      \\\n"
+    "              sc_last_error());                                          \\\n"
+    "      return 1;                                                          \\\n"
+    "    }                                                                    \\\n"
+    "  } while (0)\n"
+    "\n"
+    "enum { N = 48 };\n"
+    "\n"
+    "int main(void) {\n"
+    "  sc_layer layers[] = {sc_dense(8, SC_TANH), sc_dense(2, SC_IDENTITY)};\n"
+    "  sc_chain *chain = NULL;\n"
+    "  CHECK(sc_chain_create(&chain, 3, layers, 2));\n"
+    "  size_t np = 0;\n"
+    "  CHECK(sc_chain_nparams(chain, &np));\n"
+    "  if (np != 3 * 8 + 8 + 8 * 2 + 2) {\n"
+    "    fprintf(stderr, \"nparams %zu\\n\", np);\n"
+    "    return 1;\n"
+    "  }\n"
+    "  static float p[64], g[64], x[N * 3], t[N * 2];\n"
+    "  unsigned long s = 12345;\n"
+    "  for (int i = 0; i < N * 3; i++) {\n"
+    "    s = s * 6364136223846793005ul + 1442695040888963407ul;\n"
+    "    x[i] = (float)((double)(s >> 40) / (double)(1ul << 24) * 2.0 - 1.0);\n"
+    "  }\n"
+    "  for (int i = 0; i < N; i++) {\n"
+    "    t[2 * i] = 0.5f * x[3 * i] - x[3 * i + 1] * x[3 * i + 2];\n"
+    "    t[2 * i + 1] = x[3 * i + 2] * x[3 * i + 2] - 0.3f;\n"
+    "  }\n"
+    "  CHECK(sc_params_init(chain, p, np, 42));\n"
+    "  sc_workspace *ws = NULL;\n"
+    "  CHECK(sc_workspace_create(&ws, chain, N));\n"
+    "  sc_status th = sc_workspace_set_threads(ws, 2);\n"
+    "#ifdef SC_NO_THREADS\n"
+    "  if (th != SC_ERR_UNSUPPORTED) {\n"
+    "    fprintf(stderr, \"set_threads without threads: %s\\n\", sc_status_str(th));\n"
+    "    return 1;\n"
+    "  }\n"
+    "#else\n"
+    "  if (th != SC_OK) {\n"
+    "    fprintf(stderr, \"set_threads: %s: %s\\n\", sc_status_str(th), sc_last_error());\n"
+    "    return 1;\n"
+    "  }\n"
+    "#endif\n"
+    "  sc_optim cfg = sc_adam(0.02);\n"
+    "  sc_optimizer *opt = NULL;\n"
+    "  CHECK(sc_optimizer_create(&opt, &cfg, np));\n"
+    "  float loss0 = 0, loss = 0;\n"
+    "  CHECK(sc_valgrad(chain, SC_LOSS_SQUARED, p, x, t, N, &loss0, g, NULL, ws));\n"
+    "  for (int step = 0; step < 100; step++) {\n"
+    "    CHECK(sc_valgrad(chain, SC_LOSS_SQUARED, p, x, t, N, &loss, g, NULL, ws));\n"
+    "    CHECK(sc_optimizer_step(opt, p, g, np));\n"
+    "  }\n"
+    "  CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, x, t, N, &loss, ws));\n"
+    "  printf(\"isa=%s loss0=%.6f loss=%.6f\\n\", sc_chain_isa(chain), loss0, loss);\n"
+    "  if (!(loss < 0.5f * loss0)) {\n"
+    "    fprintf(stderr, \"loss did not decrease enough: %g -> %g\\n\", loss0, loss);\n"
+    "    return 1;\n"
+    "  }\n"
+    "  sc_optimizer_destroy(opt);\n"
+    "  sc_workspace_destroy(ws);\n"
+    "  sc_chain_destroy(chain);\n"
+    "  printf(\"DROPIN OK\\n\");\n"
+    "  return 0;\n"
+    "}\n";
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  if (!buf) {
+    fclose(f);
+    return NULL;
+  }
+  size_t k;
+  while ((k = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
+    len += k;
+    if (len + 1 == cap) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) break;
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  buf[len] = 0;
+  fclose(f);
+  return buf;
+}
+
+static int have_cc(void) { return system("command -v cc >/dev/null 2>&1") == 0; }
+
+static int exit_code(int status) {
+  if (status == -1) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* builds and runs the app with extra compiler flags; expects it to print DROPIN OK */
+static void build_and_run(const char *extra_flags) {
+  const char *src = getenv("SC_SRC_DIR");
+  if (!src || !*src) src = ".";
+  /* the build runs in the temporary directory: make the source directory absolute */
+  char srcdir[4096];
+  if (src[0] == '/') {
+    snprintf(srcdir, sizeof srcdir, "%s", src);
+  } else {
+    char cwd[2048];
+    if (!getcwd(cwd, sizeof cwd)) fail_msg("getcwd failed");
+    snprintf(srcdir, sizeof srcdir, "%s/%s", cwd, src);
+  }
+  if (strchr(srcdir, '\'')) fail_msg("SC_SRC_DIR '%s' contains a quote", srcdir);
+  char lib[4200];
+  snprintf(lib, sizeof lib, "%s/simplechain.c", srcdir);
+  struct stat sb;
+  if (stat(lib, &sb) != 0) fail_msg("%s not found (set SC_SRC_DIR to the repository root)", lib);
+
+  char dir[] = "/tmp/sc_dropin_XXXXXX";
+  if (!mkdtemp(dir)) fail_msg("mkdtemp failed");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/app.c", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(APP_SRC, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+
+  /* exactly the documented drop-in build: the app and simplechain.c, nothing else */
+  char cmd[16384];
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && cc -std=c11 -O2 -Wall -Wextra -Werror %s app.c '%s' -I'%s' -o app -lm "
+           ">build.log 2>&1",
+           dir, extra_flags, lib, srcdir);
+  assert_null(strstr(cmd, "/build/"));
+  assert_null(strstr(cmd, "kernels"));
+  assert_null(strstr(cmd, ".a "));
+  int st = exit_code(system(cmd));
+  snprintf(path, sizeof path, "%s/build.log", dir);
+  char *log = slurp(path);
+  if (st != 0) fail_msg("drop-in build (%s) failed with status %d:\n%s", extra_flags, st, log ? log : "");
+  /* -Werror already guarantees it; an empty log says no diagnostics at all */
+  assert_non_null(log);
+  if (log[0]) fail_msg("drop-in build (%s) printed diagnostics:\n%s", extra_flags, log);
+  free(log);
+
+  snprintf(cmd, sizeof cmd, "cd '%s' && ./app >out.txt 2>err.txt", dir);
+  st = exit_code(system(cmd));
+  snprintf(path, sizeof path, "%s/out.txt", dir);
+  char *out = slurp(path);
+  snprintf(path, sizeof path, "%s/err.txt", dir);
+  char *err = slurp(path);
+  assert_non_null(out);
+  assert_non_null(err);
+  if (st != 0) fail_msg("drop-in app (%s) exited with %d\nstdout:\n%s\nstderr:\n%s", extra_flags, st, out, err);
+  /* the last line is exactly DROPIN OK, and the portable kernels were used */
+  size_t n = strlen(out);
+  assert_true(n >= 10);
+  assert_string_equal(out + n - 10, "DROPIN OK\n");
+  assert_true(n == 10 || out[n - 11] == '\n');
+  assert_non_null(strstr(out, "isa=scalar "));
+  float l0 = -1, l1 = -1;
+  assert_int_equal(sscanf(strstr(out, "loss0="), "loss0=%f loss=%f", &l0, &l1), 2);
+  assert_true(l0 > 0 && l1 >= 0 && l1 < 0.5f * l0);
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+
+  const char *files[] = {"app.c", "app", "build.log", "out.txt", "err.txt"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+static void test_dropin_threads(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("");
+}
+
+static void test_dropin_no_threads(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("-DSC_NO_THREADS");
+}
+
+static void test_dropin_pthread_pedantic(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("-pthread -Wpedantic");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dropin_threads),
+      cmocka_unit_test(test_dropin_no_threads),
+      cmocka_unit_test(test_dropin_pthread_pedantic),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
