@@ -80,21 +80,49 @@ typedef struct sc__kt_f64 {
 /* what a driver call computes */
 enum { SC__FORWARD = 0, SC__LOSS, SC__VALGRAD, SC__PULLBACK };
 
+/* Dropout: a counter-based hash gives the keep bit of (seed, step, sample, element),
+ * so a mask depends on nothing else (not on tiles, slices or threads). */
+static inline uint64_t sc__mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+/* keep bits of samples b0 .. b0+31 for element f: bit t set = kept */
+static inline uint32_t sc__drop_word(uint64_t seed, uint64_t step, size_t b0, size_t f,
+                                     uint32_t thr) {
+  uint64_t base = sc__mix64(seed ^ sc__mix64(step + 0x632BE59BD9B4E019ull)) ^
+                  sc__mix64((uint64_t)f * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull);
+  uint32_t m = 0;
+  for (uint32_t t = 0; t < 32; t++)
+    m |= (uint32_t)((uint32_t)(sc__mix64(base + (uint64_t)(b0 + t) * 0xD1B54A32D192ED03ull) >> 32) >= thr) << t;
+  return m;
+}
+
 /* ---------------------------------------------------------------- plans (shared with kernels/) */
 typedef struct sc__lplan {
   sc_layer spec;
-  size_t in, out;   /* features */
-  size_t poff, np;  /* parameter block */
-  size_t a_off;     /* output tile (out x TW) in slice tile memory, elements */
-  size_t z_off;     /* pre-activation tile (gelu only), else SIZE_MAX */
-  size_t lane_off;  /* bias lane accumulator (out x TW), else SIZE_MAX */
-  size_t dwl_off;   /* lane accumulators for dW (out x in x TW) of small layers, else
-                       SIZE_MAX: dW[o][i] += dz[o][t] x[i][t] lane by lane, summed over
-                       the lanes once per slice: no transposes, no broadcasts */
+  size_t ic, ih, iw;  /* input shape */
+  size_t oc, oh, ow;  /* output shape */
+  size_t in, out;     /* features: ic*ih*iw, oc*oh*ow */
+  size_t poff, np;    /* parameter block */
+  size_t a_off;       /* output tile (out x TW) in slice tile memory, elements; for
+                         flatten the input's tile (a view) */
+  size_t z_off;       /* pre-activation tile (gelu only), else SIZE_MAX */
+  size_t lane_off;    /* bias lane accumulator (oc x TW), else SIZE_MAX */
+  size_t dwl_off;     /* lane accumulators for dW (out x in x TW) of small dense layers
+                         and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
+                         lane by lane, summed over the lanes once per slice: no
+                         transposes, no broadcasts */
+  size_t pad_off;     /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
+  size_t hp, wp;      /* conv: (padded) input height and width */
+  size_t R;           /* conv: taps per output channel, ic*kh*kw */
+  const size_t *roff; /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
+  size_t mask_off;    /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
 } sc__lplan;
 
 struct sc_chain {
   size_t nlayers, in, out, nparams;
+  size_t in_c, in_h, in_w;
   size_t maxw;       /* widest feature count, input included */
   size_t ldT;        /* row length of the transposed tile (maxw rounded up to 16) */
   /* slice tile memory, in elements (the same offsets serve float and double) */
@@ -113,6 +141,7 @@ struct sc_workspace {
   unsigned char *slices;   /* SC__ALIGN-aligned */
   void *owned;             /* library allocation, or NULL for caller memory */
   struct sc__pool *pool;
+  uint64_t drop_seed, drop_step; /* dropout masks of the next sc_valgrad */
 };
 
 #ifndef SC__KERNELS_ONLY /* ================================ engine (non-typed part) */
@@ -235,6 +264,48 @@ sc_layer sc_dense_nobias(size_t outputs, sc_act act) {
   return l;
 }
 
+sc_layer sc_conv2d_ex(size_t kh, size_t kw, size_t channels, sc_act act, size_t sh, size_t sw,
+                      size_t ph, size_t pw) {
+  sc_layer l = sc_dense(channels, act);
+  l.kind = SC_LAYER_CONV2D;
+  l.kh = kh, l.kw = kw, l.sh = sh, l.sw = sw, l.ph = ph, l.pw = pw;
+  return l;
+}
+sc_layer sc_conv2d(size_t kh, size_t kw, size_t channels, sc_act act) {
+  return sc_conv2d_ex(kh, kw, channels, act, 1, 1, 0, 0);
+}
+sc_layer sc_maxpool2d(size_t kh, size_t kw) {
+  sc_layer l;
+  memset(&l, 0, sizeof l);
+  l.kind = SC_LAYER_MAXPOOL2D;
+  l.kh = kh, l.kw = kw, l.sh = kh, l.sw = kw;
+  return l;
+}
+sc_layer sc_flatten(void) {
+  sc_layer l;
+  memset(&l, 0, sizeof l);
+  l.kind = SC_LAYER_FLATTEN;
+  return l;
+}
+sc_layer sc_dropout(double rate) {
+  sc_layer l;
+  memset(&l, 0, sizeof l);
+  l.kind = SC_LAYER_DROPOUT;
+  l.rate = rate;
+  return l;
+}
+
+const char *sc_layer_name(sc_layer_kind kind) {
+  switch (kind) {
+  case SC_LAYER_DENSE: return "dense";
+  case SC_LAYER_CONV2D: return "conv2d";
+  case SC_LAYER_MAXPOOL2D: return "maxpool2d";
+  case SC_LAYER_FLATTEN: return "flatten";
+  case SC_LAYER_DROPOUT: return "dropout";
+  }
+  return "?";
+}
+
 const char *sc_act_name(sc_act act) {
   switch (act) {
   case SC_IDENTITY: return "identity";
@@ -302,90 +373,186 @@ static size_t sc__tile_alloc(size_t *cursor, size_t elems, int *ok) {
   return at;
 }
 
-sc_status sc_chain_create(sc_chain **out, size_t input_features, const sc_layer *layers,
-                          size_t nlayers) {
-  SC__CHECK_NULL(out);
-  *out = NULL;
-  SC__CHECK_NULL(layers);
-  if (nlayers == 0) return SC__FAIL(SC_ERR_ARG, "nlayers is 0: a chain needs at least one layer");
-  if (input_features == 0) return SC__FAIL(SC_ERR_SHAPE, "input_features is 0");
-  if (nlayers > 100000) return SC__FAIL(SC_ERR_ARG, "nlayers = %zu is unreasonably large", nlayers);
-  int ok = 1;
-  size_t head = sc__add(sizeof(sc_chain), sc__mul(nlayers, sizeof(sc__lplan), &ok), &ok);
-  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "chain description size overflows");
-  sc_chain *c = calloc(1, head);
-  if (!c) return SC__FAIL(SC_ERR_NOMEM, "out of memory allocating the chain (%zu bytes)", head);
-  c->nlayers = nlayers;
-  c->in = input_features;
-  c->maxw = input_features;
-  size_t width = input_features, np = 0;
-  for (size_t l = 0; l < nlayers; l++) {
-    const sc_layer *s = &layers[l];
-    sc__lplan *P = &c->L[l];
-    P->spec = *s;
-    if (s->kind != SC_LAYER_DENSE) {
-      free(c);
-      return SC__FAIL(SC_ERR_ARG, "layer %zu: unknown layer kind %d", l, (int)s->kind);
-    }
-    if ((unsigned)s->act > (unsigned)SC_GELU) {
-      free(c);
-      return SC__FAIL(SC_ERR_ARG, "layer %zu (dense): unknown activation %d", l, (int)s->act);
-    }
-    if (s->bias != 0 && s->bias != 1) {
-      free(c);
-      return SC__FAIL(SC_ERR_ARG, "layer %zu (dense): bias must be 0 or 1, got %d", l, s->bias);
-    }
-    if (s->outputs == 0) {
-      free(c);
-      return SC__FAIL(SC_ERR_SHAPE, "layer %zu (dense): outputs must be > 0", l);
-    }
-    /* keep every per-tile buffer comfortably addressable */
-    if (s->outputs > ((size_t)1 << 28)) {
-      free(c);
-      return SC__FAIL(SC_ERR_OVERFLOW, "layer %zu (dense): outputs = %zu is too large", l,
+#define SC__DIM_MAX ((size_t)1 << 28) /* keeps every per-tile buffer addressable */
+
+/* Validates one layer against its input shape and fills its shapes and parameter
+ * count. Returns a status with the message already set. */
+static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok) {
+  const sc_layer *s = &P->spec;
+  const char *nm = sc_layer_name(s->kind);
+  if (strcmp(nm, "?") == 0)
+    return sc__fail(SC_ERR_ARG, fn, "layer %zu: unknown layer kind %d", l, (int)s->kind);
+  P->in = sc__mul(sc__mul(P->ic, P->ih, ok), P->iw, ok);
+  P->roff = NULL;
+  switch (s->kind) {
+  case SC_LAYER_DENSE:
+  case SC_LAYER_CONV2D:
+    if ((unsigned)s->act > (unsigned)SC_GELU)
+      return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): unknown activation %d", l, nm, (int)s->act);
+    if (s->bias != 0 && s->bias != 1)
+      return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): bias must be 0 or 1, got %d", l, nm, s->bias);
+    if (s->outputs == 0)
+      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (%s): %s must be > 0", l, nm,
+                      s->kind == SC_LAYER_DENSE ? "outputs" : "channels");
+    if (s->outputs > SC__DIM_MAX)
+      return sc__fail(SC_ERR_OVERFLOW, fn, "layer %zu (%s): %zu outputs is too large", l, nm,
                       s->outputs);
+    break;
+  default:
+    break;
+  }
+  switch (s->kind) {
+  case SC_LAYER_DENSE:
+    if (P->ih != 1 || P->iw != 1)
+      return sc__fail(SC_ERR_SHAPE, fn,
+                      "layer %zu (dense): input is %zux%zux%zu, not a vector: add sc_flatten() before it",
+                      l, P->ic, P->ih, P->iw);
+    P->oc = s->outputs, P->oh = 1, P->ow = 1;
+    P->np = sc__add(sc__mul(P->oc, P->in, ok), s->bias ? P->oc : 0, ok);
+    break;
+  case SC_LAYER_CONV2D: {
+    if (s->kh == 0 || s->kw == 0 || s->sh == 0 || s->sw == 0)
+      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (conv2d): kernel %zux%zu and stride %zux%zu must be > 0",
+                      l, s->kh, s->kw, s->sh, s->sw);
+    if (s->kh > SC__DIM_MAX || s->kw > SC__DIM_MAX || s->ph > SC__DIM_MAX || s->pw > SC__DIM_MAX ||
+        s->sh > SC__DIM_MAX || s->sw > SC__DIM_MAX)
+      return sc__fail(SC_ERR_OVERFLOW, fn, "layer %zu (conv2d): kernel, stride or padding too large", l);
+    if (s->ph >= s->kh || s->pw >= s->kw)
+      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (conv2d): padding %zux%zu must be smaller than the kernel %zux%zu",
+                      l, s->ph, s->pw, s->kh, s->kw);
+    P->hp = P->ih + 2 * s->ph;
+    P->wp = P->iw + 2 * s->pw;
+    if (P->hp < s->kh || P->wp < s->kw)
+      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (conv2d): kernel %zux%zu larger than the %s input %zux%zu",
+                      l, s->kh, s->kw, (s->ph || s->pw) ? "padded" : "", P->hp, P->wp);
+    P->oc = s->outputs;
+    P->oh = (P->hp - s->kh) / s->sh + 1;
+    P->ow = (P->wp - s->kw) / s->sw + 1;
+    P->R = sc__mul(sc__mul(P->ic, s->kh, ok), s->kw, ok);
+    P->np = sc__add(sc__mul(P->oc, P->R, ok), s->bias ? P->oc : 0, ok);
+    break;
+  }
+  case SC_LAYER_MAXPOOL2D:
+    if (s->kh == 0 || s->kw == 0)
+      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (maxpool2d): window %zux%zu must be > 0", l, s->kh, s->kw);
+    if (s->kh > P->ih || s->kw > P->iw)
+      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (maxpool2d): window %zux%zu larger than the input %zux%zu",
+                      l, s->kh, s->kw, P->ih, P->iw);
+    P->oc = P->ic, P->oh = P->ih / s->kh, P->ow = P->iw / s->kw;
+    P->np = 0;
+    break;
+  case SC_LAYER_FLATTEN:
+    P->oc = P->in, P->oh = 1, P->ow = 1;
+    P->np = 0;
+    break;
+  case SC_LAYER_DROPOUT:
+    if (!(s->rate >= 0.0 && s->rate < 1.0))
+      return sc__fail(SC_ERR_ARG, fn, "layer %zu (dropout): rate %g must be in [0, 1)", l, s->rate);
+    P->oc = P->ic, P->oh = P->ih, P->ow = P->iw;
+    P->np = 0;
+    break;
+  }
+  P->out = sc__mul(sc__mul(P->oc, P->oh, ok), P->ow, ok);
+  if (!*ok || P->out > SC__DIM_MAX)
+    return sc__fail(SC_ERR_OVERFLOW, fn, "layer %zu (%s): output of %zux%zux%zu is too large", l,
+                    nm, P->oc, P->oh, P->ow);
+  return SC_OK;
+}
+
+static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, size_t ih, size_t iw,
+                                  const sc_layer *layers, size_t nlayers) {
+  if (!out) return sc__fail(SC_ERR_NULL, fn, "argument 'out' is NULL");
+  *out = NULL;
+  if (!layers) return sc__fail(SC_ERR_NULL, fn, "argument 'layers' is NULL");
+  if (nlayers == 0) return sc__fail(SC_ERR_ARG, fn, "nlayers is 0: a chain needs at least one layer");
+  if (ic == 0 || ih == 0 || iw == 0)
+    return sc__fail(SC_ERR_SHAPE, fn, "input shape %zux%zux%zu has a zero dimension", ic, ih, iw);
+  if (nlayers > 100000) return sc__fail(SC_ERR_ARG, fn, "nlayers = %zu is unreasonably large", nlayers);
+  int ok = 1;
+  size_t in = sc__mul(sc__mul(ic, ih, &ok), iw, &ok);
+  if (!ok || in > SC__DIM_MAX)
+    return sc__fail(SC_ERR_OVERFLOW, fn, "input of %zux%zux%zu is too large", ic, ih, iw);
+  /* conv tap-offset tables live after the layer plans, in the same allocation */
+  size_t ntaps = 0;
+  {
+    size_t c = ic, h = ih, w = iw;
+    for (size_t l = 0; l < nlayers; l++) {
+      sc__lplan tmp;
+      memset(&tmp, 0, sizeof tmp);
+      tmp.spec = layers[l];
+      tmp.ic = c, tmp.ih = h, tmp.iw = w;
+      sc_status st = sc__plan_layer(fn, l, &tmp, &ok);
+      if (st) return st;
+      if (tmp.spec.kind == SC_LAYER_CONV2D) ntaps = sc__add(ntaps, tmp.R, &ok);
+      c = tmp.oc, h = tmp.oh, w = tmp.ow;
     }
-    P->in = width;
-    P->out = s->outputs;
-    P->np = sc__add(sc__mul(P->out, P->in, &ok), s->bias ? P->out : 0, &ok);
+  }
+  size_t head = sc__add(sizeof(sc_chain), sc__mul(nlayers, sizeof(sc__lplan), &ok), &ok);
+  size_t bytes = sc__add(head, sc__mul(ntaps, sizeof(size_t), &ok), &ok);
+  if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "chain description size overflows");
+  sc_chain *c = calloc(1, bytes);
+  if (!c) return sc__fail(SC_ERR_NOMEM, fn, "out of memory allocating the chain (%zu bytes)", bytes);
+  size_t *taps = (size_t *)(void *)((unsigned char *)c + head);
+  c->nlayers = nlayers;
+  c->in_c = ic, c->in_h = ih, c->in_w = iw;
+  c->in = in;
+  size_t np = 0, maxw = in, maxdense = 0;
+  for (size_t l = 0; l < nlayers; l++) {
+    sc__lplan *P = &c->L[l];
+    P->spec = layers[l];
+    if (l == 0) P->ic = ic, P->ih = ih, P->iw = iw;
+    else P->ic = c->L[l - 1].oc, P->ih = c->L[l - 1].oh, P->iw = c->L[l - 1].ow;
+    sc__plan_layer(fn, l, P, &ok); /* validated above */
+    if (P->spec.kind == SC_LAYER_CONV2D) {
+      size_t r = 0;
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < P->spec.kh; i++)
+          for (size_t j = 0; j < P->spec.kw; j++) taps[r++] = (ci * P->hp + i) * P->wp + j;
+      P->roff = taps;
+      taps += P->R;
+    }
+    if (P->spec.kind == SC_LAYER_DENSE && P->in > maxdense) maxdense = P->in;
     P->poff = np;
     np = sc__add(np, P->np, &ok);
-    if (!ok) {
-      free(c);
-      return SC__FAIL(SC_ERR_OVERFLOW, "layer %zu (dense): parameter count overflows size_t", l);
-    }
-    width = P->out;
-    if (width > c->maxw) c->maxw = width;
+    if (P->out > maxw) maxw = P->out;
   }
-  if (input_features > ((size_t)1 << 28)) {
+  if (!ok) {
     free(c);
-    return SC__FAIL(SC_ERR_OVERFLOW, "input_features = %zu is too large", input_features);
+    return sc__fail(SC_ERR_OVERFLOW, fn, "parameter count overflows size_t");
   }
-  c->out = width;
+  c->out = c->L[nlayers - 1].out;
   c->nparams = np;
+  c->maxw = maxw;
   /* tile plan (elements of one slice's tile memory) */
   size_t cur = 0, TW = SC__TW;
   c->x_off = sc__tile_alloc(&cur, sc__mul(c->in, TW, &ok), &ok);
   for (size_t l = 0; l < nlayers; l++) {
     sc__lplan *P = &c->L[l];
-    P->a_off = sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok);
-    P->z_off = P->spec.act == SC_GELU ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
-                                      : SIZE_MAX;
-    P->lane_off = P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok) : SIZE_MAX;
-    P->dwl_off = P->in * P->out <= SC__DWL_MAX
-                     ? sc__tile_alloc(&cur, sc__mul(P->in * P->out, TW, &ok), &ok)
+    int k = P->spec.kind, has_w = k == SC_LAYER_DENSE || k == SC_LAYER_CONV2D;
+    P->a_off = k == SC_LAYER_FLATTEN ? (l ? c->L[l - 1].a_off : c->x_off)
+                                     : sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok);
+    P->z_off = has_w && P->spec.act == SC_GELU ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
+                                                : SIZE_MAX;
+    P->lane_off = has_w && P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->oc, TW, &ok), &ok) : SIZE_MAX;
+    size_t nw = has_w ? P->np - (P->spec.bias ? P->oc : 0) : 0;
+    P->dwl_off = (k == SC_LAYER_CONV2D || (k == SC_LAYER_DENSE && nw <= SC__DWL_MAX))
+                     ? sc__tile_alloc(&cur, sc__mul(nw, TW, &ok), &ok)
                      : SIZE_MAX;
+    P->pad_off = k == SC_LAYER_CONV2D && (P->spec.ph || P->spec.pw)
+                     ? sc__tile_alloc(&cur, sc__mul(sc__mul(P->ic * P->hp, P->wp, &ok), TW, &ok), &ok)
+                     : SIZE_MAX;
+    P->mask_off = k == SC_LAYER_DROPOUT ? sc__tile_alloc(&cur, P->out, &ok) : SIZE_MAX;
   }
   c->d0_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
   c->d1_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
-  c->ldT = sc__roundup(c->maxw, 16, &ok);
+  c->ldT = sc__roundup(maxdense ? maxdense : 1, 16, &ok);
   c->xT_off = sc__tile_alloc(&cur, sc__mul(c->ldT, TW, &ok), &ok);
   c->t_off = sc__tile_alloc(&cur, sc__mul(c->out, TW, &ok), &ok); /* gathered targets */
-  c->lossl_off = sc__tile_alloc(&cur, TW, &ok);                     /* loss lanes */
+  c->lossl_off = sc__tile_alloc(&cur, 2 * TW, &ok);                 /* loss, correct lanes */
   c->tile_elems = cur;
   if (!ok) {
     free(c);
-    return SC__FAIL(SC_ERR_OVERFLOW, "tile memory plan overflows size_t");
+    return sc__fail(SC_ERR_OVERFLOW, fn, "tile memory plan overflows size_t");
   }
   sc_status st = sc__select_kernels(c);
   if (st != SC_OK) {
@@ -394,6 +561,18 @@ sc_status sc_chain_create(sc_chain **out, size_t input_features, const sc_layer 
   }
   *out = c;
   return SC_OK;
+}
+
+sc_status sc_chain_create(sc_chain **out, size_t input_features, const sc_layer *layers,
+                          size_t nlayers) {
+  if (out) *out = NULL;
+  if (out && layers && nlayers && input_features == 0)
+    return SC__FAIL(SC_ERR_SHAPE, "input_features is 0");
+  return sc__chain_create(__func__, out, input_features, 1, 1, layers, nlayers);
+}
+sc_status sc_chain_create_image(sc_chain **out, size_t channels, size_t height, size_t width,
+                                const sc_layer *layers, size_t nlayers) {
+  return sc__chain_create(__func__, out, channels, height, width, layers, nlayers);
 }
 
 void sc_chain_destroy(sc_chain *chain) { free(chain); }
@@ -432,6 +611,8 @@ sc_status sc_chain_layer_info(const sc_chain *chain, size_t index, sc_layer_info
   info->layer = P->spec;
   info->inputs = P->in;
   info->outputs = P->out;
+  info->in_shape[0] = P->ic, info->in_shape[1] = P->ih, info->in_shape[2] = P->iw;
+  info->out_shape[0] = P->oc, info->out_shape[1] = P->oh, info->out_shape[2] = P->ow;
   info->nparams = P->np;
   info->param_offset = P->poff;
   return SC_OK;
@@ -461,14 +642,38 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
   if (!buf && cap > 0) return SC__FAIL(SC_ERR_NULL, "buf is NULL but cap is %zu", cap);
   sc__sbuf b = {buf, cap, 0};
   if (buf && cap) buf[0] = 0;
-  sc__sprintf(&b, "%-6s %-16s %-9s %10s %10s %10s\n", "layer", "type", "act", "output",
+  char shape[64];
+  sc__sprintf(&b, "%-6s %-18s %-9s %14s %10s %10s\n", "layer", "type", "act", "output",
               "params", "offset");
-  sc__sprintf(&b, "%-6s %-16s %-9s %10zu %10s %10s\n", "-", "input", "-", chain->in, "-", "-");
+  if (chain->in_h == 1 && chain->in_w == 1) snprintf(shape, sizeof shape, "%zu", chain->in_c);
+  else snprintf(shape, sizeof shape, "%zux%zux%zu", chain->in_c, chain->in_h, chain->in_w);
+  sc__sprintf(&b, "%-6s %-18s %-9s %14s %10s %10s\n", "-", "input", "-", shape, "-", "-");
   for (size_t l = 0; l < chain->nlayers; l++) {
     const sc__lplan *P = &chain->L[l];
-    sc__sprintf(&b, "%-6zu %-16s %-9s %10zu %10zu %10zu\n", l,
-                P->spec.bias ? "dense" : "dense (no bias)", sc_act_name(P->spec.act), P->out,
-                P->np, P->poff);
+    char type[32];
+    const char *act = "-";
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+      snprintf(type, sizeof type, "%s", P->spec.bias ? "dense" : "dense (no bias)");
+      act = sc_act_name(P->spec.act);
+      break;
+    case SC_LAYER_CONV2D:
+      snprintf(type, sizeof type, "conv2d %zux%zu%s", P->spec.kh, P->spec.kw,
+               P->spec.bias ? "" : " nobias");
+      act = sc_act_name(P->spec.act);
+      break;
+    case SC_LAYER_MAXPOOL2D:
+      snprintf(type, sizeof type, "maxpool2d %zux%zu", P->spec.kh, P->spec.kw);
+      break;
+    case SC_LAYER_DROPOUT:
+      snprintf(type, sizeof type, "dropout %.3g", P->spec.rate);
+      break;
+    default:
+      snprintf(type, sizeof type, "%s", sc_layer_name(P->spec.kind));
+    }
+    if (P->oh == 1 && P->ow == 1) snprintf(shape, sizeof shape, "%zu", P->oc);
+    else snprintf(shape, sizeof shape, "%zux%zux%zu", P->oc, P->oh, P->ow);
+    sc__sprintf(&b, "%-6zu %-18s %-9s %14s %10zu %10zu\n", l, type, act, shape, P->np, P->poff);
   }
   sc__sprintf(&b, "total parameters: %zu (%zu bytes as float); kernels: %s\n", chain->nparams,
               chain->nparams * sizeof(float), chain->kf->name);
@@ -497,8 +702,11 @@ static sc_status sc__init_check(const char *fn, const sc_chain *c, const void *p
     sc__rng_seed(&r, seed);                                                              \
     for (size_t l = 0; l < chain->nlayers; l++) {                                        \
       const sc__lplan *P = &chain->L[l];                                                 \
-      double a = sqrt(6.0 / (double)(P->in + P->out));                                   \
-      size_t nw = P->in * P->out;                                                        \
+      if (P->np == 0) continue;                                                          \
+      size_t taps = P->spec.kind == SC_LAYER_CONV2D ? P->spec.kh * P->spec.kw : 1;       \
+      size_t fan_in = P->spec.kind == SC_LAYER_CONV2D ? P->R : P->in;                    \
+      double a = sqrt(6.0 / (double)(fan_in + P->oc * taps));                            \
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);                                    \
       for (size_t k = 0; k < nw; k++) PUT(P->poff + k, a * (2.0 * sc__rng_unif(&r) - 1.0)); \
       for (size_t k = nw; k < P->np; k++) PUT(P->poff + k, 0.0);                         \
     }                                                                                    \
@@ -536,15 +744,18 @@ static uint64_t sc__fnv1a(uint64_t h, const void *data, size_t n) {
 #define SC__FNV_INIT 0xCBF29CE484222325ull
 
 static uint64_t sc__fingerprint(const sc_chain *c) {
-  uint64_t h = SC__FNV_INIT, v[4];
-  v[0] = (uint64_t)c->in;
-  h = sc__fnv1a(h, v, sizeof v[0]);
+  uint64_t h = SC__FNV_INIT, v[10];
+  v[0] = (uint64_t)c->in_c, v[1] = (uint64_t)c->in_h, v[2] = (uint64_t)c->in_w;
+  h = sc__fnv1a(h, v, 3 * sizeof v[0]);
   for (size_t l = 0; l < c->nlayers; l++) {
     const sc_layer *s = &c->L[l].spec;
+    int w = s->kind == SC_LAYER_DENSE || s->kind == SC_LAYER_CONV2D;
     v[0] = (uint64_t)s->kind;
-    v[1] = (uint64_t)s->outputs;
-    v[2] = (uint64_t)s->act;
-    v[3] = (uint64_t)s->bias;
+    v[1] = w ? (uint64_t)s->outputs : 0;
+    v[2] = w ? (uint64_t)s->act : 0;
+    v[3] = w ? (uint64_t)s->bias : 0;
+    v[4] = (uint64_t)s->kh, v[5] = (uint64_t)s->kw, v[6] = (uint64_t)s->sh;
+    v[7] = (uint64_t)s->sw, v[8] = (uint64_t)s->ph, v[9] = (uint64_t)s->pw;
     h = sc__fnv1a(h, v, sizeof v);
   }
   return h;
@@ -903,6 +1114,13 @@ sc_status sc_workspace_set_threads(sc_workspace *ws, int threads) {
 #endif
 }
 
+sc_status sc_workspace_set_dropout(sc_workspace *ws, uint64_t seed, uint64_t step) {
+  SC__CHECK_NULL(ws);
+  ws->drop_seed = seed;
+  ws->drop_step = step;
+  return SC_OK;
+}
+
 void sc_workspace_destroy(sc_workspace *ws) {
   if (!ws) return;
   sc__pool_destroy(ws->pool);
@@ -1157,6 +1375,8 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
     return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
   sc_status st = sc__loss_check(__func__, chain, loss, data->target);
   if (st) return st;
+  size_t obytes = 0;
+  if ((st = sc__optim_plan(__func__, &opts->optim, chain->nparams, &obytes))) return st;
   int ok = 1;
   size_t n = data->n, bs = opts->batch_size ? opts->batch_size : n;
   if (bs > n) bs = n;
@@ -1186,6 +1406,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   if ((st = sc_workspace_create(&ws, chain, bs)) != SC_OK) goto done;
   if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
   if ((st = sc_optimizer_create(&opt, &opts->optim, chain->nparams)) != SC_OK) goto done;
+  sc_workspace_set_dropout(ws, opts->seed, 0);
   g = malloc(chain->nparams * sizeof(float));
   if (shuffle) idx = malloc(sc__mul(n, sizeof(size_t), &ok));
   if (!g || (shuffle && !idx)) {
@@ -1219,7 +1440,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
         tb = loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)((const int32_t *)tb + b0)
                                                 : (const void *)((const float *)tb + b0 * chain->out);
       }
-      sc__valgrad_run_f32(chain, loss, p, xb, ib, tb, nb, &lv, g, NULL, ws);
+      sc__valgrad_run_f32(chain, loss, p, xb, ib, tb, nb, &lv, g, NULL, ws, 1);
       if (!isfinite(lv)) {
         st = SC__FAIL(SC_ERR_NONFINITE,
                       "the loss became %s at step %zu (epoch %zu): learning rate too high?",
@@ -1473,6 +1694,141 @@ SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict 
   }
 }
 
+/* ---------------------------------------------------------------- conv / pool kernels */
+/* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
+ * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
+ * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
+SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                      const SC__T *restrict W, const SC__T *restrict b,
+                                      const SC__T *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  const size_t *roff = P->roff;
+  for (size_t k = 0; k < P->oc; k++) {
+    const SC__T *w = W + k * R;
+    SC__T bk = b ? b[k] : 0;
+    for (size_t u = 0; u < OH; u++)
+      for (size_t v = 0; v < OW; v++) {
+        SC__T acc[SC__TW];
+        const SC__T *base = x + (u * sh * WP + v * sw) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) acc[t] = bk;
+        for (size_t r = 0; r < R; r++) {
+          const SC__T *xr = base + roff[r] * SC__TW;
+          SC__T wr = w[r];
+          for (int t = 0; t < SC__TW; t++) acc[t] += wr * xr[t];
+        }
+        size_t o = (k * OH + u) * OW + v;
+        SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, P->spec.act);
+      }
+  }
+}
+
+/* conv dW in lane form: wl[(k*R + r)*TW + t] += sum_{u,v} dz[k][u][v][t] x[tap][t] */
+SC__KSTATIC void SC__TN(sc__conv_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                      const SC__T *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  for (size_t k = 0; k < P->oc; k++)
+    for (size_t r = 0; r < R; r++) {
+      SC__T acc[SC__TW];
+      SC__T *w = wl + (k * R + r) * SC__TW;
+      for (int t = 0; t < SC__TW; t++) acc[t] = w[t];
+      const SC__T *xr = x + P->roff[r] * SC__TW;
+      for (size_t u = 0; u < OH; u++)
+        for (size_t v = 0; v < OW; v++) {
+          const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+          const SC__T *xv = xr + (u * sh * WP + v * sw) * SC__TW;
+          for (int t = 0; t < SC__TW; t++) acc[t] += d[t] * xv[t];
+        }
+      for (int t = 0; t < SC__TW; t++) w[t] = acc[t];
+    }
+}
+
+/* conv input gradient (unpadded input layout): dx[c][y][x] = sum over the taps (k, i, j)
+ * with y + ph = u*sh + i and x + pw = v*sw + j of W[k][c][i][j] dz[k][u][v] */
+SC__KSTATIC void SC__TN(sc__conv_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      for (size_t xx = 0; xx < P->iw; xx++) {
+        SC__T acc[SC__TW];
+        for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+        for (size_t i = 0; i < KH; i++) {
+          size_t yy = y + ph;
+          if (yy < i || (yy - i) % sh) continue;
+          size_t u = (yy - i) / sh;
+          if (u >= OH) continue;
+          for (size_t j = 0; j < KW; j++) {
+            size_t xp = xx + pw;
+            if (xp < j || (xp - j) % sw) continue;
+            size_t v = (xp - j) / sw;
+            if (v >= OW) continue;
+            for (size_t k = 0; k < P->oc; k++) {
+              SC__T w = W[k * R + (c * KH + i) * KW + j];
+              const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+              for (int t = 0; t < SC__TW; t++) acc[t] += w * d[t];
+            }
+          }
+        }
+        SC__T *o = dx + ((c * P->ih + y) * P->iw + xx) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = acc[t];
+      }
+}
+
+/* zero-padded copy of a C x H x W tile into C x Hp x Wp */
+static void SC__TN(sc__pad)(SC__T *restrict xp, const SC__T *restrict x, const sc__lplan *P) {
+  size_t ph = P->spec.ph, pw = P->spec.pw;
+  memset(xp, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->ic; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      memcpy(xp + ((c * P->hp + y + ph) * P->wp + pw) * SC__TW,
+             x + ((c * P->ih + y) * P->iw) * SC__TW, P->iw * SC__TW * sizeof(SC__T));
+}
+
+SC__KSTATIC void SC__TN(sc__pool_fwd)(SC__T *restrict a, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        SC__T m[SC__TW];
+        const SC__T *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) m[t] = x0[t];
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            const SC__T *xi = x0 + (i * P->iw + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) m[t] = xi[t] > m[t] ? xi[t] : m[t];
+          }
+        SC__T *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = m[t];
+      }
+}
+
+/* the gradient goes to the first element of each window equal to its max */
+SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict x,
+                                      const SC__T *restrict a, const SC__T *restrict dz,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) /* rows/columns outside every window */
+    memset(dx, 0, P->in * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        SC__T taken[SC__TW];
+        for (int t = 0; t < SC__TW; t++) taken[t] = 0;
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) {
+              int hit = x[q + (size_t)t] == a[o + (size_t)t] && taken[t] == 0;
+              dx[q + (size_t)t] = hit ? dz[o + (size_t)t] : 0;
+              taken[t] = hit ? 1 : taken[t];
+            }
+          }
+      }
+}
+
 /* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] */
 SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
                                        const SC__T *restrict x, size_t O, size_t I) {
@@ -1509,6 +1865,19 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #define SC__K_DWL_FOLD SC__TN(sc__dwl_fold)
 #endif
 #define SC__K_ACTB SC__TN(sc__act_bwd)
+#if SC__F32 && defined(SC__VEC_CONV)
+#define SC__K_CONV_FWD vec_conv_fwd_f32
+#define SC__K_CONV_DWL vec_conv_dwl_f32
+#define SC__K_CONV_DX vec_conv_dx_f32
+#define SC__K_POOL_FWD vec_pool_fwd_f32
+#define SC__K_POOL_BWD vec_pool_bwd_f32
+#else
+#define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
+#define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
+#define SC__K_CONV_DX SC__TN(sc__conv_dx)
+#define SC__K_POOL_FWD SC__TN(sc__pool_fwd)
+#define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
+#endif
 
 
 typedef struct SC__TN(sc__job) {
@@ -1524,7 +1893,11 @@ typedef struct SC__TN(sc__job) {
   SC__T *y, *gx;
   int want_g;
   SC__T scale; /* 1 / batch */
+  int train;         /* dropout active (sc_valgrad, sc_train) */
+  int count_correct; /* cross-entropy: count argmax == label (sc_evaluate) */
+  uint64_t drop_seed, drop_step;
   double slice_loss[SC__MAX_SLICES];
+  double slice_correct[SC__MAX_SLICES];
 } SC__TN(sc__job);
 
 static inline size_t SC__TN(sc__row)(const SC__TN(sc__job) * J, size_t b) {
@@ -1582,6 +1955,12 @@ static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lan
       for (size_t o = 0; o < O; o++) se += SC__EXP(yhat[o * SC__TW + t] - m);
       SC__T lse = m + SC__LOG(se);
       lanes[t] += lse - yhat[y * SC__TW + t];
+      if (J->count_correct) {
+        size_t am = 0;
+        for (size_t o = 1; o < O; o++)
+          if (yhat[o * SC__TW + t] > yhat[am * SC__TW + t]) am = o;
+        lanes[SC__TW + t] += am == y ? 1 : 0;
+      }
       if (d) {
         for (size_t o = 0; o < O; o++)
           d[o * SC__TW + t] = s * (SC__EXP(yhat[o * SC__TW + t] - lse) - (o == y ? 1 : 0));
@@ -1625,15 +2004,14 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
   int want_g = backward && J->want_g;
 
-  for (int t = 0; t < SC__TW; t++) lanes[t] = 0;
+  for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
   if (want_g) {
     memset(gs, 0, c->nparams * sizeof(SC__T));
-    for (size_t l = 0; l < L; l++)
-    {
-      if (c->L[l].lane_off != SIZE_MAX)
-        memset(tm + c->L[l].lane_off, 0, c->L[l].out * SC__TW * sizeof(SC__T));
-      if (c->L[l].dwl_off != SIZE_MAX)
-        memset(tm + c->L[l].dwl_off, 0, c->L[l].out * c->L[l].in * SC__TW * sizeof(SC__T));
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
+      if (P->dwl_off != SIZE_MAX)
+        memset(tm + P->dwl_off, 0, (P->np - (P->spec.bias ? P->oc : 0)) * SC__TW * sizeof(SC__T));
     }
   }
   for (size_t tile = t0; tile < t1; tile++) {
@@ -1643,8 +2021,38 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
-      SC__K_FWD(tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL, W,
-                    P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, P->spec.act);
+      SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE:
+        SC__K_FWD(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in,
+                  P->spec.act);
+        break;
+      case SC_LAYER_CONV2D:
+        if (P->pad_off != SIZE_MAX) {
+          SC__TN(sc__pad)(tm + P->pad_off, in, P);
+          in = tm + P->pad_off;
+        }
+        SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+        SC__K_POOL_FWD(a, in, P);
+        break;
+      case SC_LAYER_FLATTEN:
+        break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          uint32_t *mask = (uint32_t *)(void *)(tm + P->mask_off);
+          uint32_t thr = (uint32_t)(P->spec.rate * 4294967296.0);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++) {
+            uint32_t m = mask[f] = sc__drop_word(J->drop_seed, J->drop_step, b0, f, thr);
+            for (int t = 0; t < SC__TW; t++)
+              a[f * SC__TW + (size_t)t] = (m >> t & 1u) ? in[f * SC__TW + (size_t)t] * keep : 0;
+          }
+        } else
+          memcpy(a, in, P->out * SC__TW * sizeof(SC__T));
+        break;
+      }
       in = tm + P->a_off;
     }
     const SC__T *yhat = in;
@@ -1663,24 +2071,60 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
       const SC__T *xin = l ? tm + c->L[l - 1].a_off : X;
-      SC__K_ACTB(cur, tm + P->a_off, P->z_off != SIZE_MAX ? tm + P->z_off : NULL,
-                  P->out * SC__TW, P->spec.act);
-      if (want_g) {
-        if (P->lane_off != SIZE_MAX) {
-          SC__T *bl = tm + P->lane_off;
-          for (size_t k = 0; k < P->out * SC__TW; k++) bl[k] += cur[k];
+      const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      int need_dx = l > 0 || J->gx;
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE:
+        SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+        if (want_g) {
+          if (P->lane_off != SIZE_MAX) {
+            SC__T *bl = tm + P->lane_off;
+            for (size_t k = 0; k < P->out * SC__TW; k++) bl[k] += cur[k];
+          }
+          if (P->dwl_off != SIZE_MAX)
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in);
+          else {
+            size_t ld = (P->in + 15) & ~(size_t)15;
+            SC__T *xT = tm + c->xT_off;
+            SC__TN(sc__transpose)(xT, xin, P->in, ld);
+            SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+          }
         }
-        if (P->dwl_off != SIZE_MAX)
-          SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in);
-        else {
-          size_t ld = (P->in + 15) & ~(size_t)15;
-          SC__T *xT = tm + c->xT_off;
-          SC__TN(sc__transpose)(xT, xin, P->in, ld);
-          SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+        if (need_dx) SC__K_DX(nxt, W, cur, P->out, P->in);
+        break;
+      case SC_LAYER_CONV2D:
+        SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+        if (want_g) {
+          if (P->lane_off != SIZE_MAX) {
+            SC__T *bl = tm + P->lane_off;
+            size_t npos = P->oh * P->ow;
+            for (size_t k = 0; k < P->oc; k++)
+              for (size_t q = 0; q < npos; q++)
+                for (int t = 0; t < SC__TW; t++)
+                  bl[k * SC__TW + (size_t)t] += cur[(k * npos + q) * SC__TW + (size_t)t];
+          }
+          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
         }
+        if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+        if (need_dx) SC__K_POOL_BWD(nxt, xin, a, cur, P);
+        break;
+      case SC_LAYER_FLATTEN:
+        need_dx = 0; /* the same rows: cur stays */
+        break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          const uint32_t *mask = (const uint32_t *)(const void *)(tm + P->mask_off);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++)
+            for (int t = 0; t < SC__TW; t++)
+              cur[f * SC__TW + (size_t)t] *= (mask[f] >> t & 1u) ? keep : 0;
+        }
+        need_dx = 0; /* in place */
+        break;
       }
-      if (l > 0 || J->gx) {
-        SC__K_DX(nxt, W, cur, P->out, P->in);
+      if (need_dx) {
         SC__T *tmp = cur;
         cur = nxt;
         nxt = tmp;
@@ -1689,19 +2133,22 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
   }
   /* fold the lane accumulators, in a fixed order */
-  double ls = 0;
-  for (int t = 0; t < SC__TW; t++) ls += (double)lanes[t];
+  double ls = 0, cs = 0;
+  for (int t = 0; t < SC__TW; t++) {
+    ls += (double)lanes[t];
+    cs += (double)lanes[SC__TW + t];
+  }
   J->slice_loss[s] = ls;
+  J->slice_correct[s] = cs;
   if (want_g)
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
-      if (P->dwl_off != SIZE_MAX) {
-        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, P->out * P->in);
-      }
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->dwl_off != SIZE_MAX) SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;
-      SC__T *gb = gs + P->poff + P->in * P->out;
-      for (size_t o = 0; o < P->out; o++) {
+      SC__T *gb = gs + P->poff + nw;
+      for (size_t o = 0; o < P->oc; o++) {
         SC__T acc = 0;
         for (int t = 0; t < SC__TW; t++) acc += bl[o * SC__TW + (size_t)t];
         gb[o] += acc;
@@ -1811,7 +2258,7 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
 static void SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
                                     const SC__T *x, const size_t *idx, const void *target,
                                     size_t batch, double *lossv, SC__T *g, SC__T *gx,
-                                    sc_workspace *ws) {
+                                    sc_workspace *ws, int train) {
   SC__TN(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
   J.loss = loss;
@@ -1819,7 +2266,11 @@ static void SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const S
   J.idx = idx;
   J.gx = gx;
   J.want_g = g != NULL;
+  J.train = train;
+  J.drop_seed = ws->drop_seed;
+  J.drop_step = ws->drop_step;
   SC__TN(sc__execute)(&J, g, 0, lossv);
+  if (train) ws->drop_step++;
 }
 
 static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain, sc_loss loss,
@@ -1839,7 +2290,7 @@ sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *
   if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   double l = 0;
-  SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws);
+  SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1);
   if (lossv) *lossv = (SC__T)l;
   return SC_OK;
 }
@@ -1853,8 +2304,37 @@ sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, con
   if ((st = sc__target_check_f32(__func__, chain, loss, target, batch))) return st;
   if ((st = sc__finite_check_f32(__func__, chain, "input", x, batch, chain->in))) return st;
   double l = 0;
-  sc__valgrad_run_f32(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws);
+  sc__valgrad_run_f32(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0);
   *lossv = (float)l;
+  return SC_OK;
+}
+
+sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x,
+                      const int32_t *labels, size_t n, double *loss, double *accuracy,
+                      sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
+  if (st) return st;
+  if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
+  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
+  if (chain->out < 2)
+    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu", chain->out);
+  if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
+  if ((st = sc__finite_check_f32(__func__, chain, "input", x, n, chain->in))) return st;
+  double lsum = 0, csum = 0;
+  for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
+    size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
+    sc__job_f32 J;
+    sc__job_init_f32(&J, chain, ws, SC__LOSS, p, x + b0 * chain->in, nb);
+    J.loss = SC_LOSS_LOGIT_CROSSENTROPY;
+    J.target = labels + b0;
+    J.count_correct = 1;
+    double l = 0;
+    sc__execute_f32(&J, NULL, 0, &l);
+    lsum += l * (double)nb;
+    for (size_t s = 0; s < J.nslices; s++) csum += J.slice_correct[s];
+  }
+  if (loss) *loss = lsum / (double)n;
+  if (accuracy) *accuracy = csum / (double)n;
   return SC_OK;
 }
 #endif
@@ -1885,6 +2365,11 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
 #undef SC__K_DWL
 #undef SC__K_DWL_FOLD
 #undef SC__K_ACTB
+#undef SC__K_CONV_FWD
+#undef SC__K_CONV_DWL
+#undef SC__K_CONV_DX
+#undef SC__K_POOL_FWD
+#undef SC__K_POOL_BWD
 
 #undef SC__TANH
 #undef SC__EXP

@@ -41,6 +41,12 @@
  * dense(O) on an input of I features:  W as O x I row-major (W[o*I + i]), then, if the
  *                                      layer has a bias, b[0..O).
  *                                      y[o] = act( sum_i W[o*I+i] x[i] + b[o] )
+ * conv2d(kh, kw, K) on C x H x W:      W as K x C x kh x kw (PyTorch's order:
+ *                                      W[((k*C + c)*kh + i)*kw + j]), then b[0..K).
+ *                                      y[k][u][v] = act( b[k] + sum_{c,i,j}
+ *                                        W[k][c][i][j] x[c][u*sh + i - ph][v*sw + j - pw] )
+ *                                      (x is 0 outside the image)
+ * maxpool2d, flatten, dropout:         no parameters.
  *
  * ------------------------------------------------------------------------------------
  * Activations (documented exactly, since gradients depend on the definitions)
@@ -107,7 +113,13 @@ typedef enum sc_act {
   SC_GELU
 } sc_act;
 
-typedef enum sc_layer_kind { SC_LAYER_DENSE = 1 } sc_layer_kind;
+typedef enum sc_layer_kind {
+  SC_LAYER_DENSE = 1,
+  SC_LAYER_CONV2D,
+  SC_LAYER_MAXPOOL2D,
+  SC_LAYER_FLATTEN,
+  SC_LAYER_DROPOUT
+} sc_layer_kind;
 
 /* A layer is a small value. Build it with the constructors below; the fields are
  * public so that tables of layers can be written as initializers, but a chain only
@@ -115,12 +127,40 @@ typedef enum sc_layer_kind { SC_LAYER_DENSE = 1 } sc_layer_kind;
 typedef struct sc_layer {
   sc_layer_kind kind;
   sc_act act;
-  size_t outputs; /* dense: number of output features */
-  int bias;       /* dense: 1 = with bias, 0 = without */
+  size_t outputs; /* dense: output features; conv2d: output channels */
+  int bias;       /* dense, conv2d: 1 = with bias, 0 = without */
+  size_t kh, kw;  /* conv2d: kernel size; maxpool2d: window */
+  size_t sh, sw;  /* conv2d, maxpool2d: stride */
+  size_t ph, pw;  /* conv2d: zero padding on each side */
+  double rate;    /* dropout: probability of dropping an element, in [0, 1) */
 } sc_layer;
 
-sc_layer sc_dense(size_t outputs, sc_act act);        /* with bias */
+/* Shapes. A sample is a C x H x W array (NCHW order within a batch: sample b starts at
+ * x + b*C*H*W, element (c, y, x) at ((c*H + y)*W + x)). A plain feature vector of F
+ * values is F x 1 x 1. */
+sc_layer sc_dense(size_t outputs, sc_act act);        /* with bias; needs a 1 x 1 input */
 sc_layer sc_dense_nobias(size_t outputs, sc_act act); /* without bias */
+/* 2-D cross-correlation (like PyTorch's Conv2d), stride 1, no padding ("valid"), with
+ * bias: C x H x W -> channels x (H-kh+1) x (W-kw+1). */
+sc_layer sc_conv2d(size_t kh, size_t kw, size_t channels, sc_act act);
+/* The same with strides and zero padding: output H' = (H + 2 ph - kh) / sh + 1. */
+sc_layer sc_conv2d_ex(size_t kh, size_t kw, size_t channels, sc_act act, size_t sh, size_t sw,
+                      size_t ph, size_t pw);
+/* Max over non-overlapping kh x kw windows (stride = window): H' = H / kh (rounded
+ * down; trailing rows/columns that fill no window are ignored). The gradient goes to the
+ * first maximal element of each window. */
+sc_layer sc_maxpool2d(size_t kh, size_t kw);
+/* C x H x W -> (C*H*W) x 1 x 1, in NCHW order (as torch.flatten). Costs nothing. */
+sc_layer sc_flatten(void);
+/* Inverted dropout: in training (sc_valgrad, sc_train) each element is kept with
+ * probability 1 - rate and scaled by 1 / (1 - rate); elsewhere (sc_forward,
+ * sc_loss_value, sc_pullback, sc_evaluate) it is the identity. The mask depends only on
+ * the workspace's dropout seed and step (sc_workspace_set_dropout), the sample's position
+ * in the batch and the element, never on threads. */
+sc_layer sc_dropout(double rate);
+
+/* Name of a layer kind ("dense", "conv2d", ...) or "?" */
+const char *sc_layer_name(sc_layer_kind kind);
 
 /* Name of an activation ("tanh", ...) or "?" for an unknown value. */
 const char *sc_act_name(sc_act act);
@@ -129,13 +169,17 @@ const char *sc_act_name(sc_act act);
 typedef struct sc_chain sc_chain;
 
 /* Validates the layer list against the per-sample input size and plans memory.
- * input_features: number of features of one input sample (> 0).
- * On success *out owns a new chain (free it with sc_chain_destroy). */
+ * input_features: number of features of one input sample (> 0), i.e. an input shape of
+ * input_features x 1 x 1. On success *out owns a new chain (free: sc_chain_destroy). */
 sc_status sc_chain_create(sc_chain **out, size_t input_features, const sc_layer *layers,
                           size_t nlayers);
+/* The same for image inputs of channels x height x width (NCHW, see above). */
+sc_status sc_chain_create_image(sc_chain **out, size_t channels, size_t height, size_t width,
+                                const sc_layer *layers, size_t nlayers);
 void sc_chain_destroy(sc_chain *chain); /* NULL is fine */
 
 sc_status sc_chain_nparams(const sc_chain *chain, size_t *nparams);
+/* features of one input / output sample (C*H*W) */
 sc_status sc_chain_input_size(const sc_chain *chain, size_t *features);
 sc_status sc_chain_output_size(const sc_chain *chain, size_t *features);
 sc_status sc_chain_nlayers(const sc_chain *chain, size_t *nlayers);
@@ -143,8 +187,10 @@ sc_status sc_chain_nlayers(const sc_chain *chain, size_t *nlayers);
 /* Per-layer facts, for tooling: index in [0, nlayers). */
 typedef struct sc_layer_info {
   sc_layer layer;
-  size_t inputs;       /* features in */
+  size_t inputs;       /* features in (C*H*W) */
   size_t outputs;      /* features out */
+  size_t in_shape[3];  /* C, H, W */
+  size_t out_shape[3]; /* C, H, W */
   size_t nparams;      /* parameters of this layer */
   size_t param_offset; /* where they start in p */
 } sc_layer_info;
@@ -208,6 +254,11 @@ sc_status sc_workspace_set_threads(sc_workspace *ws, int threads);
 
 void sc_workspace_destroy(sc_workspace *ws); /* NULL is fine */
 
+/* Dropout masks of the next sc_valgrad call are drawn from (seed, step); every
+ * sc_valgrad call then advances step by one. A new workspace starts at (0, 0).
+ * sc_train sets them from its options. */
+sc_status sc_workspace_set_dropout(sc_workspace *ws, uint64_t seed, uint64_t step);
+
 /* ---------------------------------------------------------------- compute */
 /* y (batch x outputs) = chain(x (batch x inputs); p).  1 <= batch <= max_batch. */
 sc_status sc_forward(const sc_chain *chain, const float *p, const float *x, size_t batch,
@@ -242,6 +293,14 @@ sc_status sc_valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p,
 /* Loss value only (same definitions as sc_valgrad). */
 sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
                         const void *target, size_t batch, float *lossv, sc_workspace *ws);
+
+/* Classifier evaluation over a data set of any size n (processed in batches of the
+ * workspace's max_batch): mean logit cross-entropy and the fraction of samples whose
+ * largest logit is the label (ties: the first). labels: n int32_t in [0, outputs).
+ * loss or accuracy may be NULL. */
+sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x,
+                      const int32_t *labels, size_t n, double *loss, double *accuracy,
+                      sc_workspace *ws);
 
 /* Vector-Jacobian product with no loss: for y = chain(x; p) and a cotangent dy
  * (batch x outputs),

@@ -237,7 +237,7 @@ static void test_chain_create_bad(void **state) {
     EXPECT_FAIL(SC_ERR_ARG, sc_chain_create(&c, 3, bad, 2), "activation");
   }
   /* unknown layer kinds */
-  const int kinds[] = {0, SC_LAYER_DENSE + 1, -3};
+  const int kinds[] = {0, SC_LAYER_DROPOUT + 1, -3}; /* just past the last kind */
   for (size_t i = 0; i < 3; i++) {
     bad[0] = sc_dense(4, SC_TANH);
     bad[0].kind = (sc_layer_kind)kinds[i];
