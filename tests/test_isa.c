@@ -1,0 +1,292 @@
+/* tests/test_isa.c — every ISA kernel path against the portable scalar reference, in
+ * float: forward outputs, valgrad loss / g / gx (all three losses) and pullback g / gx.
+ *
+ * Sizes 1, 3, 7, 16, 17, 33, 100 are used as input sizes and layer widths, and as batch
+ * sizes (plus 257, which spans 5 slices): none but 16 is a multiple of a vector width
+ * or of the 16-sample tile, so the remainder paths of every kernel run.
+ *
+ * Tolerance. The ISA paths may compute in a different order from the scalar code (FMA
+ * contraction, register blocking, vectorized activations), so agreement is not bitwise.
+ * A float dot product of n terms has a rounding error of about n eps sum |terms|, and
+ * one ulp of change in a pre-activation moves tanh / sigmoid / gelu by about one ulp.
+ * Every value v of a path is compared with the scalar value r of the same array as
+ *     |v - r| <= ISA_RTOL * max(|r|, ISA_FLOOR * max_k |r_k|),
+ * ISA_RTOL = 1e-4 (~840 float ulps), ISA_FLOOR = 0.1: a relative check, with components
+ * that are small next to the rest of the array (gradient entries that cancel) checked
+ * against 1e-5 of the array's largest entry instead. The largest difference measured is
+ * printed.
+ */
+#include "testutil.h"
+
+#define ISA_RTOL 1e-4
+#define ISA_FLOOR 0.1
+
+static const sc_act ACTS[6] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+static const size_t SIZES[7] = {1, 3, 7, 16, 17, 33, 100};
+
+typedef struct netdef {
+  size_t in, nl;
+  sc_layer L[3];
+} netdef;
+
+/* everything one path computes for a net, a batch and a loss */
+typedef struct results {
+  float *y, *g, *gx, *pg, *pgx, loss;
+  size_t ny, np, nx;
+} results;
+
+static void results_free(results *r) {
+  free(r->y), free(r->g), free(r->gx), free(r->pg), free(r->pgx);
+  memset(r, 0, sizeof *r);
+}
+
+static sc_chain *mk_chain(const char *isa, const netdef *n) {
+  if (isa)
+    setenv("SC_ISA", isa, 1);
+  else
+    unsetenv("SC_ISA");
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, n->in, n->L, n->nl));
+  if (isa)
+    assert_string_equal(sc_chain_isa(c), isa);
+  return c;
+}
+
+static void run_path(const char *isa, const netdef *n, sc_loss loss, size_t batch, uint64_t seed,
+                     results *r) {
+  sc_chain *c = mk_chain(isa, n);
+  size_t np = 0, out = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  SC_OK_OR_FAIL(sc_chain_output_size(c, &out));
+  r->np = np;
+  r->ny = batch * out;
+  r->nx = batch * n->in;
+  float *p = malloc(np * sizeof *p), *x = malloc(r->nx * sizeof *x);
+  float *t = malloc(r->ny * sizeof *t), *dy = malloc(r->ny * sizeof *dy);
+  int32_t *lab = malloc(batch * sizeof *lab);
+  r->y = malloc(r->ny * sizeof *r->y);
+  r->g = malloc(np * sizeof *r->g);
+  r->pg = malloc(np * sizeof *r->pg);
+  r->gx = malloc(r->nx * sizeof *r->gx);
+  r->pgx = malloc(r->nx * sizeof *r->pgx);
+  assert_true(p && x && t && dy && lab && r->y && r->g && r->pg && r->gx && r->pgx);
+
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, seed));
+  /* non-zero biases, so that the bias paths matter */
+  for (size_t l = 0; l < n->nl; l++) {
+    sc_layer_info li;
+    SC_OK_OR_FAIL(sc_chain_layer_info(c, l, &li));
+    if (li.layer.bias)
+      tu_fill_f32(p + li.param_offset + li.inputs * li.outputs, li.outputs, seed + l, 0.5);
+  }
+  tu_fill_f32(x, r->nx, seed + 11, 2.0);
+  tu_fill_f32(t, r->ny, seed + 12, 1.0);
+  tu_fill_f32(dy, r->ny, seed + 13, 1.0);
+  for (size_t b = 0; b < batch; b++)
+    lab[b] = (int32_t)((b * 5 + seed) % (out < 2 ? 2 : out));
+  const void *target = loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t;
+
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, batch));
+  SC_OK_OR_FAIL(sc_forward(c, p, x, batch, r->y, ws));
+  for (size_t k = 0; k < np; k++)
+    r->g[k] = 99.0f; /* overwritten */
+  for (size_t k = 0; k < r->nx; k++)
+    r->gx[k] = 99.0f;
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, target, batch, &r->loss, r->g, r->gx, ws));
+  float lv = 0;
+  SC_OK_OR_FAIL(sc_loss_value(c, loss, p, x, target, batch, &lv, ws));
+  if (!(fabsf(lv - r->loss) <= 1e-6f * fmaxf(1, fabsf(lv))))
+    fail_msg("isa=%s: sc_loss_value %.9g but sc_valgrad loss %.9g", isa, lv, r->loss);
+  tu_fill_f32(r->pg, np, seed + 14, 1.0); /* pullback accumulates into g */
+  for (size_t k = 0; k < r->nx; k++)
+    r->pgx[k] = -99.0f;
+  SC_OK_OR_FAIL(sc_pullback(c, p, x, dy, batch, r->pg, r->pgx, ws));
+
+  sc_workspace_destroy(ws);
+  sc_chain_destroy(c);
+  free(p), free(x), free(t), free(dy), free(lab);
+}
+
+typedef struct diffstats {
+  double worst; /* largest |v - r| / max(|r|, floor) */
+  size_t compared;
+} diffstats;
+
+static void compare(const char *what, const char *ctx, const float *v, const float *r, size_t n,
+                    diffstats *ds) {
+  double scale = 0;
+  for (size_t k = 0; k < n; k++)
+    scale = fmax(scale, fabs((double)r[k]));
+  for (size_t k = 0; k < n; k++) {
+    assert_true(isfinite(r[k]));
+    double den = fmax(fabs((double)r[k]), ISA_FLOOR * scale);
+    double d = fabs((double)v[k] - (double)r[k]);
+    double rel = den > 0 ? d / den : d;
+    if (!(rel <= ISA_RTOL))
+      fail_msg("%s: %s[%zu] = %.9g, scalar reference %.9g (relative difference %.3g > %g)", ctx,
+               what, k, (double)v[k], (double)r[k], rel, ISA_RTOL);
+    if (rel > ds->worst)
+      ds->worst = rel;
+    ds->compared++;
+  }
+}
+
+static void compare_all_isas(const netdef *n, sc_loss loss, size_t batch, uint64_t seed,
+                             diffstats *ds) {
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  assert_true(nisa >= 1);
+  assert_string_equal(isas[0], "scalar");
+  results ref;
+  run_path("scalar", n, loss, batch, seed, &ref);
+  for (int i = 0; i < nisa; i++) {
+    results got;
+    run_path(isas[i], n, loss, batch, seed, &got);
+    char ctx[200];
+    int k = snprintf(ctx, sizeof ctx, "isa=%s loss=%d batch=%zu net=%zu", isas[i], (int)loss, batch,
+                     n->in);
+    for (size_t l = 0; l < n->nl && k > 0 && (size_t)k < sizeof ctx; l++)
+      k += snprintf(ctx + k, sizeof ctx - (size_t)k, "->%zu %s%s", n->L[l].outputs,
+                    sc_act_name(n->L[l].act), n->L[l].bias ? "" : "(nobias)");
+    compare("forward y", ctx, got.y, ref.y, ref.ny, ds);
+    compare("valgrad loss", ctx, &got.loss, &ref.loss, 1, ds);
+    compare("valgrad g", ctx, got.g, ref.g, ref.np, ds);
+    compare("valgrad gx", ctx, got.gx, ref.gx, ref.nx, ds);
+    compare("pullback g", ctx, got.pg, ref.pg, ref.np, ds);
+    compare("pullback gx", ctx, got.pgx, ref.pgx, ref.nx, ds);
+    results_free(&got);
+  }
+  results_free(&ref);
+}
+
+/* input size x first-layer width, over all 7 x 7 combinations; batch, activations and
+ * loss rotate through their lists */
+static void test_sizes_grid(void **state) {
+  (void)state;
+  diffstats ds = {0, 0};
+  for (size_t i = 0; i < 7; i++)
+    for (size_t j = 0; j < 7; j++) {
+      netdef n;
+      memset(&n, 0, sizeof n);
+      n.in = SIZES[i];
+      n.nl = 3;
+      size_t out = SIZES[(i + j + 1) % 7];
+      n.L[0] = sc_dense(SIZES[j], ACTS[(i + j) % 6]);
+      n.L[1] = (i + j) % 2 ? sc_dense_nobias(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % 6])
+                           : sc_dense(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % 6]);
+      sc_loss loss = (sc_loss)(SC_LOSS_SQUARED + (int)((i + 2 * j) % 3));
+      if (loss == SC_LOSS_LOGIT_CROSSENTROPY && out < 2)
+        out = 3;
+      n.L[2] = loss == SC_LOSS_LOGIT_CROSSENTROPY ? sc_dense(out, SC_IDENTITY)
+                                                  : sc_dense(out, ACTS[(i + 3 * j + 2) % 6]);
+      compare_all_isas(&n, loss, SIZES[(3 * i + j) % 7], 100 * i + j + 1, &ds);
+    }
+  print_message(
+      "  sizes grid: %zu values compared, worst relative difference %.3g (tolerance %g)\n",
+      ds.compared, ds.worst, ISA_RTOL);
+  unsetenv("SC_ISA");
+}
+
+/* every activation at every batch size, on a 17 -> 33 act -> 16 act -> 3 chain, with
+ * each loss; plus a 100-wide chain */
+static void test_acts_batches(void **state) {
+  (void)state;
+  static const size_t BATCHES[8] = {1, 3, 7, 16, 17, 33, 100, 257};
+  diffstats ds = {0, 0};
+  for (size_t a = 0; a < 6; a++)
+    for (size_t b = 0; b < 8; b++) {
+      netdef n;
+      memset(&n, 0, sizeof n);
+      n.in = 17;
+      n.nl = 3;
+      n.L[0] = sc_dense(33, ACTS[a]);
+      n.L[1] = b % 2 ? sc_dense(16, ACTS[a]) : sc_dense_nobias(16, ACTS[a]);
+      sc_loss loss = (sc_loss)(SC_LOSS_SQUARED + (int)((a + b) % 3));
+      n.L[2] = sc_dense(3, loss == SC_LOSS_LOGIT_CROSSENTROPY ? SC_IDENTITY : ACTS[a]);
+      compare_all_isas(&n, loss, BATCHES[b], 7000 + 10 * a + b, &ds);
+    }
+  for (size_t a = 0; a < 6; a++) {
+    netdef n;
+    memset(&n, 0, sizeof n);
+    n.in = 100;
+    n.nl = 2;
+    n.L[0] = sc_dense(100, ACTS[a]);
+    n.L[1] = sc_dense(7, SC_IDENTITY);
+    compare_all_isas(&n, SC_LOSS_LOGIT_CROSSENTROPY, 100, 8000 + a, &ds);
+  }
+  print_message("  activations x batches: %zu values compared, worst relative difference %.3g\n",
+                ds.compared, ds.worst);
+  unsetenv("SC_ISA");
+}
+
+/* the chain reports the kernel set it uses; with SC_ISA unset it picks the widest this
+ * CPU supports */
+static void test_isa_names(void **state) {
+  (void)state;
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  netdef n;
+  memset(&n, 0, sizeof n);
+  n.in = 4;
+  n.nl = 1;
+  n.L[0] = sc_dense(3, SC_TANH);
+  for (int i = 0; i < nisa; i++) {
+    sc_chain *c = mk_chain(isas[i], &n);
+    assert_string_equal(sc_chain_isa(c), isas[i]);
+    sc_chain_destroy(c);
+  }
+  sc_chain *c = mk_chain(NULL, &n);
+  assert_string_equal(sc_chain_isa(c), isas[nisa - 1]);
+  sc_chain_destroy(c);
+}
+
+static void test_isa_bogus(void **state) {
+  (void)state;
+  sc_layer l = sc_dense(2, SC_RELU);
+  static const char *bad[] = {"bogus", "sse2", "avx1024", "neon", "scalarx"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    setenv("SC_ISA", bad[i], 1);
+    sc_chain *c = (sc_chain *)(uintptr_t)1; /* must be reset to NULL on failure */
+    SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, &l, 1));
+    assert_null(c);
+    assert_non_null(strstr(sc_last_error(), "SC_ISA"));
+  }
+  unsetenv("SC_ISA");
+}
+
+/* An ISA this CPU (or build) cannot run is SC_ERR_UNSUPPORTED, not a silent fallback.
+ * Skipped when every path is available. */
+static void test_isa_unavailable(void **state) {
+  (void)state;
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  static const char *all[2] = {"avx2", "avx512"};
+  const char *missing = NULL;
+  for (int a = 0; a < 2 && !missing; a++) {
+    int have = 0;
+    for (int i = 0; i < nisa; i++)
+      have |= strcmp(isas[i], all[a]) == 0;
+    if (!have)
+      missing = all[a];
+  }
+  if (!missing) {
+    print_message("  every ISA path is available on this CPU: nothing to test\n");
+    skip();
+  }
+  sc_layer l = sc_dense(2, SC_RELU);
+  setenv("SC_ISA", missing, 1);
+  sc_chain *c = NULL;
+  SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, &l, 1));
+  assert_null(c);
+  unsetenv("SC_ISA");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sizes_grid),      cmocka_unit_test(test_acts_batches),
+      cmocka_unit_test(test_isa_names),       cmocka_unit_test(test_isa_bogus),
+      cmocka_unit_test(test_isa_unavailable),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,291 @@
+/* tests/test_threads.c — results do not depend on the thread count.
+ *
+ * simplechain.h promises that a batch is cut into slices that depend only on the batch
+ * size and that slices are reduced in a fixed order, so sc_train (opts.threads) and the
+ * compute calls on a workspace with sc_workspace_set_threads give BITWISE identical
+ * results for 1, 2 and 3 threads, and from one run to the next. Everything here is
+ * compared with memcmp.
+ */
+#include "testutil.h"
+
+#define NS 1000 /* samples of the regression problem */
+#define NIN 5
+#define NOUT 2
+
+/* y = (sin(x0) + x1 x2, x3 - x4^2 / 2): smooth, learnable */
+static void mk_data(float *x, float *y, int32_t *lab, size_t n) {
+  tu_fill_f32(x, n * NIN, 12345, 1.5);
+  for (size_t i = 0; i < n; i++) {
+    const float *r = x + i * NIN;
+    y[i * NOUT] = sinf(r[0]) + r[1] * r[2];
+    y[i * NOUT + 1] = r[3] - 0.5f * r[4] * r[4];
+    lab[i] = (int32_t)((r[0] > 0) + 2 * (r[1] * r[2] > 0)); /* 4 classes */
+  }
+}
+
+static sc_chain *mk_chain(size_t out, sc_act last) {
+  sc_layer L[3] = {sc_dense(16, SC_TANH), sc_dense_nobias(17, SC_GELU), sc_dense(out, last)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, NIN, L, 3));
+  return c;
+}
+
+typedef struct train_run {
+  float *p;
+  double final_loss;
+  size_t steps;
+} train_run;
+
+static void train(const sc_chain *c, sc_loss loss, const sc_data *d, size_t batch_size,
+                  size_t epochs, uint64_t seed, int threads, sc_optim optim, train_run *r) {
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  r->p = malloc(np * sizeof *r->p);
+  assert_non_null(r->p);
+  SC_OK_OR_FAIL(sc_params_init(c, r->p, np, 7));
+  sc_train_opts o = sc_train_defaults();
+  o.optim = optim;
+  o.epochs = epochs;
+  o.batch_size = batch_size;
+  o.seed = seed;
+  o.threads = threads;
+  sc_train_report rep;
+  memset(&rep, 0, sizeof rep);
+  SC_OK_OR_FAIL(sc_train(c, loss, r->p, d, &o, &rep));
+  r->final_loss = rep.final_loss;
+  r->steps = rep.steps;
+}
+
+/* trains with 1, 2, 3 threads and 1 thread again; all parameters must be identical */
+static void check_train(sc_loss loss, size_t batch_size, size_t epochs, sc_optim optim) {
+  float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
+  int32_t *lab = malloc(NS * sizeof *lab);
+  assert_true(x && y && lab);
+  mk_data(x, y, lab, NS);
+  int xent = loss == SC_LOSS_LOGIT_CROSSENTROPY;
+  sc_chain *c = mk_chain(xent ? 4 : NOUT, SC_IDENTITY);
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  sc_data d = {x, xent ? (const void *)lab : (const void *)y, NS};
+
+  /* starting loss, to check that training did something */
+  float *p0 = malloc(np * sizeof *p0);
+  assert_non_null(p0);
+  SC_OK_OR_FAIL(sc_params_init(c, p0, np, 7));
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, NS));
+  float l0 = 0, l1 = 0;
+  SC_OK_OR_FAIL(sc_loss_value(c, loss, p0, x, d.target, NS, &l0, ws));
+
+  static const int THREADS[4] = {1, 2, 3, 1};
+  train_run runs[4];
+  for (int i = 0; i < 4; i++)
+    train(c, loss, &d, batch_size, epochs, 99, THREADS[i], optim, &runs[i]);
+  size_t bs = batch_size ? batch_size : NS;
+  assert_int_equal(runs[0].steps, epochs * ((NS + bs - 1) / bs));
+  SC_OK_OR_FAIL(sc_loss_value(c, loss, runs[0].p, x, d.target, NS, &l1, ws));
+  print_message(
+      "  loss %d, batch %zu, %zu epochs: loss %.5g -> %.5g (1, 2, 3 threads: identical)\n",
+      (int)loss, bs, epochs, (double)l0, (double)l1);
+  assert_true(l1 < 0.9f * l0);
+  assert_memory_not_equal(runs[0].p, p0, np * sizeof *p0);
+  for (int i = 1; i < 4; i++) {
+    if (memcmp(runs[0].p, runs[i].p, np * sizeof(float)) != 0) {
+      size_t k = 0;
+      while (k < np && memcmp(&runs[0].p[k], &runs[i].p[k], sizeof(float)) == 0)
+        k++;
+      fail_msg("threads=%d: p[%zu] = %.9g, with 1 thread %.9g (batch %zu)", THREADS[i], k,
+               (double)runs[i].p[k], (double)runs[0].p[k], bs);
+    }
+    assert_memory_equal(&runs[0].final_loss, &runs[i].final_loss, sizeof(double));
+    assert_int_equal(runs[0].steps, runs[i].steps);
+  }
+  /* sanity: a different shuffling seed gives different parameters (so the runs above
+   * really did shuffle, and the comparison is not vacuous) */
+  if (batch_size && batch_size < NS) {
+    train_run other;
+    train(c, loss, &d, batch_size, epochs, 100, 2, optim, &other);
+    assert_memory_not_equal(runs[0].p, other.p, np * sizeof(float));
+    free(other.p);
+  }
+  for (int i = 0; i < 4; i++)
+    free(runs[i].p);
+  sc_workspace_destroy(ws);
+  sc_chain_destroy(c);
+  free(p0), free(x), free(y), free(lab);
+}
+
+static void test_train_minibatch_squared(void **state) {
+  (void)state;
+  check_train(SC_LOSS_SQUARED, 200, 6, sc_adam(1e-2));
+}
+static void test_train_minibatch_odd_batch(void **state) {
+  (void)state;
+  /* 1000 = 7 x 137 + 41: the last minibatch of each epoch is short */
+  check_train(SC_LOSS_ABSOLUTE, 137, 4, sc_adamw(1e-2, 1e-3));
+}
+static void test_train_fullbatch(void **state) {
+  (void)state;
+  check_train(SC_LOSS_SQUARED, 0, 25, sc_adam(1e-2));
+}
+static void test_train_crossentropy(void **state) {
+  (void)state;
+  check_train(SC_LOSS_LOGIT_CROSSENTROPY, 200, 5, sc_sgd(0.1, 0.9));
+}
+
+/* sc_valgrad / sc_forward / sc_pullback on a workspace with 1, 2, 3 threads, float and
+ * double, at batch sizes from 1 tile to 16 slices; and repeated steps of plain SGD
+ * driven by sc_valgrad. On every ISA path. */
+static void run_workspace_threads(const char *isa) {
+  setenv("SC_ISA", isa, 1);
+  float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
+  int32_t *lab = malloc(NS * sizeof *lab);
+  assert_true(x && y && lab);
+  mk_data(x, y, lab, NS);
+  sc_chain *c = mk_chain(NOUT, SC_SIGMOID);
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  static const size_t BATCHES[6] = {1, 15, 17, 77, 200, NS};
+  static const int THREADS[4] = {1, 2, 3, 1};
+  enum { NSTEP = 8 };
+
+  double *xd = malloc(NS * NIN * sizeof *xd), *yd = malloc(NS * NOUT * sizeof *yd);
+  assert_true(xd && yd);
+  for (size_t k = 0; k < NS * NIN; k++)
+    xd[k] = x[k];
+  for (size_t k = 0; k < NS * NOUT; k++)
+    yd[k] = y[k];
+
+  /* per thread count: after NSTEP SGD steps: p, last loss, last gx, forward, pullback */
+  float *P[4], *GX[4], *Y[4], *PG[4], *PGX[4], L[4];
+  double *PD[4], *GD[4], LD[4];
+  for (size_t bi = 0; bi < 6; bi++) {
+    size_t B = BATCHES[bi];
+    for (int ti = 0; ti < 4; ti++) {
+      sc_workspace *ws = NULL;
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, NS));
+      SC_OK_OR_FAIL(sc_workspace_set_threads(ws, THREADS[ti]));
+      P[ti] = malloc(np * sizeof(float));
+      PG[ti] = calloc(np, sizeof(float));
+      GX[ti] = malloc(B * NIN * sizeof(float));
+      PGX[ti] = malloc(B * NIN * sizeof(float));
+      Y[ti] = malloc(B * NOUT * sizeof(float));
+      PD[ti] = malloc(np * sizeof(double));
+      GD[ti] = malloc(np * sizeof(double));
+      float *g = malloc(np * sizeof(float));
+      assert_true(P[ti] && PG[ti] && GX[ti] && PGX[ti] && Y[ti] && PD[ti] && GD[ti] && g);
+      SC_OK_OR_FAIL(sc_params_init(c, P[ti], np, 3));
+      SC_OK_OR_FAIL(sc_params_init_f64(c, PD[ti], np, 3));
+      for (int s = 0; s < NSTEP; s++) {
+        /* a different window of the data set every step */
+        size_t off = ((size_t)s * 131) % (NS - B + 1);
+        SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, P[ti], x + off * NIN, y + off * NOUT, B,
+                                 &L[ti], g, GX[ti], ws));
+        for (size_t k = 0; k < np; k++)
+          P[ti][k] -= 0.05f * g[k];
+        SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, PD[ti], xd + off * NIN, yd + off * NOUT, B,
+                                     &LD[ti], GD[ti], NULL, ws));
+        for (size_t k = 0; k < np; k++)
+          PD[ti][k] -= 0.05 * GD[ti][k];
+      }
+      SC_OK_OR_FAIL(sc_forward(c, P[ti], x, B, Y[ti], ws));
+      /* pullback twice: accumulation happens in the same order too */
+      SC_OK_OR_FAIL(sc_pullback(c, P[ti], x, y, B, PG[ti], PGX[ti], ws));
+      SC_OK_OR_FAIL(sc_pullback(c, P[ti], x, y, B, PG[ti], NULL, ws));
+      free(g);
+      sc_workspace_destroy(ws);
+    }
+    for (int ti = 1; ti < 4; ti++) {
+      char ctx[80];
+      snprintf(ctx, sizeof ctx, "isa %s, batch %zu, %d threads", isa, B, THREADS[ti]);
+      if (memcmp(P[0], P[ti], np * sizeof(float)) != 0)
+        fail_msg("%s: float p differs", ctx);
+      if (memcmp(&L[0], &L[ti], sizeof(float)) != 0)
+        fail_msg("%s: loss %.9g vs %.9g", ctx, (double)L[ti], (double)L[0]);
+      if (memcmp(GX[0], GX[ti], B * NIN * sizeof(float)) != 0)
+        fail_msg("%s: gx differs", ctx);
+      if (memcmp(Y[0], Y[ti], B * NOUT * sizeof(float)) != 0)
+        fail_msg("%s: forward differs", ctx);
+      if (memcmp(PG[0], PG[ti], np * sizeof(float)) != 0)
+        fail_msg("%s: pullback g differs", ctx);
+      if (memcmp(PGX[0], PGX[ti], B * NIN * sizeof(float)) != 0)
+        fail_msg("%s: pullback gx differs", ctx);
+      if (memcmp(PD[0], PD[ti], np * sizeof(double)) != 0)
+        fail_msg("%s: double p differs", ctx);
+      if (memcmp(&LD[0], &LD[ti], sizeof(double)) != 0)
+        fail_msg("%s: double loss differs", ctx);
+    }
+    /* the steps did move p */
+    float *pi = malloc(np * sizeof(float));
+    assert_non_null(pi);
+    SC_OK_OR_FAIL(sc_params_init(c, pi, np, 3));
+    assert_memory_not_equal(pi, P[0], np * sizeof(float));
+    free(pi);
+    for (int ti = 0; ti < 4; ti++) {
+      free(P[ti]), free(PG[ti]), free(GX[ti]), free(PGX[ti]), free(Y[ti]), free(PD[ti]);
+      free(GD[ti]);
+    }
+  }
+  free(xd), free(yd);
+  sc_chain_destroy(c);
+  free(x), free(y), free(lab);
+  unsetenv("SC_ISA");
+}
+
+static void test_workspace_threads(void **state) {
+  (void)state;
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  for (int i = 0; i < nisa; i++)
+    run_workspace_threads(isas[i]);
+}
+
+/* One workspace, its thread count changed between calls: 2 -> 1 -> 3 -> 2 give the same
+ * gradient every time. */
+static void test_set_threads_changes(void **state) {
+  (void)state;
+  float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
+  int32_t *lab = malloc(NS * sizeof *lab);
+  assert_true(x && y && lab);
+  mk_data(x, y, lab, NS);
+  sc_chain *c = mk_chain(4, SC_IDENTITY);
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *p = malloc(np * sizeof *p), *g0 = malloc(np * sizeof *g0), *g = malloc(np * sizeof *g);
+  assert_true(p && g0 && g);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, NS));
+  float l0 = 0, l = 0;
+  SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, NS, &l0, g0, NULL, ws));
+  static const int SEQ[5] = {2, 1, 3, 3, 2};
+  for (int i = 0; i < 5; i++) {
+    SC_OK_OR_FAIL(sc_workspace_set_threads(ws, SEQ[i]));
+    for (int rep = 0; rep < 2; rep++) {
+      memset(g, 0xFF, np * sizeof *g); /* NaN pattern: must be overwritten */
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, NS, &l, g, NULL, ws));
+      assert_memory_equal(g0, g, np * sizeof *g);
+      assert_memory_equal(&l0, &l, sizeof l);
+    }
+  }
+  assert_true(isfinite(l0) && l0 > 0);
+  SC_EXPECT(SC_ERR_ARG, sc_workspace_set_threads(ws, 0));
+  SC_EXPECT(SC_ERR_ARG, sc_workspace_set_threads(ws, -2));
+  sc_workspace_destroy(ws);
+  free(p), free(g0), free(g);
+  sc_chain_destroy(c);
+  free(x), free(y), free(lab);
+}
+
+int main(void) {
+  unsetenv("SC_ISA"); /* the default (widest) kernel path */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_train_minibatch_squared),
+      cmocka_unit_test(test_train_minibatch_odd_batch),
+      cmocka_unit_test(test_train_fullbatch),
+      cmocka_unit_test(test_train_crossentropy),
+      cmocka_unit_test(test_workspace_threads),
+      cmocka_unit_test(test_set_threads_changes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
