@@ -52,8 +52,10 @@
  * row let the lane-form dW do two FMAs per accumulator load/store. Changing it changes
  * summation order (and therefore low-order bits of results). */
 #define SC__TW 32
-/* Slicing: a slice holds at least SC__MIN_TILES tiles and there are at most
- * SC__MAX_SLICES slices. Both depend only on the batch size, never on threads. */
+/* Slicing: a slice holds at least the chain's min_tiles tiles (at most SC__MIN_TILES:
+ * fewer when one tile is already a lot of work, as in a convnet) and there are at most
+ * SC__MAX_SLICES slices. Both depend only on the chain and the batch size, never on
+ * the thread count. */
 #define SC__MAX_SLICES 16
 #define SC__MIN_TILES 4
 #define SC__ALIGN 64
@@ -127,6 +129,7 @@ struct sc_chain {
   size_t ldT;        /* row length of the transposed tile (maxw rounded up to 16) */
   /* slice tile memory, in elements (the same offsets serve float and double) */
   size_t x_off, d0_off, d1_off, xT_off, t_off, lossl_off, tile_elems;
+  size_t min_tiles; /* tiles per slice at least (1..SC__MIN_TILES), from the work per tile */
   const sc__kt_f32 *kf;
   const sc__kt_f64 *kd;
   sc__lplan L[];
@@ -522,6 +525,18 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
   }
   c->out = c->L[nlayers - 1].out;
   c->nparams = np;
+  {
+    /* multiply-adds per sample, forward; a slice should hold >= ~2^19 per tile-sample */
+    double macs = 0;
+    for (size_t l = 0; l < nlayers; l++) {
+      const sc__lplan *P = &c->L[l];
+      if (P->spec.kind == SC_LAYER_DENSE) macs += (double)P->in * (double)P->out;
+      else if (P->spec.kind == SC_LAYER_CONV2D) macs += (double)P->R * (double)P->out;
+      else macs += (double)P->in;
+    }
+    double want = 524288.0 / (macs * SC__TW);
+    c->min_tiles = want >= SC__MIN_TILES ? SC__MIN_TILES : (want <= 1 ? 1 : (size_t)ceil(want));
+  }
   c->maxw = maxw;
   /* tile plan (elements of one slice's tile memory) */
   size_t cur = 0, TW = SC__TW;
@@ -1022,9 +1037,9 @@ static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
 
 /* ---------------------------------------------------------------- workspaces */
 
-static size_t sc__slices_for(size_t batch) {
+static size_t sc__slices_for(const sc_chain *c, size_t batch) {
   size_t tiles = (batch + SC__TW - 1) / SC__TW;
-  size_t s = (tiles + SC__MIN_TILES - 1) / SC__MIN_TILES;
+  size_t s = (tiles + c->min_tiles - 1) / c->min_tiles;
   if (s > SC__MAX_SLICES) s = SC__MAX_SLICES;
   return s ? s : 1;
 }
@@ -1035,7 +1050,7 @@ static sc_status sc__ws_plan(const char *fn, const sc_chain *c, size_t max_batch
   if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (max_batch == 0) return sc__fail(SC_ERR_BATCH, fn, "max_batch is 0");
   int ok = 1;
-  *slices = sc__slices_for(max_batch);
+  *slices = sc__slices_for(c, max_batch);
   /* elements sized for double so one workspace serves both precisions */
   *tile_bytes = sc__roundup(sc__mul(c->tile_elems, sizeof(double), &ok), SC__ALIGN, &ok);
   size_t grad = sc__roundup(sc__mul(c->nparams, sizeof(double), &ok), SC__ALIGN, &ok);
@@ -2206,7 +2221,7 @@ static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
 static void SC__TN(sc__execute)(SC__TN(sc__job) * J, SC__T *g, int accumulate, double *loss) {
   J->ntiles = (J->batch + SC__TW - 1) / SC__TW;
-  J->nslices = sc__slices_for(J->batch);
+  J->nslices = sc__slices_for(J->c, J->batch);
   J->scale = (SC__T)(1.0 / (double)J->batch);
   J->kt = SC__F32 ? (const void *)J->c->kf : (const void *)J->c->kd;
   sc__pool_run(J->ws->pool, SC__TN(sc__task), J);

@@ -217,6 +217,204 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
   }
 }
 
+/* ---------------------------------------------------------------- convolutions */
+#define SC__VEC_CONV 1
+/* Blocking: CB output channels x XB output columns share each input load and each
+ * weight broadcast (AVX-512: 4 x 2 x 2 = 16 zmm accumulators; AVX2: 2 x 1 x 4). */
+#if VW == 16
+#define CONV_CB 4
+#define CONV_XB 2
+#define DW_KB 4
+#define DW_RB 4
+#else
+#define CONV_CB 2
+#define CONV_XB 1
+#define DW_KB 2
+#define DW_RB 2
+#endif
+
+#define V_CONV_BLOCK(CB, XB)                                                              \
+  for (; v + XB <= OW; v += XB) {                                                         \
+    sc_vf acc[CB][XB][NV];                                                                \
+    for (int cb = 0; cb < CB; cb++) {                                                     \
+      sc_vf bk = V_BCAST(b ? b[k + cb] : 0.0f);                                           \
+      for (int xb = 0; xb < XB; xb++)                                                     \
+        for (int j = 0; j < NV; j++) acc[cb][xb][j] = bk;                                 \
+    }                                                                                     \
+    const float *base = x + (u * sh * WP + v * sw) * SC__TW;                              \
+    for (size_t r = 0; r < R; r++) {                                                      \
+      const float *xr = base + roff[r] * SC__TW;                                          \
+      sc_vf xv[XB][NV];                                                                   \
+      for (int xb = 0; xb < XB; xb++)                                                     \
+        for (int j = 0; j < NV; j++) xv[xb][j] = V_ROW(xr + (size_t)xb * sw * SC__TW, j); \
+      for (int cb = 0; cb < CB; cb++) {                                                   \
+        sc_vf w = V_BCAST(W[(k + cb) * R + r]);                                           \
+        for (int xb = 0; xb < XB; xb++)                                                   \
+          for (int j = 0; j < NV; j++) acc[cb][xb][j] += w * xv[xb][j];                   \
+      }                                                                                   \
+    }                                                                                     \
+    for (int cb = 0; cb < CB; cb++)                                                       \
+      for (int xb = 0; xb < XB; xb++) {                                                   \
+        size_t o = ((k + cb) * OH + u) * OW + v + xb;                                     \
+        v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc[cb][xb], P->spec.act); \
+      }                                                                                   \
+  }
+
+#define V_CONV_ROWS(CB)                                                                   \
+  for (; k + CB <= K; k += CB)                                                            \
+    for (size_t u = 0; u < OH; u++) {                                                     \
+      size_t v = 0;                                                                       \
+      V_CONV_BLOCK(CB, CONV_XB)                                                           \
+      V_CONV_BLOCK(CB, 1)                                                                 \
+    }
+
+static void vec_conv_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
+                             const float *restrict b, const float *restrict x,
+                             const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  size_t K = P->oc, k = 0;
+  const size_t *roff = P->roff;
+  V_CONV_ROWS(CONV_CB)
+#if CONV_CB > 2
+  V_CONV_ROWS(2)
+#endif
+  V_CONV_ROWS(1)
+}
+
+/* conv dW in lane form: one native-vector accumulator per weight; KB channels x RB taps
+ * per register block, the sum running over every output position of the tile */
+#define V_CDW_BLOCK(KB, RB)                                                               \
+  for (; r + RB <= R; r += RB) {                                                          \
+    sc_vf acc[KB][RB];                                                                    \
+    for (int kb = 0; kb < KB; kb++)                                                       \
+      for (int rb = 0; rb < RB; rb++) acc[kb][rb] = A[(k + kb) * R + r + rb];             \
+    for (size_t u = 0; u < OH; u++)                                                       \
+      for (size_t v = 0; v < OW; v++) {                                                   \
+        const float *xp = x + (u * sh * WP + v * sw) * SC__TW;                            \
+        const float *dp = dz + (u * OW + v) * SC__TW;                                     \
+        for (int j = 0; j < NV; j++) {                                                    \
+          sc_vf d[KB];                                                                    \
+          for (int kb = 0; kb < KB; kb++) d[kb] = V_ROW(dp + (k + kb) * NPOS * SC__TW, j); \
+          for (int rb = 0; rb < RB; rb++) {                                               \
+            sc_vf xv = V_ROW(xp + roff[r + rb] * SC__TW, j);                              \
+            for (int kb = 0; kb < KB; kb++) acc[kb][rb] += d[kb] * xv;                    \
+          }                                                                               \
+        }                                                                                 \
+      }                                                                                   \
+    for (int kb = 0; kb < KB; kb++)                                                       \
+      for (int rb = 0; rb < RB; rb++) A[(k + kb) * R + r + rb] = acc[kb][rb];             \
+  }
+
+#define V_CDW_ROWS(KB)                                                                    \
+  for (; k + KB <= K; k += KB) {                                                          \
+    size_t r = 0;                                                                         \
+    V_CDW_BLOCK(KB, DW_RB)                                                                \
+    V_CDW_BLOCK(KB, 1)                                                                    \
+  }
+
+static void vec_conv_dwl_f32(float *restrict wl, const float *restrict dz,
+                             const float *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  size_t K = P->oc, k = 0, NPOS = OH * OW;
+  const size_t *roff = P->roff;
+  sc_vf *A = (sc_vf *)(void *)wl;
+  V_CDW_ROWS(DW_KB)
+#if DW_KB > 2
+  V_CDW_ROWS(2)
+#endif
+  V_CDW_ROWS(1)
+}
+
+/* conv input gradient, gathered per input position: CB input channels share each dz
+ * load; the taps that reach position (y, x) depend only on (y, x) */
+#define V_CDX_ROWS(CB)                                                                    \
+  for (; c + CB <= C; c += CB)                                                            \
+    for (size_t y = 0; y < IH; y++)                                                       \
+      for (size_t xx = 0; xx < IW; xx++) {                                                \
+        sc_vf acc[CB][NV];                                                                \
+        for (int cb = 0; cb < CB; cb++)                                                   \
+          for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                        \
+        for (size_t i = 0; i < KH; i++) {                                                 \
+          size_t yy = y + ph;                                                             \
+          if (yy < i || (yy - i) % sh) continue;                                          \
+          size_t u = (yy - i) / sh;                                                       \
+          if (u >= OH) continue;                                                          \
+          for (size_t jj = 0; jj < KW; jj++) {                                            \
+            size_t xp = xx + pw;                                                          \
+            if (xp < jj || (xp - jj) % sw) continue;                                      \
+            size_t v = (xp - jj) / sw;                                                    \
+            if (v >= OW) continue;                                                        \
+            const float *dp = dz + (u * OW + v) * SC__TW;                                 \
+            const float *wp = W + (c * KH + i) * KW + jj;                                 \
+            for (size_t k = 0; k < K; k++) {                                              \
+              sc_vf d[NV];                                                                \
+              for (int j = 0; j < NV; j++) d[j] = V_ROW(dp + k * NPOS * SC__TW, j);       \
+              for (int cb = 0; cb < CB; cb++) {                                           \
+                sc_vf w = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);                      \
+                for (int j = 0; j < NV; j++) acc[cb][j] += w * d[j];                      \
+              }                                                                           \
+            }                                                                             \
+          }                                                                               \
+        }                                                                                 \
+        for (int cb = 0; cb < CB; cb++)                                                   \
+          for (int j = 0; j < NV; j++)                                                    \
+            V_ROWW(dx + (((c + cb) * IH + y) * IW + xx) * SC__TW, j) = acc[cb][j];        \
+      }
+
+static void vec_conv_dx_f32(float *restrict dx, const float *restrict W,
+                            const float *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  size_t IH = P->ih, IW = P->iw, K = P->oc, NPOS = OH * OW, c = 0;
+  V_CDX_ROWS(4)
+  V_CDX_ROWS(2)
+  V_CDX_ROWS(1)
+}
+
+static void vec_pool_fwd_f32(float *restrict a, const float *restrict x, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        const float *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        sc_vf m[NV];
+        for (int j = 0; j < NV; j++) m[j] = V_ROW(x0, j);
+        for (size_t i = 0; i < KH; i++)
+          for (size_t jj = 0; jj < KW; jj++) {
+            const float *xi = x0 + (i * P->iw + jj) * SC__TW;
+            for (int j = 0; j < NV; j++) {
+              sc_vf xv = V_ROW(xi, j);
+              m[j] = v_sel(xv > m[j], xv, m[j]);
+            }
+          }
+        float *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int j = 0; j < NV; j++) V_ROWW(o, j) = m[j];
+      }
+}
+
+static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x,
+                             const float *restrict a, const float *restrict dz,
+                             const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) memset(dx, 0, P->in * SC__TW * sizeof(float));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int j = 0; j < NV; j++) {
+          sc_vf av = V_ROW(a + o, j), dv = V_ROW(dz + o, j);
+          sc_vi taken = (sc_vi){0};
+          for (size_t i = 0; i < KH; i++)
+            for (size_t jj = 0; jj < KW; jj++) {
+              size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + jj) * SC__TW;
+              sc_vi hit = (V_ROW(x + q, j) == av) & ~taken;
+              V_ROWW(dx + q, j) = v_sel(hit, dv, V_BCAST(0.0f));
+              taken |= hit;
+            }
+        }
+      }
+}
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define SC__VEC_GATHER 1
