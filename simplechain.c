@@ -68,10 +68,15 @@
  * that nothing on the hot path runs as baseline code. */
 struct sc__job_f32;
 struct sc__job_f64;
+/* one ADAM/AdamW step's constants (see sc_optimizer_step) */
+typedef struct sc__adam_coef {
+  float b1, b2, omb1, omb2, step, isb2, eps, decay, l2;
+} sc__adam_coef;
 typedef struct sc__kt_f32 {
   const char *name;
   void (*run_slice)(struct sc__job_f32 *job, size_t slice);
   size_t (*find_nonfinite)(const float *v, size_t n);
+  void (*adam)(float *p, const float *g, float *m, float *v, size_t n, const sc__adam_coef *k);
 } sc__kt_f32;
 typedef struct sc__kt_f64 {
   const char *name;
@@ -330,7 +335,8 @@ extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
 extern const sc__kt_f64 sc__kt_f64_avx2, sc__kt_f64_avx512;
 #endif
 
-static sc_status sc__select_kernels(sc_chain *c) {
+/* The kernel tables for this CPU, or the ones SC_ISA forces. */
+static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const sc__kt_f64 **kd) {
   const char *want = getenv("SC_ISA");
   int have_avx2 = 0, have_avx512 = 0;
 #if defined(SC_HAVE_KERNELS) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -339,15 +345,15 @@ static sc_status sc__select_kernels(sc_chain *c) {
   have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 #endif
-  c->kf = &sc__kt_ref_f32;
-  c->kd = &sc__kt_ref_f64;
+  *kf = &sc__kt_ref_f32;
+  *kd = &sc__kt_ref_f64;
   if (want && *want && strcmp(want, "auto") != 0) {
     if (strcmp(want, "scalar") == 0) return SC_OK;
     if (strcmp(want, "avx2") != 0 && strcmp(want, "avx512") != 0)
-      return sc__fail(SC_ERR_ARG, "sc_chain_create",
+      return sc__fail(SC_ERR_ARG, fn,
                       "SC_ISA='%s' is not one of scalar, avx2, avx512, auto", want);
     if ((strcmp(want, "avx2") == 0 && !have_avx2) || (strcmp(want, "avx512") == 0 && !have_avx512))
-      return sc__fail(SC_ERR_UNSUPPORTED, "sc_chain_create",
+      return sc__fail(SC_ERR_UNSUPPORTED, fn,
                       "SC_ISA=%s requested, but %s", want,
 #ifdef SC_HAVE_KERNELS
                       "this CPU does not support it"
@@ -358,11 +364,11 @@ static sc_status sc__select_kernels(sc_chain *c) {
   }
 #ifdef SC_HAVE_KERNELS
   if (have_avx512 && !(want && strcmp(want, "avx2") == 0)) {
-    c->kf = &sc__kt_f32_avx512;
-    c->kd = &sc__kt_f64_avx512;
+    *kf = &sc__kt_f32_avx512;
+    *kd = &sc__kt_f64_avx512;
   } else if (have_avx2) {
-    c->kf = &sc__kt_f32_avx2;
-    c->kd = &sc__kt_f64_avx2;
+    *kf = &sc__kt_f32_avx2;
+    *kd = &sc__kt_f64_avx2;
   }
 #endif
   return SC_OK;
@@ -569,7 +575,7 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
     free(c);
     return sc__fail(SC_ERR_OVERFLOW, fn, "tile memory plan overflows size_t");
   }
-  sc_status st = sc__select_kernels(c);
+  sc_status st = sc__pick_kernels(fn, &c->kf, &c->kd);
   if (st != SC_OK) {
     free(c);
     return st;
@@ -1232,6 +1238,7 @@ sc_optim sc_sgd(double lr, double momentum) {
 }
 
 struct sc_optimizer {
+  const sc__kt_f32 *kf; /* for the fused update */
   sc_optim cfg;
   size_t n;
   uint64_t t;
@@ -1293,8 +1300,15 @@ sc_status sc_optimizer_create(sc_optimizer **out, const sc_optim *cfg, size_t n)
   if (st) return st;
   void *mem = malloc(bytes);
   if (!mem) return SC__FAIL(SC_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+  const sc__kt_f32 *kf;
+  const sc__kt_f64 *kd;
+  if ((st = sc__pick_kernels(__func__, &kf, &kd))) {
+    free(mem);
+    return st;
+  }
   *out = sc__optim_place(mem, cfg, n);
   (*out)->owned = mem;
+  (*out)->kf = kf;
   return SC_OK;
 }
 
@@ -1309,7 +1323,11 @@ sc_status sc_optimizer_init(sc_optimizer **out, const sc_optim *cfg, size_t n, v
   if (bytes < need)
     return SC__FAIL(SC_ERR_NOMEM, "caller memory of %zu bytes is smaller than the %zu needed",
                     bytes, need);
+  const sc__kt_f32 *kf;
+  const sc__kt_f64 *kd;
+  if ((st = sc__pick_kernels(__func__, &kf, &kd))) return st;
   *out = sc__optim_place(mem, cfg, n);
+  (*out)->kf = kf;
   return SC_OK;
 }
 
@@ -1352,15 +1370,11 @@ sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t 
   float omb1 = (float)(1.0 - c->beta1), omb2 = (float)(1.0 - c->beta2);
   float step = (float)(c->lr / bc1), isb2 = (float)(1.0 / sqrt(bc2));
   float wd = (float)c->weight_decay;
-  float decay = c->kind == SC_ADAMW ? (float)(1.0 - c->lr * c->weight_decay) : 1.0f;
-  float l2 = c->kind == SC_ADAM ? wd : 0.0f;
-  for (size_t k = 0; k < n; k++) {
-    float gk = g[k] + l2 * p[k];
-    float pk = p[k] * decay;
-    m[k] = b1 * m[k] + omb1 * gk;
-    v[k] = b2 * v[k] + omb2 * gk * gk;
-    p[k] = pk - step * m[k] / (sqrtf(v[k]) * isb2 + eps);
-  }
+  sc__adam_coef k;
+  k.b1 = b1, k.b2 = b2, k.omb1 = omb1, k.omb2 = omb2, k.step = step, k.isb2 = isb2, k.eps = eps;
+  k.decay = c->kind == SC_ADAMW ? (float)(1.0 - c->lr * c->weight_decay) : 1.0f;
+  k.l2 = c->kind == SC_ADAM ? wd : 0.0f;
+  opt->kf->adam(p, g, m, v, n, &k);
   return SC_OK;
 }
 
@@ -2186,16 +2200,37 @@ SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
   return n;
 }
 
+#if SC__F32
+/* one fused pass of ADAM/AdamW over p, m, v */
+SC__KSTATIC void sc__adam_f32(float *restrict p, const float *restrict g, float *restrict m,
+                              float *restrict v, size_t n, const sc__adam_coef *k) {
+  const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, step = k->step;
+  const float isb2 = k->isb2, eps = k->eps, decay = k->decay, l2 = k->l2;
+  for (size_t i = 0; i < n; i++) {
+    float gk = g[i] + l2 * p[i];
+    float mk = b1 * m[i] + omb1 * gk, vk = b2 * v[i] + omb2 * gk * gk;
+    m[i] = mk;
+    v[i] = vk;
+    p[i] = p[i] * decay - step * mk / (sqrtf(vk) * isb2 + eps);
+  }
+}
+#endif
+
 /* ---------------------------------------------------------------- the kernel table */
 #ifdef SC__KERNELS_ONLY
 #if SC__F32
-const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, sc__run_slice_f32, sc__find_nonfinite_f32};
+const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, sc__run_slice_f32, sc__find_nonfinite_f32,
+                                      sc__adam_f32};
 #else
 const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, sc__run_slice_f64, sc__find_nonfinite_f64};
 #endif
 #else /* the portable set, and the engine's typed entry points */
-static const SC__TN(sc__kt) SC__TN(sc__kt_ref) = {"scalar", SC__TN(sc__run_slice),
-                                                  SC__TN(sc__find_nonfinite)};
+#if SC__F32
+static const sc__kt_f32 sc__kt_ref_f32 = {"scalar", sc__run_slice_f32, sc__find_nonfinite_f32,
+                                          sc__adam_f32};
+#else
+static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64};
+#endif
 
 #if SC__F32
 #define SC__PUB(name) name
