@@ -7,13 +7,27 @@ WARN    := -Wall -Wextra -Wpedantic -Werror
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) $(WARN) -pthread -g
 LDLIBS  += -lm -pthread
-AVX2_FLAGS   := -mavx2 -mfma -ffp-contract=fast -Wno-psabi
-AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast
+# zlib, for gzipped IDX files (sc_idx_load_images / _labels): on when pkg-config finds it,
+# SC_ZLIB=0 turns it off (the loaders then read raw files only and refuse .gz files with
+# SC_ERR_UNSUPPORTED). `override`: test-asan sets LDLIBS on the command line, and a library
+# compiled with -DSC_HAVE_ZLIB must always be linked with -lz.
+ifndef SC_ZLIB
+  SC_ZLIB := $(shell pkg-config --exists zlib 2>/dev/null && echo 1 || echo 0)
+endif
+ifeq ($(SC_ZLIB),1)
+  ZLIB_CFLAGS := -DSC_HAVE_ZLIB $(shell pkg-config --cflags zlib 2>/dev/null)
+  ZLIB_LIBS   := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
+endif
+CFLAGS  += $(ZLIB_CFLAGS)
+override LDLIBS += $(ZLIB_LIBS)
+AVX2_FLAGS   := -mavx2 -mfma -ffp-contract=fast -fno-math-errno -Wno-psabi
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast -fno-math-errno
 
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq (,$(findstring x86_64,$(ARCH)))
   KERNEL_SRCS := kernels/avx2.c kernels/avx512.c
   KDEFS := -DSC_HAVE_KERNELS
+  PEAK_BIN := $(BUILD)/peak
 endif
 
 CMOCKA_CFLAGS := $(shell pkg-config --cflags cmocka 2>/dev/null)
@@ -21,19 +35,24 @@ CMOCKA_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 LIB      := $(BUILD)/libsimplechain.a
 LIB_OBJS := $(BUILD)/simplechain.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.o)
-EXAMPLES := $(BUILD)/toy2x2
+EXAMPLES := $(BUILD)/toy2x2 $(BUILD)/lenet5
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+BENCH_BINS := $(BUILD)/micro_valgrad $(PEAK_BIN)
 
-.PHONY: all test test-run test-asan bench bench-toy install uninstall clean format lint help deps deps-test demo
+.PHONY: fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
 	@echo "make            build the library ($(LIB)) and the examples"
 	@echo "make test       build and run the cmocka test suite"
 	@echo "make test-asan  the test suite under AddressSanitizer + UBSan (build-asan/)"
-	@echo "make bench      simplechain vs its PyTorch twin, side by side (bench/RESULTS.md)"
+	@echo "make bench      everything side by side (bench/bench_all.sh, bench/RESULTS.md): FMA peak,"
+	@echo "                toy2x2 vs its PyTorch twin, valgrad micro-benchmark, ISA paths, hyperfine"
+	@echo "                (STEPS=1000 REPS=1 make bench for a quick run)"
+	@echo "make bench-toy  toy2x2 vs PyTorch only;  make bench-micro / bench-peak: those sections only"
 	@echo "make install    install header and library under PREFIX=$(PREFIX)"
 	@echo "make demo       install what is missing, build, train the 2x2 toy"
+	@echo "make fuzz       libFuzzer on the IDX loaders for FUZZ_SECONDS=$(FUZZ_SECONDS) s (needs clang)"
 	@echo "make deps       install the Debian packages the build, tests and benchmarks use"
 
 $(BUILD)/simplechain.o: simplechain.c simplechain.h
@@ -73,15 +92,57 @@ test-asan:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  LDLIBS="-lm -pthread -fsanitize=address,undefined" test
 
+# libFuzzer on the IDX loaders (needs clang and libclang-rt-14-dev: `make deps`). The seeds
+# in tests/fuzz_corpus/idx are only read; new inputs go to $(BUILD)/fuzz-corpus/idx and a
+# crash to $(BUILD)/fuzz-idx-crash-*. -malloc_limit_mb: no input may make a loader
+# allocate from a header's claims.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+$(BUILD)/fuzz_idx: tests/fuzz_idx.c simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $(ZLIB_CFLAGS) -I. tests/fuzz_idx.c simplechain.c -o $@ -lm -pthread $(ZLIB_LIBS)
+fuzz: $(BUILD)/fuzz_idx
+	@mkdir -p $(BUILD)/fuzz-corpus/idx
+	$(BUILD)/fuzz_idx -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
+	  -artifact_prefix=$(BUILD)/fuzz-idx- $(BUILD)/fuzz-corpus/idx tests/fuzz_corpus/idx
+
 # The main job: dependencies, build, then train the toy (10,000 full-batch ADAM steps).
 demo: deps-test
 	@$(MAKE) --no-print-directory all
 	./$(BUILD)/toy2x2 --threads $(shell nproc 2>/dev/null || echo 1)
 
-bench: bench-toy
+# Benchmarks.  build/peak: bench/peak.c compiled three times (the zmm kernel with AVX-512
+# flags, the ymm kernel with AVX2 flags, main with the baseline flags; it checks the CPU
+# before calling either kernel).
+$(BUILD)/micro_valgrad: bench/micro_valgrad.c $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+$(BUILD)/bench/peak_avx512.o: bench/peak.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DPEAK_PART=512 -mavx512f -mfma -c $< -o $@
+$(BUILD)/bench/peak_avx2.o: bench/peak.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DPEAK_PART=256 -mavx2 -mfma -c $< -o $@
+$(BUILD)/bench/peak_main.o: bench/peak.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/peak: $(BUILD)/bench/peak_main.o $(BUILD)/bench/peak_avx512.o $(BUILD)/bench/peak_avx2.o
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+bench-bins: $(BUILD)/toy2x2 $(BENCH_BINS)  # only what the benchmarks run
+
+# One invocation, everything side by side (bench/bench_all.sh; knobs: STEPS, REPS, ...)
+bench: bench-bins
+	@bash scripts/install-deps.sh bench
+	bash bench/bench_all.sh
 bench-toy: $(BUILD)/toy2x2
 	@bash scripts/install-deps.sh bench
 	bash bench/bench_toy.sh
+bench-micro: $(BUILD)/micro_valgrad
+	@bash scripts/install-deps.sh bench
+	SECTIONS=micro bash bench/bench_all.sh
+bench-peak: $(PEAK_BIN)
+	SECTIONS=peak bash bench/bench_all.sh
 
 install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
@@ -92,6 +153,10 @@ uninstall:
 
 deps:
 	bash scripts/install-deps.sh all
+
+# MNIST-style data for examples/lenet5 (see scripts/get-data.sh)
+data:
+	bash scripts/get-data.sh
 
 format:
 	clang-format -i simplechain.c simplechain.h kernels/*.c examples/*.c tests/*.c tests/*.h

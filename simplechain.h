@@ -398,6 +398,60 @@ typedef struct sc_train_report {
 sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
                    const sc_train_opts *opts, sc_train_report *report);
 
+/* ---------------------------------------------------------------- data files (IDX) */
+/* IDX files (the MNIST format), gzipped or raw.
+ *
+ * An IDX file is a big-endian header followed by the values, row-major:
+ *   bytes 0..1   zero                          byte 2   data type (0x08 = uint8)
+ *   byte  3      number of dimensions d        bytes 4..4+4d   d sizes, uint32 big-endian
+ *   then the product of the sizes of uint8 values, and nothing after them.
+ * Images are magic 0x00000803 (n x rows x cols), labels 0x00000801 (n).
+ *
+ * Every field is checked; a failure names the file and the byte offset:
+ *   - bytes 0..1 must be zero                                       SC_ERR_FORMAT
+ *   - byte 2: 0x08 (uint8) is read; the other IDX types 0x09 (int8), 0x0B (int16),
+ *     0x0C (int32), 0x0D (float32), 0x0E (float64) give SC_ERR_UNSUPPORTED naming the
+ *     type; any other value                                          SC_ERR_FORMAT
+ *   - byte 3 must be 3 for images and 1 for labels                  SC_ERR_FORMAT
+ *   - every size must be > 0, and the value count (their product) at most 2^31; the
+ *     check is done on the header alone, before anything is allocated  SC_ERR_FORMAT
+ *   - the header and the values must be all there: a truncated file fails with the
+ *     offset where the data ended and the size expected              SC_ERR_FORMAT
+ *   - nothing may follow the values                                 SC_ERR_FORMAT
+ * Offsets count bytes of the decompressed stream (for a raw file, of the file). Memory
+ * for the values grows as they are actually read, so a short file with a header that
+ * claims a large size never triggers a large allocation.
+ *
+ * Compression: a library built with -DSC_HAVE_ZLIB (and linked with -lz; `make` does
+ * both when zlib is installed) reads gzipped files (as distributed, "*.gz") and raw ones
+ * alike; a corrupt or truncated gzip stream (bad data, bad CRC, missing end) is
+ * SC_ERR_FORMAT quoting zlib's message. Concatenated gzip members read as one stream;
+ * non-gzip bytes after the last member are ignored (as gzread and gunzip do; bytes after
+ * the IDX data inside the stream are an error). Without zlib, a file starting with the
+ * gzip magic 0x1f 0x8b gives SC_ERR_UNSUPPORTED: rebuild with zlib, or gunzip the file.
+ *
+ * Other errors: SC_ERR_NULL for a NULL pointer argument, SC_ERR_IO when the file cannot
+ * be opened or read (the message names the path and the system's reason), SC_ERR_NOMEM.
+ * On failure every output is set to NULL / 0 and nothing is left allocated. */
+
+/* Images: magic 0x00000803, uint8, 3 dimensions. On success *images holds
+ * (*n) x (*rows) x (*cols) floats, image i's pixel (r, c) at images[(i*rows + r)*cols + c]
+ * (the NCHW layout of a 1 x rows x cols input; use sc_chain_create_image(.., 1, rows,
+ * cols, ..) or sc_flatten), each value the byte times scale (1/255.f maps to [0, 1]).
+ * scale must be finite (SC_ERR_ARG). Free *images with sc_free. */
+sc_status sc_idx_load_images(const char *path, float **images, size_t *n, size_t *rows,
+                             size_t *cols, float scale);
+
+/* Labels: magic 0x00000801, uint8, 1 dimension. On success *labels holds *n int32_t
+ * values, ready as targets for SC_LOSS_LOGIT_CROSSENTROPY and sc_evaluate. When
+ * classes > 0 every label must be < classes (else SC_ERR_FORMAT naming the sample, its
+ * label and its offset); classes == 0 accepts any byte. Free *labels with sc_free. */
+sc_status sc_idx_load_labels(const char *path, int32_t **labels, size_t *n, size_t classes);
+
+/* Frees memory the library returned (sc_idx_load_images, sc_idx_load_labels). NULL is
+ * fine. */
+void sc_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif
