@@ -97,19 +97,41 @@ static int record(const sc_progress *pr, void *user) {
   return 0;
 }
 
-static void train_case(sc_loss loss, size_t n, size_t batch_size, size_t epochs, int threads,
-                       int shuffle) {
-  sc_layer L[] = {sc_dense(16, SC_TANH), sc_dense(8, SC_GELU), sc_dense(3, SC_IDENTITY)};
+/* the chains trained: 0 = dense 5 -> 3; 1 = LeNet5 (1x28x28 -> 10); 2 = a small convnet
+ * with padding, stride and dropout (1x10x10 -> 3) */
+static sc_chain *make_chain(int kind, size_t *nin, size_t *nout) {
   sc_chain *c = NULL;
-  SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, 3));
+  if (kind == 0) {
+    sc_layer L[] = {sc_dense(16, SC_TANH), sc_dense(8, SC_GELU), sc_dense(3, SC_IDENTITY)};
+    SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, 3));
+  } else if (kind == 1) {
+    sc_layer L[] = {sc_conv2d(5, 5, 6, SC_RELU), sc_maxpool2d(2, 2), sc_conv2d(5, 5, 16, SC_RELU),
+                    sc_maxpool2d(2, 2), sc_flatten(), sc_dense(120, SC_RELU),
+                    sc_dense(84, SC_RELU), sc_dense(10, SC_IDENTITY)};
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 28, 28, L, 8));
+  } else {
+    sc_layer L[] = {sc_conv2d_ex(3, 3, 4, SC_TANH, 1, 1, 1, 1), sc_maxpool2d(2, 2),
+                    sc_conv2d_ex(3, 3, 5, SC_RELU, 2, 2, 1, 1), sc_flatten(), sc_dropout(0.25),
+                    sc_dense(3, SC_IDENTITY)};
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 10, 10, L, 6));
+  }
+  SC_OK_OR_FAIL(sc_chain_input_size(c, nin));
+  SC_OK_OR_FAIL(sc_chain_output_size(c, nout));
+  return c;
+}
+
+static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, size_t epochs,
+                        int threads, int shuffle) {
+  size_t nin = 0, nout = 0;
+  sc_chain *c = make_chain(kind, &nin, &nout);
   size_t np = 0;
   SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
-  float *x = malloc(n * 5 * sizeof *x), *t = malloc(n * 3 * sizeof *t);
+  float *x = malloc(n * nin * sizeof *x), *t = malloc(n * nout * sizeof *t);
   int32_t *lab = malloc(n * sizeof *lab);
   float *p = malloc(np * sizeof *p);
   assert_true(x && t && lab && p);
-  tu_fill_f32(x, n * 5, 1, 1.0);
-  tu_fill_f32(t, n * 3, 2, 1.0);
+  tu_fill_f32(x, n * nin, 1, 1.0);
+  tu_fill_f32(t, n * nout, 2, 1.0);
   for (size_t i = 0; i < n; i++) lab[i] = (int32_t)(i % 3);
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
 
@@ -156,6 +178,22 @@ static void train_case(sc_loss loss, size_t n, size_t batch_size, size_t epochs,
   free(lab);
   free(p);
   sc_chain_destroy(c);
+}
+
+static void train_case(sc_loss loss, size_t n, size_t batch_size, size_t epochs, int threads,
+                       int shuffle) {
+  train_chain(0, loss, n, batch_size, epochs, threads, shuffle);
+}
+
+/* convnets: LeNet5 and a padded/strided/dropout one, minibatches with shuffling */
+static void test_train_convnets(void **state) {
+  (void)state;
+  for (int th = 1; th <= 2; th++) {
+    /* 90 images in batches of 50: 2 steps per epoch (the last of 40), 25 epochs */
+    train_chain(1, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);
+    train_chain(2, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);
+    train_chain(2, SC_LOSS_SQUARED, 70, 0, TRAIN_STEPS, th, 0);
+  }
 }
 
 static void test_train_full_batch(void **state) {
@@ -291,6 +329,7 @@ int main(void) {
       cmocka_unit_test(test_wrap_active),
       cmocka_unit_test(test_train_full_batch),
       cmocka_unit_test(test_train_minibatch_shuffle),
+      cmocka_unit_test(test_train_convnets),
       cmocka_unit_test(test_compute_no_alloc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
