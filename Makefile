@@ -107,10 +107,9 @@ fuzz: $(BUILD)/fuzz_idx
 	$(BUILD)/fuzz_idx -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-idx- $(BUILD)/fuzz-corpus/idx tests/fuzz_corpus/idx
 
-# The main job: dependencies, build, then train the toy (10,000 full-batch ADAM steps).
-demo: deps-test
-	@$(MAKE) --no-print-directory all
-	./$(BUILD)/toy2x2 --threads $(shell nproc 2>/dev/null || echo 1)
+# The main job: dependencies, build, the toy (10,000 full-batch ADAM steps), LeNet5.
+demo:
+	bash scripts/demo.sh
 
 # Benchmarks.  build/peak: bench/peak.c compiled three times (the zmm kernel with AVX-512
 # flags, the ymm kernel with AVX2 flags, main with the baseline flags; it checks the CPU
