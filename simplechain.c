@@ -82,11 +82,15 @@ typedef struct sc__kt_f32 {
   void (*run_slice)(struct sc__job_f32 *job, size_t slice);
   size_t (*find_nonfinite)(const float *v, size_t n);
   void (*adam)(float *p, const float *g, float *m, float *v, size_t n, const sc__adam_coef *k);
+  void (*one)(const struct sc_chain *c, const float *p, const float *u, const float *v,
+              const float *w, float *y, float *du, float *dp, float *jw, float *scratch);
 } sc__kt_f32;
 typedef struct sc__kt_f64 {
   const char *name;
   void (*run_slice)(struct sc__job_f64 *job, size_t slice);
   size_t (*find_nonfinite)(const double *v, size_t n);
+  void (*one)(const struct sc_chain *c, const double *p, const double *u, const double *v,
+              const double *w, double *y, double *du, double *dp, double *jw, double *scratch);
 } sc__kt_f64;
 
 /* what a driver call computes */
@@ -1924,36 +1928,42 @@ static inline float sc__tanh_f32(float x) {
 #define SC__GELU_K1 ((SC__T)0.044715)
 
 /* ---------------------------------------------------------------- activations */
-/* a[t] = act(z[t]) for one tile row; zs (if not NULL) keeps z for the pullback */
-static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
-                                        const SC__T *restrict z, sc_act act) {
-  int t;
+/* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
+static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs,
+                                      const SC__T *restrict z, size_t n, sc_act act) {
+  size_t t;
   if (zs)
-    for (t = 0; t < SC__TW; t++) zs[t] = z[t];
+    for (t = 0; t < n; t++) zs[t] = z[t];
   switch (act) {
   case SC_IDENTITY:
-    for (t = 0; t < SC__TW; t++) a[t] = z[t];
+    for (t = 0; t < n; t++) a[t] = z[t];
     break;
   case SC_RELU:
-    for (t = 0; t < SC__TW; t++) a[t] = z[t] > 0 ? z[t] : 0;
+    for (t = 0; t < n; t++) a[t] = z[t] > 0 ? z[t] : 0;
     break;
   case SC_TANH:
-    for (t = 0; t < SC__TW; t++) a[t] = SC__TANH(z[t]);
+    for (t = 0; t < n; t++) a[t] = SC__TANH(z[t]);
     break;
   case SC_SIGMOID:
-    for (t = 0; t < SC__TW; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
     break;
   case SC_SOFTPLUS:
-    for (t = 0; t < SC__TW; t++)
+    for (t = 0; t < n; t++)
       a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
     break;
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
-    for (t = 0; t < SC__TW; t++) {
+    for (t = 0; t < n; t++) {
       SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
       a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
     }
     break;
   }
+}
+
+/* one tile row */
+static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
+                                        const SC__T *restrict z, sc_act act) {
+  SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
 /* d[k] *= act'(.), from the saved output a (or z for gelu) */
@@ -2584,20 +2594,229 @@ SC__KSTATIC void sc__adam_f32(float *restrict p, const float *restrict g, float 
 }
 #endif
 
+/* ---------------------------------------------------------------- one state */
+/* The single-state path (sc_apply, sc_vjp, sc_jvp): one sample, no tiles, so an ODE
+ * right-hand side costs a few matrix-vector products. Activations of layer l live at
+ * scratch + a_off (the first `out` elements of its tile area), gelu's pre-activations at
+ * z_off, the cotangent in the d0/d1 areas and the tangent in the xT area... all inside
+ * slice 0's tile memory, which is far larger than one sample needs.
+ *   forward always; with v: du += J_u^T v (du may be NULL), dp += J_p^T v (may be NULL);
+ *   with w: jw = J_u w. y (may be NULL) receives f(u). Dropout is the identity here. */
+/* y[k] = act'(.) * y[k] for k < n (the pullback's act_bwd, which is also the tangent's) */
+#define SC__ONE_ACTD(buf, a, z, n, act) SC__TN(sc__act_bwd)((buf), (a), (z), (n), (act))
+
+/* conv over one sample: out[k][u][v] = sum over taps of W * in, with zero padding */
+static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
+                                 const SC__T *restrict b, const SC__T *restrict in,
+                                 const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw;
+  for (size_t k = 0; k < P->oc; k++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        SC__T acc = b ? b[k] : 0;
+        for (size_t ci = 0; ci < P->ic; ci++)
+          for (size_t i = 0; i < KH; i++) {
+            size_t yy = u * sh + i;
+            if (yy < ph || yy - ph >= P->ih) continue;
+            for (size_t j = 0; j < KW; j++) {
+              size_t xx = v * sw + j;
+              if (xx < pw || xx - pw >= P->iw) continue;
+              acc += W[k * P->R + (ci * KH + i) * KW + j] * in[(ci * P->ih + yy - ph) * P->iw + xx - pw];
+            }
+          }
+        out[(k * P->oh + u) * P->ow + v] = acc;
+      }
+}
+
+/* index of the first maximum of each pool window, for one sample */
+static size_t SC__TN(sc__one_argmax)(const SC__T *in, const sc__lplan *P, size_t c, size_t u,
+                                     size_t v) {
+  size_t best = (c * P->ih + u * P->spec.kh) * P->iw + v * P->spec.kw;
+  for (size_t i = 0; i < P->spec.kh; i++)
+    for (size_t j = 0; j < P->spec.kw; j++) {
+      size_t q = (c * P->ih + u * P->spec.kh + i) * P->iw + v * P->spec.kw + j;
+      if (in[q] > in[best]) best = q;
+    }
+  return best;
+}
+
+static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
+                            const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
+                            SC__T *scratch) {
+  size_t L = c->nlayers;
+  SC__T *tm = scratch;
+  /* the tangent ping-pongs between two areas as large as the widest layer */
+  SC__T *ta = tm + c->d0_off, *tb = tm + c->d1_off;
+  const SC__T *in = u, *tin = w;
+  for (size_t l = 0; l < L; l++) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    SC__T *tout = tin ? (tin == ta ? tb : ta) : NULL;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      int dense = P->spec.kind == SC_LAYER_DENSE;
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      const SC__T *b = P->spec.bias ? W + nw : NULL;
+      if (dense)
+        for (size_t o = 0; o < P->out; o++) {
+          SC__T acc = b ? b[o] : 0;
+          const SC__T *wr = W + o * P->in;
+          for (size_t i = 0; i < P->in; i++) acc += wr[i] * in[i];
+          a[o] = acc;
+        }
+      else
+        SC__TN(sc__one_conv)(a, W, b, in, P);
+      /* pre-activations are in a: move them to z (gelu keeps them) or to the unused
+       * rest of this layer's tile area, then activate into a */
+      SC__T *pre = z ? z : a + P->out;
+      memcpy(pre, a, P->out * sizeof(SC__T));
+      SC__TN(sc__act_n)(a, NULL, pre, P->out, P->spec.act);
+      if (tout) {
+        if (dense)
+          for (size_t o = 0; o < P->out; o++) {
+            SC__T acc = 0;
+            const SC__T *wr = W + o * P->in;
+            for (size_t i = 0; i < P->in; i++) acc += wr[i] * tin[i];
+            tout[o] = acc;
+          }
+        else
+          SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
+        SC__ONE_ACTD(tout, a, z, P->out, P->spec.act);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      for (size_t ch = 0; ch < P->oc; ch++)
+        for (size_t uu = 0; uu < P->oh; uu++)
+          for (size_t vv = 0; vv < P->ow; vv++) {
+            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv), o = (ch * P->oh + uu) * P->ow + vv;
+            a[o] = in[q];
+            if (tout) tout[o] = tin[q];
+          }
+      break;
+    case SC_LAYER_FLATTEN: /* a view: the same elements */
+      a = (SC__T *)in;
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    case SC_LAYER_DROPOUT:
+      if (a != in) memcpy(a, in, P->out * sizeof(SC__T));
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    }
+    in = P->spec.kind == SC_LAYER_FLATTEN ? in : a;
+    if (tout) tin = tout;
+  }
+  if (y) memcpy(y, in, c->out * sizeof(SC__T));
+  if (jw) memcpy(jw, tin, c->out * sizeof(SC__T));
+  if (!v || (!du && !dp)) return;
+  /* pullback of v */
+  SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+  memcpy(cur, v, c->out * sizeof(SC__T));
+  for (size_t l = L; l-- > 0;) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    const SC__T *xin = u;
+    for (size_t q = l; q-- > 0;) /* the input of layer l: the last non-flatten output */
+      if (c->L[q].spec.kind != SC_LAYER_FLATTEN) {
+        xin = tm + c->L[q].a_off;
+        break;
+      }
+    const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    int need_dx = l > 0 || du;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      SC__ONE_ACTD(cur, a, z, P->out, P->spec.act);
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->spec.kind == SC_LAYER_DENSE) {
+        if (dp) {
+          SC__T *gW = dp + P->poff;
+          for (size_t o = 0; o < P->out; o++) {
+            SC__T d = cur[o];
+            SC__T *gr = gW + o * P->in;
+            for (size_t i = 0; i < P->in; i++) gr[i] += d * xin[i];
+            if (P->spec.bias) gW[nw + o] += d;
+          }
+        }
+        if (need_dx) {
+          for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+          for (size_t o = 0; o < P->out; o++) {
+            SC__T d = cur[o];
+            const SC__T *wr = W + o * P->in;
+            for (size_t i = 0; i < P->in; i++) nxt[i] += wr[i] * d;
+          }
+        }
+      } else {
+        size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+        size_t ph = P->spec.ph, pw = P->spec.pw;
+        if (need_dx)
+          for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+        for (size_t k = 0; k < P->oc; k++)
+          for (size_t uu = 0; uu < P->oh; uu++)
+            for (size_t vv = 0; vv < P->ow; vv++) {
+              SC__T d = cur[(k * P->oh + uu) * P->ow + vv];
+              if (dp && P->spec.bias) dp[P->poff + nw + k] += d;
+              for (size_t ci = 0; ci < P->ic; ci++)
+                for (size_t i = 0; i < KH; i++) {
+                  size_t yy = uu * sh + i;
+                  if (yy < ph || yy - ph >= P->ih) continue;
+                  for (size_t j = 0; j < KW; j++) {
+                    size_t xx = vv * sw + j;
+                    if (xx < pw || xx - pw >= P->iw) continue;
+                    size_t wi = k * P->R + (ci * KH + i) * KW + j;
+                    size_t xi = (ci * P->ih + yy - ph) * P->iw + xx - pw;
+                    if (dp) dp[P->poff + wi] += d * xin[xi];
+                    if (need_dx) nxt[xi] += W[wi] * d;
+                  }
+                }
+            }
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      if (need_dx) {
+        for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+        for (size_t ch = 0; ch < P->oc; ch++)
+          for (size_t uu = 0; uu < P->oh; uu++)
+            for (size_t vv = 0; vv < P->ow; vv++)
+              nxt[SC__TN(sc__one_argmax)(xin, P, ch, uu, vv)] = cur[(ch * P->oh + uu) * P->ow + vv];
+      }
+      break;
+    case SC_LAYER_FLATTEN:
+    case SC_LAYER_DROPOUT:
+      need_dx = 0; /* identity: cur stays */
+      break;
+    }
+    if (need_dx) {
+      SC__T *t = cur;
+      cur = nxt;
+      nxt = t;
+    }
+  }
+  if (du)
+    for (size_t i = 0; i < c->in; i++) du[i] += cur[i];
+}
+#undef SC__ONE_ACTD
+
 /* ---------------------------------------------------------------- the kernel table */
 #ifdef SC__KERNELS_ONLY
 #if SC__F32
 const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, sc__run_slice_f32, sc__find_nonfinite_f32,
-                                      sc__adam_f32};
+                                      sc__adam_f32, sc__one_f32};
 #else
-const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, sc__run_slice_f64, sc__find_nonfinite_f64};
+const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, sc__run_slice_f64, sc__find_nonfinite_f64,
+                                      sc__one_f64};
 #endif
 #else /* the portable set, and the engine's typed entry points */
 #if SC__F32
 static const sc__kt_f32 sc__kt_ref_f32 = {"scalar", sc__run_slice_f32, sc__find_nonfinite_f32,
-                                          sc__adam_f32};
+                                          sc__adam_f32, sc__one_f32};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64};
+static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+                                          sc__one_f64};
 #endif
 
 #if SC__F32
@@ -2772,6 +2991,55 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
   J.gx = gx;
   J.want_g = g != NULL;
   SC__TN(sc__execute)(&J, g, 1, NULL);
+  return SC_OK;
+}
+
+/* ---------------------------------------------------------------- one state (API) */
+static sc_status SC__TN(sc__one_check)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *u, const sc_workspace *ws) {
+  if (!chain) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
+  if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
+  if (!u) return sc__fail(SC_ERR_NULL, fn, "argument 'u' is NULL");
+  if (!ws) return sc__fail(SC_ERR_NULL, fn, "argument 'ws' is NULL");
+  if (ws->chain != chain)
+    return sc__fail(SC_ERR_ARG, fn, "the workspace was created for a different chain");
+  return SC__TN(sc__finite_check)(fn, chain, "state u", u, 1, chain->in);
+}
+
+static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
+                                SC__T *jw, sc_workspace *ws) {
+  const SC__TN(sc__kt) *kt = SC__F32 ? (const void *)chain->kf : (const void *)chain->kd;
+  kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices);
+}
+
+sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
+                            sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws);
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                          const SC__T *v, SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
+  SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws);
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                          const SC__T *w, SC__T *y, SC__T *jw, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
+  if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
+  SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws);
   return SC_OK;
 }
 

@@ -313,6 +313,30 @@ sc_status sc_pullback_f64(const sc_chain *chain, const double *p, const double *
                           const double *dy, size_t batch, double *g, double *gx,
                           sc_workspace *ws);
 
+/* ---------------------------------------------------------------- one state */
+/* The single-state path, for ODE right-hand sides and adjoints: one input vector u
+ * (inputs features), no batching, no tiles; a few matrix-vector products per call. It
+ * allocates nothing and is thread-safe with one workspace per thread (any max_batch).
+ * Every layer type is supported; dropout is the identity here.
+ *   sc_apply: y = f(u; p)
+ *   sc_vjp:   du += J_u(u)^T v  and  dp += J_p(u)^T v   (both accumulate; either may be
+ *             NULL, e.g. du alone for the adjoint state, dp alone for the quadrature);
+ *             y (may be NULL) receives f(u)
+ *   sc_jvp:   jw = J_u(u) w  (overwritten); y (may be NULL) receives f(u)
+ * u, v, w are checked for NaN/Inf (SC_ERR_NONFINITE). */
+sc_status sc_apply(const sc_chain *chain, const float *p, const float *u, float *y,
+                   sc_workspace *ws);
+sc_status sc_apply_f64(const sc_chain *chain, const double *p, const double *u, double *y,
+                       sc_workspace *ws);
+sc_status sc_vjp(const sc_chain *chain, const float *p, const float *u, const float *v,
+                 float *y, float *du, float *dp, sc_workspace *ws);
+sc_status sc_vjp_f64(const sc_chain *chain, const double *p, const double *u, const double *v,
+                     double *y, double *du, double *dp, sc_workspace *ws);
+sc_status sc_jvp(const sc_chain *chain, const float *p, const float *u, const float *w,
+                 float *y, float *jw, sc_workspace *ws);
+sc_status sc_jvp_f64(const sc_chain *chain, const double *p, const double *u, const double *w,
+                     double *y, double *jw, sc_workspace *ws);
+
 /* ---------------------------------------------------------------- optimizers */
 typedef enum sc_optim_kind { SC_ADAM = 1, SC_ADAMW, SC_SGD } sc_optim_kind;
 
