@@ -20,6 +20,15 @@ ifeq ($(SC_ZLIB),1)
 endif
 CFLAGS  += $(ZLIB_CFLAGS)
 override LDLIBS += $(ZLIB_LIBS)
+# SLEEF (libsleef-dev): vector exp/log1p/tanh for the AVX2/AVX-512 kernel builds; on when
+# its header is installed, SC_SLEEF=0 turns it off (libm is used instead).
+ifndef SC_SLEEF
+  SC_SLEEF := $(if $(wildcard /usr/include/sleef.h /usr/include/*/sleef.h),1,0)
+endif
+ifeq ($(SC_SLEEF),1)
+  SLEEF_DEFS := -DSC_HAVE_SLEEF
+  override LDLIBS += -lsleef
+endif
 AVX2_FLAGS   := -mavx2 -mfma -ffp-contract=fast -fno-math-errno -Wno-psabi
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast -fno-math-errno
 
@@ -58,12 +67,12 @@ help:
 $(BUILD)/simplechain.o: simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(KDEFS) -c $< -o $@
-$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h simplechain.c simplechain.h
+$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
-$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h simplechain.c simplechain.h
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
 $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^

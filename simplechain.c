@@ -1928,6 +1928,11 @@ static inline float sc__tanh_f32(float x) {
 #define SC__GELU_K1 ((SC__T)0.044715)
 
 /* ---------------------------------------------------------------- activations */
+#if defined(SC__KERNELS_ONLY) && defined(SC_HAVE_SLEEF)
+#include "kernels/sleef.h" /* vector exp / log1p / double tanh for this ISA */
+#define SC__SLEEF 1
+#endif
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs,
                                       const SC__T *restrict z, size_t n, sc_act act) {
@@ -1942,20 +1947,43 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs,
     for (t = 0; t < n; t++) a[t] = z[t] > 0 ? z[t] : 0;
     break;
   case SC_TANH:
+#if defined(SC__SLEEF) && !SC__F32
+    sc__sleef_tanh_f64(a, z, n);
+#else
     for (t = 0; t < n; t++) a[t] = SC__TANH(z[t]);
+#endif
     break;
   case SC_SIGMOID:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
+#else
     for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+#endif
     break;
   case SC_SOFTPLUS:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TN(sc__sleef_log1p)(a, a, n);
+    for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
+#else
     for (t = 0; t < n; t++)
       a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+#endif
     break;
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
     for (t = 0; t < n; t++) {
       SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
       a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
     }
+#endif
     break;
   }
 }
@@ -2641,6 +2669,51 @@ static size_t SC__TN(sc__one_argmax)(const SC__T *in, const sc__lplan *P, size_t
   return best;
 }
 
+/* dot product with four partial sums (no long dependency chain; order fixed) */
+static inline SC__T SC__TN(sc__dot)(const SC__T *restrict a, const SC__T *restrict b, size_t n) {
+  SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  if (n < 8) {
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return s0;
+  }
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/* dx = W^T d for a dense layer (W: O x I): narrow inputs column by column (four
+ * partial sums over o), wide ones row by row (vectorizable over i) */
+static void SC__TN(sc__one_dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict d, size_t O, size_t I) {
+  if (I < 16) {
+    for (size_t i = 0; i < I; i++) {
+      SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t o = 0;
+      for (; o + 4 <= O; o += 4) {
+        s0 += W[o * I + i] * d[o];
+        s1 += W[(o + 1) * I + i] * d[o + 1];
+        s2 += W[(o + 2) * I + i] * d[o + 2];
+        s3 += W[(o + 3) * I + i] * d[o + 3];
+      }
+      for (; o < O; o++) s0 += W[o * I + i] * d[o];
+      dx[i] = (s0 + s1) + (s2 + s3);
+    }
+    return;
+  }
+  for (size_t i = 0; i < I; i++) dx[i] = 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *restrict wr = W + o * I;
+    SC__T dv = d[o];
+    for (size_t i = 0; i < I; i++) dx[i] += wr[i] * dv;
+  }
+}
+
 static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
                             const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
                             SC__T *scratch) {
@@ -2661,12 +2734,8 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
       const SC__T *b = P->spec.bias ? W + nw : NULL;
       if (dense)
-        for (size_t o = 0; o < P->out; o++) {
-          SC__T acc = b ? b[o] : 0;
-          const SC__T *wr = W + o * P->in;
-          for (size_t i = 0; i < P->in; i++) acc += wr[i] * in[i];
-          a[o] = acc;
-        }
+        for (size_t o = 0; o < P->out; o++)
+          a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * P->in, in, P->in);
       else
         SC__TN(sc__one_conv)(a, W, b, in, P);
       /* pre-activations are in a: move them to z (gelu keeps them) or to the unused
@@ -2676,12 +2745,7 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
       SC__TN(sc__act_n)(a, NULL, pre, P->out, P->spec.act);
       if (tout) {
         if (dense)
-          for (size_t o = 0; o < P->out; o++) {
-            SC__T acc = 0;
-            const SC__T *wr = W + o * P->in;
-            for (size_t i = 0; i < P->in; i++) acc += wr[i] * tin[i];
-            tout[o] = acc;
-          }
+          for (size_t o = 0; o < P->out; o++) tout[o] = SC__TN(sc__dot)(W + o * P->in, tin, P->in);
         else
           SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
         SC__ONE_ACTD(tout, a, z, P->out, P->spec.act);
@@ -2736,19 +2800,13 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
           SC__T *gW = dp + P->poff;
           for (size_t o = 0; o < P->out; o++) {
             SC__T d = cur[o];
-            SC__T *gr = gW + o * P->in;
-            for (size_t i = 0; i < P->in; i++) gr[i] += d * xin[i];
+            SC__T *restrict gr = gW + o * P->in;
+            const SC__T *restrict xr = xin;
+            for (size_t i = 0; i < P->in; i++) gr[i] += d * xr[i];
             if (P->spec.bias) gW[nw + o] += d;
           }
         }
-        if (need_dx) {
-          for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
-          for (size_t o = 0; o < P->out; o++) {
-            SC__T d = cur[o];
-            const SC__T *wr = W + o * P->in;
-            for (size_t i = 0; i < P->in; i++) nxt[i] += wr[i] * d;
-          }
-        }
+        if (need_dx) SC__TN(sc__one_dense_dx)(nxt, W, cur, P->out, P->in);
       } else {
         size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
         size_t ph = P->spec.ph, pw = P->spec.pw;
