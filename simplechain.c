@@ -2292,12 +2292,14 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #define SC__K_DX vec_dense_dx_f32
 #define SC__K_DWL vec_dense_dwl_f32
 #define SC__K_DWL_FOLD vec_dwl_fold_f32
+#define SC__DWL_LANES VW /* lane-form accumulators hold one native vector */
 #else
 #define SC__K_FWD SC__TN(sc__dense_fwd)
 #define SC__K_DW SC__TN(sc__dense_dw)
 #define SC__K_DX SC__TN(sc__dense_dx)
 #define SC__K_DWL SC__TN(sc__dense_dwl)
 #define SC__K_DWL_FOLD SC__TN(sc__dwl_fold)
+#define SC__DWL_LANES SC__TW
 #endif
 #define SC__K_ACTB SC__TN(sc__act_bwd)
 #if SC__F32 && defined(SC__VEC_CONV)
@@ -2446,7 +2448,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       const sc__lplan *P = &c->L[l];
       if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
       if (P->dwl_off != SIZE_MAX)
-        memset(tm + P->dwl_off, 0, (P->np - (P->spec.bias ? P->oc : 0)) * SC__TW * sizeof(SC__T));
+        memset(tm + P->dwl_off, 0,
+               (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
     }
   }
   for (size_t tile = t0; tile < t1; tile++) {
@@ -2593,12 +2596,14 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
 
 /* index of the first NaN/Inf in v[0..n), or n */
 SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
-  SC__T lanes[16] = {0};
+  /* v * 0 is NaN exactly when v is NaN or Inf; 64 independent lanes keep the adds
+   * from waiting on each other */
+  SC__T lanes[64] = {0};
   size_t k = 0;
-  for (; k + 16 <= n; k += 16)
-    for (int j = 0; j < 16; j++) lanes[j] += v[k + (size_t)j] * 0; /* NaN if any is not finite */
+  for (; k + 64 <= n; k += 64)
+    for (int j = 0; j < 64; j++) lanes[j] += v[k + (size_t)j] * 0;
   SC__T s = 0;
-  for (int j = 0; j < 16; j++) s += lanes[j];
+  for (int j = 0; j < 64; j++) s += lanes[j];
   for (; k < n; k++) s += v[k] * 0;
   if (s == 0) return n;
   for (k = 0; k < n; k++)
@@ -3108,6 +3113,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_DX
 #undef SC__K_DWL
 #undef SC__K_DWL_FOLD
+#undef SC__DWL_LANES
 #undef SC__K_ACTB
 #undef SC__K_CONV_FWD
 #undef SC__K_CONV_DWL
