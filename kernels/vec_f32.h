@@ -38,21 +38,35 @@ typedef int32_t sc_vi __attribute__((vector_size(VW * 4), aligned(VW * 4)));
 static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf b) {
   return (sc_vf)(((sc_vi)a & m) | ((sc_vi)b & ~m)); /* m ? a : b, per lane */
 }
+/* min / max as single instructions (a select costs a compare and two logic ops) */
+#include <immintrin.h>
+#if VW == 16
+#define v_min(a, b) ((sc_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))
+#define v_max(a, b) ((sc_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
+/* x >= t ? a : b */
+#define v_ge_sel(x, t, a, b)                                                              \
+  ((sc_vf)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)(x), _mm512_set1_ps(t), _CMP_GE_OQ), \
+                               (__m512)(b), (__m512)(a)))
+#else
+#define v_min(a, b) ((sc_vf)_mm256_min_ps((__m256)(a), (__m256)(b)))
+#define v_max(a, b) ((sc_vf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define v_ge_sel(x, t, a, b)                                                              \
+  ((sc_vf)_mm256_blendv_ps((__m256)(b), (__m256)(a),                                      \
+                           _mm256_cmp_ps((__m256)(x), _mm256_set1_ps(t), _CMP_GE_OQ)))
+#endif
 /* the same rational tanh as sc__tanh_f32 in simplechain.c (same coefficients and
  * operation order), so every path computes the same function */
 static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
-  sc_vf c = v_sel(x < V_BCAST(-9.0f), V_BCAST(-9.0f), x);
-  c = v_sel(c > V_BCAST(9.0f), V_BCAST(9.0f), c);
+  /* max(x, -9) returns -9 for NaN x: NaN inputs never get here (rejected at the API) */
+  sc_vf c = v_min(v_max(x, V_BCAST(-9.0f)), V_BCAST(9.0f));
   sc_vf s = c * c;
   sc_vf P = (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s +
              1.338117803e-01f) * s + 9.999999797e-01f;
   sc_vf Q = (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s +
              4.671449372e-01f) * s + 1.0f;
-  sc_vf y = c * P / Q;
-  y = v_sel(y > V_BCAST(1.0f), V_BCAST(1.0f), y);
-  y = v_sel(y < V_BCAST(-1.0f), V_BCAST(-1.0f), y);
-  y = v_sel(x >= V_BCAST(9.0f), V_BCAST(1.0f), y);
-  return v_sel(x <= V_BCAST(-9.0f), V_BCAST(-1.0f), y);
+  sc_vf y = v_min(v_max(c * P / Q, V_BCAST(-1.0f)), V_BCAST(1.0f));
+  /* exactly +-1 for |x| >= 9 (r(9) may round just below 1) */
+  return v_ge_sel(x, 9.0f, V_BCAST(1.0f), v_ge_sel(-x, 9.0f, V_BCAST(-1.0f), y));
 }
 
 /* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
@@ -65,7 +79,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
     for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j];
     return;
   case SC_RELU:
-    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_sel(acc[j] > V_BCAST(0.0f), acc[j], V_BCAST(0.0f));
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_max(acc[j], V_BCAST(0.0f));
     return;
   case SC_TANH:
     for (j = 0; j < NV; j++) V_ROWW(a, j) = v_tanh(acc[j]);
