@@ -2385,19 +2385,16 @@ static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lan
     const int32_t *lab = J->target;
     for (size_t t = 0; t < n; t++) {
       size_t y = (size_t)lab[SC__TN(sc__row)(J, b0 + t)];
-      SC__T m = yhat[t];
+      size_t am = 0;
       for (size_t o = 1; o < O; o++)
-        if (yhat[o * SC__TW + t] > m) m = yhat[o * SC__TW + t];
-      SC__T se = 0;
-      for (size_t o = 0; o < O; o++) se += SC__EXP(yhat[o * SC__TW + t] - m);
+        if (yhat[o * SC__TW + t] > yhat[am * SC__TW + t]) am = o;
+      SC__T m = yhat[am * SC__TW + t];
+      SC__T se = 1; /* the max's own term, exp(0) */
+      for (size_t o = 0; o < O; o++)
+        if (o != am) se += SC__EXP(yhat[o * SC__TW + t] - m);
       SC__T lse = m + SC__LOG(se);
       lanes[t] += lse - yhat[y * SC__TW + t];
-      if (J->count_correct) {
-        size_t am = 0;
-        for (size_t o = 1; o < O; o++)
-          if (yhat[o * SC__TW + t] > yhat[am * SC__TW + t]) am = o;
-        lanes[SC__TW + t] += am == y ? 1 : 0;
-      }
+      if (J->count_correct) lanes[SC__TW + t] += am == y ? 1 : 0;
       if (d) {
         for (size_t o = 0; o < O; o++)
           d[o * SC__TW + t] = s * (SC__EXP(yhat[o * SC__TW + t] - lse) - (o == y ? 1 : 0));
