@@ -2890,6 +2890,9 @@ static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, con
   const SC__TN(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = kt->find_nonfinite(v, n);
   if (k == n) return SC_OK;
+  if (rows == 1)
+    return sc__fail(SC_ERR_NONFINITE, fn, "%s: element %zu is %s", what, k,
+                    isnan(v[k]) ? "NaN" : "Inf");
   return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
                   k % cols, isnan(v[k]) ? "NaN" : "Inf");
 }
