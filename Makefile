@@ -45,6 +45,15 @@ CMOCKA_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 LIB      := $(BUILD)/libsimplechain.a
 LIB_OBJS := $(BUILD)/simplechain.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.o)
 EXAMPLES := $(BUILD)/toy2x2 $(BUILD)/lenet5
+# examples/neural_ode needs SUNDIALS CVODES and liblbfgs (libsundials-dev, liblbfgs-dev):
+# built only where both are installed; SC_NODE=0/1 overrides the detection
+ifndef SC_NODE
+  SC_NODE := $(if $(and $(wildcard /usr/include/cvodes/cvodes.h),$(wildcard /usr/include/lbfgs.h)),1,0)
+endif
+NODE_LIBS := -lsundials_cvodes -lsundials_nvecserial -lsundials_sunmatrixdense -lsundials_sunlinsoldense -llbfgs
+ifeq ($(SC_NODE),1)
+  EXAMPLES += $(BUILD)/neural_ode
+endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(PEAK_BIN)
 
@@ -80,6 +89,10 @@ $(LIB): $(LIB_OBJS)
 $(BUILD)/%: examples/%.c $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/neural_ode: examples/neural_ode.c $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(NODE_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h
 	@mkdir -p $(@D)

@@ -2,12 +2,12 @@
 # Installs the Debian packages simplechain uses; installs only what is missing, so it is
 # cheap to run again. Needs root or sudo when something is missing.
 #   scripts/install-deps.sh [test|bench|all]
-#     test  (default) compiler, make, pkg-config, cmocka, zlib
+#     test  (default) compiler, make, pkg-config, cmocka, zlib, SLEEF, SUNDIALS, liblbfgs
 #     bench test + PyTorch twin (python3-torch, numpy, OpenBLAS/OpenMP) and hyperfine
-#     all   bench + libxsmm, SLEEF, clang with sanitizer/fuzzer runtimes
+#     all   bench + libxsmm, clang with sanitizer/fuzzer runtimes
 set -euo pipefail
 what=${1:-test}
-pkgs=(gcc make libc6-dev pkg-config libcmocka-dev zlib1g-dev)
+pkgs=(gcc make libc6-dev pkg-config libcmocka-dev zlib1g-dev libsleef-dev libsundials-dev liblbfgs-dev)
 case "$what" in
   test) ;;
   bench) pkgs+=(python3-torch python3-numpy libopenblas0-openmp hyperfine) ;;
