@@ -15,6 +15,10 @@
 #   BUILD     build folder of a simplechain tree, holding toy2x2 (default build)
 #   OPENBLAS_OMP_DIR  where libopenblas0-openmp's libblas.so.3 lies
 #             (default /usr/lib/x86_64-linux-gnu/openblas-openmp)
+#   PEAK_GFLOPS  measured FMA peak per thread count, "1:273.0 2:539.3" (bench_all.sh sets it
+#             from build/peak); adds a %peak column: achieved GFLOP/s / peak at that count
+#   SUMMARY_FILE  if set, "toy ENGINE THREADS MEDIAN_S GFLOPS PEAK_FRACTION" lines are
+#             appended to it (bench_all.sh's summary)
 #
 # Both programs time only their training loop (C: sc_train, run with --every 0 so that no
 # test evaluation happens inside it; PyTorch: the loop after a few untimed, undone warm-up
@@ -32,6 +36,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 HF_RUNS=${HF_RUNS:-3}
 HF=${HF:-1}
 BUILD=${BUILD:-build}
+PEAK_GFLOPS=${PEAK_GFLOPS:-}
+SUMMARY_FILE=${SUMMARY_FILE:-}
 TOY="$BUILD/toy2x2"
 TWIN=bench/toy2x2_torch.py
 OPENBLAS_OMP_DIR=${OPENBLAS_OMP_DIR:-/usr/lib/x86_64-linux-gnu/openblas-openmp}
@@ -53,55 +59,8 @@ TOY_SRC="$TOY"
 cp "$TOY_SRC" "$TMPD/toy2x2"
 TOY="$TMPD/toy2x2"
 
-# --- PyTorch configuration: the fastest Debian one available -------------------------
-HAVE_AVX512=0
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && HAVE_AVX512=1
-TORCH_ENV=()
-if [ -d "$OPENBLAS_OMP_DIR" ]; then
-  if [ $HAVE_AVX512 = 1 ]; then
-    TORCH_ENV=("LD_LIBRARY_PATH=$OPENBLAS_OMP_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-               OPENBLAS_CORETYPE=SkylakeX ATEN_CPU_CAPABILITY=avx512)
-  else # the AVX-512 settings would crash (SIGILL) on a CPU without AVX-512
-    TORCH_ENV=("LD_LIBRARY_PATH=$OPENBLAS_OMP_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-               OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2)
-  fi
-  TORCH_NOTE="OpenBLAS (OpenMP build, libopenblas0-openmp) from $OPENBLAS_OMP_DIR, run with: ${TORCH_ENV[*]}"
-else
-  # torch links libblas.so.3, which Debian's alternatives resolve (the reference BLAS
-  # unless an optimized BLAS package registered itself)
-  sysblas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
-  case "$sysblas" in
-    */blas/libblas.so.3* | "") blasname="the reference BLAS (libblas3)" ;;
-    *) blasname="the system's libblas.so.3 -> $sysblas (not the reference BLAS)" ;;
-  esac
-  TORCH_NOTE="$blasname, default environment; $OPENBLAS_OMP_DIR is absent ('bash scripts/install-deps.sh bench' installs libopenblas0-openmp, the fast configuration)"
-fi
-
-HAVE_TORCH=0
-if "$PYTHON" -c 'import torch, numpy' >/dev/null 2>&1; then HAVE_TORCH=1; fi
-
-# what the torch process actually loads, checked from inside it
-torch_probe() {
-  env "${TORCH_ENV[@]}" "$PYTHON" - <<'EOF' 2>&1 || true
-import ctypes, torch
-cap = torch.__config__.show().split("CPU capability usage:")[-1].split("\n")[0].strip()
-blas = set()
-for l in open("/proc/self/maps"):
-    parts = l.split()
-    if len(parts) >= 6 and "blas" in parts[-1]:
-        blas.add(parts[-1])
-blas = sorted(blas)
-core = "n/a (not OpenBLAS)"
-try:
-    lib = ctypes.CDLL("libblas.so.3")
-    f = lib.openblas_get_corename; f.restype = ctypes.c_char_p
-    core = f().decode()
-except Exception:
-    pass
-print(f"  torch {torch.__version__}, ATen CPU capability {cap}, OpenBLAS core {core}")
-print("  BLAS libraries mapped: " + (", ".join(blas) if blas else "none"))
-EOF
-}
+# --- PyTorch configuration (TORCH_ENV, TORCH_NOTE, HAVE_TORCH, torch_probe) -----------
+source bench/torch_env.sh
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "nan"; exit} if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -161,8 +120,11 @@ main() {
   echo
   echo "== results: median of $REPS, $STEPS steps, $SAMPLES samples"
   echo "   (GFLOP/s: 2*(704+704+576) flops per sample per step; ratio = pytorch median seconds / simplechain median seconds, > 1: simplechain is faster)"
-  printf '%-12s %7s %10s %10s %10s %9s %8s %10s %10s %9s\n' engine threads median_s min_s max_s steps/s GFLOP/s train_mse test_mse pt/sc
-  local eng sc_med med mn mx tr te ratio
+  if [ -n "$PEAK_GFLOPS" ]; then
+    echo "   (%peak: GFLOP/s / measured fp32 FMA peak at the same thread count: $PEAK_GFLOPS GFLOP/s)"
+  fi
+  printf '%-12s %7s %10s %10s %10s %9s %8s %6s %10s %10s %9s\n' engine threads median_s min_s max_s steps/s GFLOP/s %peak train_mse test_mse pt/sc
+  local eng sc_med med mn mx tr te ratio pk
   for t in $THREADS; do
     sc_med=$(awk -v t="$t" '$1=="simplechain" && $2==t {print $3}' "$RAW" | median)
     for eng in simplechain pytorch; do
@@ -176,10 +138,14 @@ main() {
       te=$(awk -v e=$eng -v t="$t" '$1==e && $2==t {x=$5} END {print x}' "$RAW")
       ratio=-
       if [ "$eng" = pytorch ] && [ "$sc_med" != nan ]; then ratio=$(awk -v a="$med" -v b="$sc_med" 'BEGIN {printf "%.2f", a / b}'); fi
+      pk=$(echo "$PEAK_GFLOPS" | tr ' ' '\n' | awk -F: -v t="$t" '$1==t {print $2}' | tail -1)
       awk -v e=$eng -v t="$t" -v m="$med" -v mn="$mn" -v mx="$mx" -v s="$STEPS" -v n="$SAMPLES" \
-          -v tr="$tr" -v te="$te" -v r="$ratio" 'BEGIN {
-        printf "%-12s %7s %10.4f %10.4f %10.4f %9.0f %8.2f %10s %10s %9s\n", e, t, m, mn, mx, s / m,
-               2 * (704 + 704 + 576) * n * s / m * 1e-9, tr, te, r }'
+          -v tr="$tr" -v te="$te" -v r="$ratio" -v pk="$pk" -v sf="$SUMMARY_FILE" 'BEGIN {
+        g = 2 * (704 + 704 + 576) * n * s / m * 1e-9
+        pc = pk > 0 ? sprintf("%.1f%%", 100 * g / pk) : "-"
+        printf "%-12s %7s %10.4f %10.4f %10.4f %9.0f %8.2f %6s %10s %10s %9s\n", e, t, m, mn, mx, s / m,
+               g, pc, tr, te, r
+        if (sf != "") printf "toy %s %s %s %.3f %s\n", e, t, m, g, (pk > 0 ? g / pk : "nan") >> sf }'
     done
   done
   if [ $HAVE_TORCH = 1 ]; then

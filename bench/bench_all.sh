@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# bench_all.sh — every benchmark of simplechain, side by side, in one invocation
+# (`make bench` builds what it needs and runs this):
+#
+#   peak        the machine's fp32 FMA peak (build/peak), 1 thread and all threads
+#   toy         (a) toy2x2 vs its PyTorch twin at 1 and 2 threads (bench/bench_toy.sh), with
+#               achieved GFLOP/s as a fraction of the measured peak at the same thread count
+#   micro       (b) one valgrad of 24 -> 8 tanh -> 2, batch 200, 1 thread, both engines
+#               (build/micro_valgrad, bench/micro_valgrad_torch.py)
+#   isa         toy2x2 and the micro-benchmark at 1 thread with SC_ISA=avx512, avx2, scalar
+#   hyperfine   (c) the toy trainer as a whole process
+#   summary     the figures against the targets stated in the project's issues
+#
+#   bash bench/bench_all.sh                             # the full run (a few minutes)
+#   STEPS=1000 REPS=1 HF_RUNS=1 bash bench/bench_all.sh # quick run
+#   SECTIONS="peak micro" bash bench/bench_all.sh       # some sections only
+#
+# Environment (all optional):
+#   SECTIONS     which sections, in this order regardless (default "peak toy micro isa hyperfine")
+#   STEPS        ADAM steps per toy run (default 10000); REPS repetitions (default 3)
+#   THREADS      thread counts for the toy (default "1 2"); SAMPLES (default 10000)
+#   MICRO_RUNS   runs of each micro-benchmark program, engines interleaved (default 3); each
+#                run reports the median of its own MICRO_REPS repetitions (default 15)
+#   ISAS         paths for the isa section (default "avx512 avx2 scalar", those the CPU has)
+#   ISA_STEPS    toy steps in the isa section (default STEPS)
+#   PEAK_REPS    repetitions of the peak measurement (default 7), PEAK_MS ms each (default 200)
+#   HF_RUNS      hyperfine runs (default 3, after 1 warm-up); HF=0 skips hyperfine
+#   PYTHON, BUILD, OPENBLAS_OMP_DIR   as in bench_toy.sh
+# All programs run from private copies (a rebuild of build/ in a shared working tree during
+# the run cannot change them).  The output is also saved to bench/out/all-<date>.txt.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+SECTIONS=${SECTIONS:-"peak toy micro isa hyperfine"}
+STEPS=${STEPS:-10000}
+REPS=${REPS:-3}
+THREADS=${THREADS:-"1 2"}
+SAMPLES=${SAMPLES:-10000}
+MICRO_RUNS=${MICRO_RUNS:-3}
+MICRO_REPS=${MICRO_REPS:-15}
+ISAS=${ISAS:-"avx512 avx2 scalar"}
+ISA_STEPS=${ISA_STEPS:-$STEPS}
+PEAK_REPS=${PEAK_REPS:-7}
+PEAK_MS=${PEAK_MS:-200}
+HF_RUNS=${HF_RUNS:-3}
+HF=${HF:-1}
+PYTHON=${PYTHON:-/usr/bin/python3}
+BUILD=${BUILD:-build}
+OPENBLAS_OMP_DIR=${OPENBLAS_OMP_DIR:-/usr/lib/x86_64-linux-gnu/openblas-openmp}
+export STEPS REPS THREADS SAMPLES PYTHON BUILD OPENBLAS_OMP_DIR HF_RUNS
+
+for v in STEPS REPS SAMPLES MICRO_RUNS MICRO_REPS ISA_STEPS PEAK_REPS HF_RUNS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench_all: $v must be a positive integer, got '${!v}'" >&2; exit 2; }
+done
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
+STAMP=$(date +%Y-%m-%d_%H%M%S)
+mkdir -p bench/out
+LOG="bench/out/all-$STAMP.txt"
+TMPD=$(mktemp -d "${TMPDIR:-/tmp}/bench_all.XXXXXX")
+trap 'rm -rf "$TMPD"' EXIT
+SUM="$TMPD/summary" # "section key... value" lines for the summary
+: >"$SUM"
+
+# private copies of the programs
+TOY_SRC="$BUILD/toy2x2" MICRO_SRC="$BUILD/micro_valgrad" PEAK_SRC="$BUILD/peak"
+TOY="" MICRO="" PEAK=""
+# (toy2x2 goes to a folder of its own, handed to bench_toy.sh as its BUILD: every section
+# runs the same copy)
+mkdir -p "$TMPD/build"
+[ -x "$TOY_SRC" ] && cp "$TOY_SRC" "$TMPD/build/toy2x2" && TOY="$TMPD/build/toy2x2"
+[ -x "$MICRO_SRC" ] && cp "$MICRO_SRC" "$TMPD/micro_valgrad" && MICRO="$TMPD/micro_valgrad"
+[ -x "$PEAK_SRC" ] && cp "$PEAK_SRC" "$TMPD/peak" && PEAK="$TMPD/peak"
+
+source bench/torch_env.sh
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "nan"; exit} if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+sumget() { awk -v k="$1" '$1==k {v=$2} END {print (v == "" ? "nan" : v)}' "$SUM"; }
+sumput() { echo "$1 $2" >>"$SUM"; }
+busy() { # the processes using the most CPU right now, other than this benchmark
+  ps -eo pcpu=,comm= --sort=-pcpu 2>/dev/null | awk '$1 > 5 {printf "%s%s(%s%%)", sep, $2, $1; sep=", "} END {if (!sep) printf "none above 5%%"}'
+}
+
+header() {
+  local commit dirty="" model fam
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [ "$commit" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then
+    dirty=" + uncommitted changes to tracked files: $(git diff --name-only HEAD -- | tr '\n' ' ')"
+  fi
+  model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+  fam=$(lscpu 2>/dev/null | awk -F: '/^CPU family/ {f=$2} /^Model:/ {m=$2} END {gsub(/ /,"",f); gsub(/ /,"",m); print "family " f ", model " m}')
+  echo "== simplechain benchmarks (bench/bench_all.sh)"
+  echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "machine:  $model ($fam), $(nproc) CPUs, $(uname -sr)"
+  echo "          $(lscpu 2>/dev/null | grep -q 'Hypervisor vendor' && echo "VM: $(lscpu | sed -n 's/^Hypervisor vendor: *//p')"); avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no); L1d $(lscpu | sed -n 's/^L1d cache: *//p'), L2 $(lscpu | sed -n 's/^L2 cache: *//p'), L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
+  echo "commit:   $commit$dirty"
+  echo "compiler: $(${CC:-cc} --version 2>/dev/null | head -1)"
+  echo "programs: $TOY_SRC, $MICRO_SRC, $PEAK_SRC (private copies run)"
+  if [ -n "$TOY" ]; then
+    echo "kernels:  $("$TOY" --steps 1 --samples 16 --every 0 --quiet 2>/dev/null | sed -n 's/.*kernels \([^)]*\)).*/\1/p' || true) (SC_ISA=${SC_ISA:-unset})"
+  fi
+  if [ $HAVE_TORCH = 1 ]; then
+    echo "pytorch:  $PYTHON on $TORCH_NOTE"
+    torch_probe
+  else
+    echo "pytorch:  NOT AVAILABLE ($PYTHON cannot import torch and numpy)"
+  fi
+  echo "sections: $SECTIONS; STEPS=$STEPS REPS=$REPS THREADS=\"$THREADS\" SAMPLES=$SAMPLES"
+  echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15-min) at start; busy now: $(busy)"
+  sumput load_start "$(load1)"
+}
+
+# --- peak ---------------------------------------------------------------------------------
+PEAK_LIST="" # "T:GFLOPS ..." for the toy's %peak column
+section_peak() {
+  echo
+  echo "== FMA peak: fp32, independent vfmadd chains in registers (build/peak, median of $PEAK_REPS x ${PEAK_MS} ms)"
+  if [ -z "$PEAK" ]; then echo "  build/peak not built (x86-64 only; 'make bench-bins'); no %peak figures"; return; fi
+  local maxt out
+  maxt=$(echo $THREADS | tr ' ' '\n' | sort -n | tail -1)
+  out=$("$PEAK" --threads "$maxt" --reps "$PEAK_REPS" --ms "$PEAK_MS" 2>&1) || { echo "  peak FAILED:"; echo "$out" | sed 's/^/    /'; return; }
+  echo "$out" | grep '^RESULT' | sed 's/^/  /'
+  local ghz
+  ghz=$(echo "$out" | grep 'bench=clock' | field ghz)
+  echo
+  printf '  %-7s %7s %9s %11s %9s %16s\n' isa threads GFLOP/s per_thread min..max flops/cycle/thr
+  echo "$out" | grep 'bench=fma_peak' | grep -v unsupported | while read -r line; do
+    printf '  %-7s %7s %9s %11s %9s %11s of %2s\n' "$(echo "$line" | field isa)" "$(echo "$line" | field threads)" \
+      "$(echo "$line" | field gflops)" "$(echo "$line" | field per_thread)" \
+      "$(echo "$line" | field min)..$(echo "$line" | field max)" "$(echo "$line" | field flops_per_cycle)" "$(echo "$line" | field of_max)"
+  done
+  echo "  (core clock measured at $ghz GHz with dependent integer adds; flops/cycle = per-thread GFLOP/s / that clock)"
+  local l isa t g
+  while read -r l; do
+    isa=$(echo "$l" | field isa) t=$(echo "$l" | field threads) g=$(echo "$l" | field gflops)
+    sumput "peak_${isa}_$t" "$g"
+  done < <(echo "$out" | grep 'bench=fma_peak' | grep -v unsupported)
+  sumput clock_ghz "$ghz"
+  # a core taken by another process shows as a low per-thread figure at N threads
+  awk -v a="$(sumget peak_avx512_1)" -v b="$(sumget "peak_avx512_$maxt")" -v n="$maxt" 'BEGIN {
+    if (a != "nan" && b != "nan" && n > 1 && b / n < 0.9 * a)
+      printf "  WARNING: %d-thread peak is only %.0f%% of %d x the 1-thread peak: another process had a core\n" \
+             "  (the %d-thread %%peak figures below are then overstated; rerun on a quiet machine)\n", n, 100 * b / (n * a), n, n }'
+}
+
+# the peak of the ISA the toy's kernels use, per thread count
+peak_list_for() { # isa
+  local t p out=""
+  for t in $THREADS; do
+    p=$(sumget "peak_$1_$t")
+    [ "$p" != nan ] && out="$out${out:+ }$t:$p"
+  done
+  echo "$out"
+}
+
+# --- toy ----------------------------------------------------------------------------------
+section_toy() {
+  echo
+  echo "== (a) toy2x2, $STEPS steps: simplechain vs PyTorch (bench/bench_toy.sh)"
+  local kern
+  kern=$("$TOY" --steps 1 --samples 16 --every 0 --quiet 2>/dev/null | sed -n 's/.*kernels \([^)]*\)).*/\1/p' || true)
+  PEAK_GFLOPS=$(peak_list_for "${kern:-avx512}") SUMMARY_FILE="$TMPD/toy_summary" HF=0 BUILD="$TMPD/build" \
+    bash bench/bench_toy.sh 2>&1 | sed -n '/^== runs/,$p' | grep -v '^saved:' | sed 's/^/  /'
+  [ -f "$TMPD/toy_summary" ] && awk '{print "toy_" $2 "_" $3 "_s", $4; print "toy_" $2 "_" $3 "_gflops", $5; print "toy_" $2 "_" $3 "_frac", $6}' "$TMPD/toy_summary" >>"$SUM"
+  echo "  (the toy's kernels: ${kern:-?}; %peak uses the ${kern:-avx512} FMA peak at the same thread count)"
+}
+
+# --- micro --------------------------------------------------------------------------------
+section_micro() {
+  echo
+  echo "== (b) micro-benchmark: one valgrad of 24 -> 8 tanh -> 2 (no bias), squared loss, batch 200, float32, 1 thread"
+  echo "   (µs per call; each run prints the median of its $MICRO_REPS repetitions; $MICRO_RUNS runs per engine, interleaved)"
+  [ -n "$MICRO" ] || { echo "  build/micro_valgrad not built ('make bench-bins')"; return; }
+  local r out line
+  : >"$TMPD/micro"
+  for ((r = 1; r <= MICRO_RUNS; r++)); do
+    out=$("$MICRO" --reps "$MICRO_REPS" 2>&1) || true
+    line=$(echo "$out" | grep '^RESULT' | tail -1)
+    if [ -n "$line" ]; then echo "  $line   (load $(load1))"; echo "simplechain $(echo "$line" | field us_per_call)" >>"$TMPD/micro"
+    else echo "  simplechain FAILED:"; echo "$out" | sed 's/^/    /'; fi
+    if [ $HAVE_TORCH = 1 ]; then
+      out=$(env "${TORCH_ENV[@]}" "$PYTHON" bench/micro_valgrad_torch.py --reps "$MICRO_REPS" --threads 1 2>&1) || true
+      line=$(echo "$out" | grep '^RESULT' | tail -1)
+      if [ -n "$line" ]; then echo "  $line   (load $(load1))"; echo "pytorch $(echo "$line" | field us_per_call)" >>"$TMPD/micro"
+      else echo "  pytorch FAILED:"; echo "$out" | sed 's/^/    /'; fi
+    fi
+  done
+  local sc pt
+  sc=$(awk '$1=="simplechain" {print $2}' "$TMPD/micro" | median)
+  pt=$(awk '$1=="pytorch" {print $2}' "$TMPD/micro" | median)
+  sumput micro_sc_us "$sc"
+  sumput micro_pt_us "$pt"
+  echo
+  printf '  %-26s %12s %14s\n' engine us/call "vs simplechain"
+  printf '  %-26s %12s %14s\n' "simplechain (this machine)" "$sc" "1.00"
+  [ "$pt" != nan ] && printf '  %-26s %12s %14s\n' "PyTorch (this machine)" "$pt" "$(awk -v a="$pt" -v b="$sc" 'BEGIN {printf "%.1fx", a / b}')"
+  printf '  %-26s %12s %14s\n' "SimpleChains.jl (published)" "5.7" "$(awk -v b="$sc" 'BEGIN {printf "%.1fx", 5.7 / b}')"
+  printf '  %-26s %12s %14s\n' "Flux (published)" "96" "$(awk -v b="$sc" 'BEGIN {printf "%.1fx", 96 / b}')"
+  echo "  (the published SimpleChains.jl and Flux figures are from SimpleChains.jl's README, on their machine, not this one)"
+}
+
+# --- isa ----------------------------------------------------------------------------------
+section_isa() {
+  echo
+  echo "== ISA paths, 1 thread: toy2x2 $ISA_STEPS steps (1 run each) and the micro-benchmark (1 run each), SC_ISA forced"
+  [ -n "$TOY" ] || { echo "  toy2x2 not built"; return; }
+  printf '  %-8s %10s %10s %8s %7s %12s %8s\n' SC_ISA toy_s ms/step GFLOP/s %peak micro_us load
+  local isa out line s g us pk frac
+  for isa in $ISAS; do
+    out=$(SC_ISA=$isa "$TOY" --steps "$ISA_STEPS" --samples "$SAMPLES" --threads 1 --every 0 --quiet 2>&1) || {
+      printf '  %-8s %s\n' "$isa" "not available: $(echo "$out" | tail -1)"; continue; }
+    line=$(echo "$out" | grep '^RESULT' | tail -1)
+    s=$(echo "$line" | field seconds) g=$(echo "$line" | field gflops)
+    us=nan
+    if [ -n "$MICRO" ]; then
+      us=$(SC_ISA=$isa "$MICRO" --reps "$MICRO_REPS" 2>/dev/null | grep '^RESULT' | field us_per_call || true)
+      us=${us:-nan}
+    fi
+    # %peak against the FMA peak of that vector width (none for scalar: the baseline
+    # x86-64 build may still be auto-vectorized with SSE, so there is no fair denominator)
+    case $isa in
+      avx512) pk=$(sumget peak_avx512_1) ;;
+      avx2) pk=$(sumget peak_avx2_1) ;;
+      *) pk=nan ;;
+    esac
+    frac=$(awk -v g="$g" -v p="$pk" 'BEGIN {if (p == "nan" || p <= 0) print "-"; else printf "%.1f%%", 100 * g / p}')
+    printf '  %-8s %10.4f %10.4f %8.2f %7s %12s %8s\n' "$isa" "$s" "$(awk -v s="$s" -v n="$ISA_STEPS" 'BEGIN {print 1000 * s / n}')" "$g" "$frac" "$us" "$(load1)"
+    sumput "isa_${isa}_s" "$s"
+    sumput "isa_${isa}_us" "$us"
+  done
+  echo "  (%peak: against the 1-thread FMA peak of that vector width; none for scalar)"
+  echo "  (toy_s, GFLOP/s: one run each, not a median: a busy core shows here directly)"
+}
+
+# --- hyperfine ----------------------------------------------------------------------------
+section_hyperfine() {
+  echo
+  echo "== (c) hyperfine: the whole toy2x2 process (data generation + training + final losses), $STEPS steps"
+  if [ "$HF" = 0 ]; then echo "  skipped (HF=0)"; return; fi
+  command -v hyperfine >/dev/null 2>&1 || { echo "  hyperfine not installed (apt-get install hyperfine); skipped"; return; }
+  local tl
+  tl=$(echo $THREADS | tr ' ' ',')
+  echo "  (the program is the private copy of $TOY_SRC)"
+  hyperfine --style basic -N --runs "$HF_RUNS" --warmup 1 -L threads "$tl" \
+    "$TOY --quiet --every 0 --steps $STEPS --samples $SAMPLES --threads {threads}" 2>&1 | sed 's/^/  /' || echo "  (hyperfine failed)"
+}
+
+# --- summary ------------------------------------------------------------------------------
+verdict() { # value op target
+  awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN {
+    if (v == "nan" || v == "") { print "n/a"; exit }
+    ok = (op == "<=") ? (v + 0 <= t + 0) : (v + 0 >= t + 0)
+    print ok ? "MET" : "NOT MET" }'
+}
+section_summary() {
+  echo
+  echo "== summary against the targets in the project's issues"
+  local t2 sc2 pt2 fr2 us a512 a2 ratio avx tgt_s scale
+  t2=$(echo $THREADS | tr ' ' '\n' | sort -n | tail -1)
+  sc2=$(sumget "toy_simplechain_${t2}_s") pt2=$(sumget "toy_pytorch_${t2}_s") fr2=$(sumget "toy_simplechain_${t2}_frac")
+  us=$(sumget micro_sc_us)
+  a512=$(sumget isa_avx512_s) a2=$(sumget isa_avx2_s)
+  ratio=$(awk -v a="$pt2" -v b="$sc2" 'BEGIN {print (a == "nan" || b == "nan") ? "nan" : a / b}')
+  avx=$(awk -v a="$a2" -v b="$a512" 'BEGIN {print (a == "nan" || b == "nan") ? "nan" : a / b}')
+  # the time target is for 10,000 steps; scale it when STEPS differs
+  tgt_s=$(awk -v s="$STEPS" 'BEGIN {printf "%.3g", 3.0 * s / 10000}')
+  scale=""
+  [ "$STEPS" != 10000 ] && scale=" (scaled: 3.0 s/10k steps)"
+  printf '  %-52s %-14s %s\n' target measured verdict
+  printf '  %-52s %-14s %s\n' "toy, $t2 threads: training <= $tgt_s s$scale" "$(awk -v v="$sc2" 'BEGIN {printf (v == "nan" ? "n/a" : "%.3f s"), v}')" "$(verdict "$sc2" '<=' "$tgt_s")"
+  printf '  %-52s %-14s %s\n' "toy, $t2 threads: >= 9x the tuned PyTorch" "$(awk -v v="$ratio" 'BEGIN {printf (v == "nan" ? "n/a" : "%.2fx"), v}')" "$(verdict "$ratio" '>=' 9)"
+  printf '  %-52s %-14s %s\n' "toy, $t2 threads: >= 40 % of the FMA peak" "$(awk -v v="$fr2" 'BEGIN {printf (v == "nan" ? "n/a" : "%.1f %%"), 100 * v}')" "$(verdict "$fr2" '>=' 0.40)"
+  printf '  %-52s %-14s %s\n' "micro valgrad: <= 3 us per call, 1 thread" "$(awk -v v="$us" 'BEGIN {printf (v == "nan" ? "n/a" : "%.3f us"), v}')" "$(verdict "$us" '<=' 3)"
+  printf '  %-52s %-14s %s\n' "AVX2 toy time within 2x of AVX-512 (1 thread)" "$(awk -v v="$avx" 'BEGIN {printf (v == "nan" ? "n/a" : "%.2fx"), v}')" "$(verdict "$avx" '<=' 2)"
+  local l0 l1
+  l0=$(sumget load_start) l1=$(load1)
+  echo "  load average (1 min): $l0 at start, $l1 at end; busy now: $(busy)"
+  awk -v a="$l0" -v b="$l1" 'BEGIN {if (a + 0 > 0.5 || b + 0 > 0.5) print "  NOTE: the machine was not idle; 2-thread figures in particular may be pessimistic"}'
+}
+
+main() {
+  header
+  # a failing section reports and the others still run
+  if want peak; then section_peak || echo "  (section peak failed)"; fi
+  if want toy; then
+    if [ -n "$TOY" ]; then section_toy || echo "  (section toy failed)"
+    else echo; echo "== (a) toy2x2: $TOY_SRC not built ('make')"; fi
+  fi
+  if want micro; then section_micro || echo "  (section micro failed)"; fi
+  if want isa; then section_isa || echo "  (section isa failed)"; fi
+  if want hyperfine && [ -n "$TOY" ]; then section_hyperfine || echo "  (section hyperfine failed)"; fi
+  if want toy || want micro || want isa; then section_summary || echo "  (summary failed)"; fi
+  echo
+  echo "saved: $LOG"
+}
+
+main 2>&1 | tee "$LOG"
