@@ -200,27 +200,6 @@ static void net_desc(const net *n, char *buf, size_t cap) {
   }
 }
 
-/* ================================================================ reference forward */
-static double ref_act(sc_act a, double z) {
-  switch (a) {
-  case SC_IDENTITY:
-    return z;
-  case SC_RELU:
-    return z > 0 ? z : 0;
-  case SC_TANH:
-    return tanh(z);
-  case SC_SIGMOID:
-    return 1 / (1 + exp(-z));
-  case SC_SOFTPLUS:
-    return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
-  case SC_GELU: {
-    const double k0 = sqrt(2 / 3.14159265358979323846), k1 = 0.044715;
-    return 0.5 * z * (1 + tanh(k0 * (z + k1 * z * z * z)));
-  }
-  }
-  return NAN;
-}
-
 /* distance to the nearest kink met by one sample */
 typedef struct margins {
   double relu; /* smallest |z| over relu pre-activations */
@@ -264,7 +243,7 @@ static void ref_forward1(const net *n, const double *p, const double *x, double 
               }
             if (L->act == SC_RELU && fabs(z) < m->relu)
               m->relu = fabs(z);
-            nxt[(k * q->oh + u) * q->ow + v] = ref_act(L->act, z);
+            nxt[(k * q->oh + u) * q->ow + v] = tu_ref_act(L->act, z);
           }
       break;
     }
@@ -297,7 +276,7 @@ static void ref_forward1(const net *n, const double *p, const double *x, double 
           z += W[o * I + i] * cur[i];
         if (L->act == SC_RELU && fabs(z) < m->relu)
           m->relu = fabs(z);
-        nxt[o] = ref_act(L->act, z);
+        nxt[o] = tu_ref_act(L->act, z);
       }
       break;
     }

@@ -71,27 +71,6 @@ static size_t net_maxw(const netdef *n) {
   return m;
 }
 
-/* activations exactly as documented in simplechain.h */
-static double ref_act(sc_act a, double z) {
-  switch (a) {
-  case SC_IDENTITY:
-    return z;
-  case SC_RELU:
-    return z > 0 ? z : 0;
-  case SC_TANH:
-    return tanh(z);
-  case SC_SIGMOID:
-    return 1 / (1 + exp(-z));
-  case SC_SOFTPLUS:
-    return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
-  case SC_GELU: {
-    const double k0 = sqrt(2 / 3.14159265358979323846), k1 = 0.044715;
-    return 0.5 * z * (1 + tanh(k0 * (z + k1 * z * z * z)));
-  }
-  }
-  return NAN;
-}
-
 /* Naive reference forward of one sample, from the documented parameter layout
  * (W as O x I row-major, then b). Returns the smallest |z| over relu layers (DBL_MAX if
  * there are none). */
@@ -109,7 +88,7 @@ static double ref_forward1(const netdef *n, const double *p, const double *x, do
         z += W[o * w + i] * cur[i];
       if (n->L[l].act == SC_RELU && fabs(z) < minz)
         minz = fabs(z);
-      nxt[o] = ref_act(n->L[l].act, z);
+      nxt[o] = tu_ref_act(n->L[l].act, z);
     }
     off += O * w + (b ? O : 0);
     w = O;

@@ -7,7 +7,6 @@
  * rounding; an untrained LeNet5 scores about 10 %. */
 #include "testutil.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define BOUND 0.93
@@ -24,14 +23,11 @@ static int setup(void **state) {
 
 /* runs cmd, returns its exit status and (up to cap bytes of) its combined output */
 static int run(const char *cmd, char *out, size_t cap) {
-  char full[4200];
-  snprintf(full, sizeof full, "%s 2>&1", cmd);
-  FILE *f = popen(full, "r");
-  assert_non_null(f);
-  size_t n = fread(out, 1, cap - 1, f);
-  out[n] = 0;
-  int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  char *all = NULL;
+  int rc = tu_run(cmd, &all);
+  snprintf(out, cap, "%s", all);
+  free(all);
+  return rc;
 }
 
 static double result_field(const char *out, const char *key) {

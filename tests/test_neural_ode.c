@@ -39,26 +39,8 @@ static void need_binary(void) {
  * output in out (malloc'd) */
 static int run(const char *args, char **out) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", bin, args);
-  FILE *f = popen(cmd, "r");
-  if (!f) fail_msg("popen(%s) failed", cmd);
-  size_t cap = 1 << 14, len = 0, k;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  while ((k = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
-    len += k;
-    if (len + 1 == cap) {
-      char *nb = realloc(buf, cap * 2);
-      assert_non_null(nb);
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  buf[len] = 0;
-  int st = pclose(f);
-  *out = buf;
-  if (st == -1) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  snprintf(cmd, sizeof cmd, "'%s' %s", bin, args);
+  return tu_run(cmd, out);
 }
 
 /* the value after key on the RESULT line, NAN when absent */

@@ -37,26 +37,8 @@ static const char *toy_path(void) {
  * *out (malloc'd) */
 static int run_toy(const char *args, char **out) {
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", toy_path(), args);
-  FILE *f = popen(cmd, "r");
-  if (!f) fail_msg("popen(%s) failed", cmd);
-  size_t cap = 8192, len = 0, k;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  while ((k = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
-    len += k;
-    if (len + 1 == cap) {
-      char *nb = realloc(buf, cap * 2);
-      assert_non_null(nb);
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  buf[len] = 0;
-  int st = pclose(f);
-  *out = buf;
-  if (st == -1) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  snprintf(cmd, sizeof cmd, "'%s' %s", toy_path(), args);
+  return tu_run(cmd, out);
 }
 
 static result run_result(const char *args) {

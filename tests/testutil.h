@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+
 #include "simplechain.h"
 
 /* Fails the test, printing the status and sc_last_error(), if call is not SC_OK. */
@@ -70,6 +72,53 @@ static inline int tu_isas(const char *names[3]) {
   if (saved) setenv("SC_ISA", keep, 1);
   else unsetenv("SC_ISA");
   return n;
+}
+
+/* The activations exactly as documented in simplechain.h, in double: the reference the
+ * gradient and forward tests compare against. */
+static inline double tu_ref_act(sc_act a, double z) {
+  switch (a) {
+  case SC_IDENTITY: return z;
+  case SC_RELU: return z > 0 ? z : 0;
+  case SC_TANH: return tanh(z);
+  case SC_SIGMOID: return 1 / (1 + exp(-z));
+  case SC_SOFTPLUS: return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
+  case SC_GELU: {
+    const double k0 = sqrt(2 / 3.14159265358979323846), k1 = 0.044715;
+    return 0.5 * z * (1 + tanh(k0 * (z + k1 * z * z * z)));
+  }
+  }
+  return NAN;
+}
+
+/* Runs a shell command with stderr merged into stdout. *out receives everything it
+ * printed (malloc'ed, NUL-terminated; free it). Returns the exit status, 128 + signal
+ * when it was killed, -1 when it could not be run. */
+static inline int tu_run(const char *cmd, char **out) {
+  size_t n = strlen(cmd) + 8;
+  char *full = malloc(n);
+  assert_non_null(full);
+  snprintf(full, n, "%s 2>&1", cmd);
+  FILE *f = popen(full, "r");
+  free(full);
+  if (!f) fail_msg("popen(%s) failed", cmd);
+  size_t cap = 1 << 14, len = 0, k;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  while ((k = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
+    len += k;
+    if (len + 1 == cap) {
+      char *nb = realloc(buf, cap * 2);
+      assert_non_null(nb);
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  buf[len] = 0;
+  int st = pclose(f);
+  *out = buf;
+  if (st == -1) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
 #endif
