@@ -55,9 +55,9 @@ ifeq ($(SC_NODE),1)
   EXAMPLES += $(BUILD)/neural_ode
 endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
-BENCH_BINS := $(BUILD)/micro_valgrad $(PEAK_BIN)
+BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(PEAK_BIN)
 
-.PHONY: fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
@@ -65,9 +65,10 @@ help:
 	@echo "make test       build and run the cmocka test suite"
 	@echo "make test-asan  the test suite under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make bench      everything side by side (bench/bench_all.sh, bench/RESULTS.md): FMA peak,"
-	@echo "                toy2x2 vs its PyTorch twin, valgrad micro-benchmark, ISA paths, hyperfine"
-	@echo "                (STEPS=1000 REPS=1 make bench for a quick run)"
-	@echo "make bench-toy  toy2x2 vs PyTorch only;  make bench-micro / bench-peak: those sections only"
+	@echo "                toy2x2, valgrad micro-benchmark, LeNet5 (Fashion-MNIST) and neural-ODE RHS/VJP,"
+	@echo "                each vs its PyTorch twin, ISA paths, hyperfine (about 7 min; knobs in bench_all.sh)"
+	@echo "make bench-toy  toy2x2 vs PyTorch only;  make bench-micro / bench-peak / bench-lenet /"
+	@echo "                bench-ode: those sections only"
 	@echo "make install    install header and library under PREFIX=$(PREFIX)"
 	@echo "make demo       install what is missing, build, train the 2x2 toy"
 	@echo "make fuzz       libFuzzer on the IDX loaders for FUZZ_SECONDS=$(FUZZ_SECONDS) s (needs clang)"
@@ -124,7 +125,9 @@ $(BUILD)/fuzz_idx: tests/fuzz_idx.c simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  $(ZLIB_CFLAGS) -I. tests/fuzz_idx.c simplechain.c -o $@ -lm -pthread $(ZLIB_LIBS)
-fuzz: $(BUILD)/fuzz_idx
+deps-fuzz:
+	@bash scripts/install-deps.sh fuzz
+fuzz: deps-fuzz $(BUILD)/fuzz_idx
 	@mkdir -p $(BUILD)/fuzz-corpus/idx
 	$(BUILD)/fuzz_idx -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-idx- $(BUILD)/fuzz-corpus/idx tests/fuzz_corpus/idx
@@ -139,6 +142,9 @@ demo:
 $(BUILD)/micro_valgrad: bench/micro_valgrad.c $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+$(BUILD)/ode_rhs: bench/ode_rhs.c $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 $(BUILD)/bench/peak_avx512.o: bench/peak.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DPEAK_PART=512 -mavx512f -mfma -c $< -o $@
@@ -150,7 +156,7 @@ $(BUILD)/bench/peak_main.o: bench/peak.c
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/peak: $(BUILD)/bench/peak_main.o $(BUILD)/bench/peak_avx512.o $(BUILD)/bench/peak_avx2.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-bench-bins: $(BUILD)/toy2x2 $(BENCH_BINS)  # only what the benchmarks run
+bench-bins: $(BUILD)/toy2x2 $(BUILD)/lenet5 $(BENCH_BINS)  # only what the benchmarks run
 
 # One invocation, everything side by side (bench/bench_all.sh; knobs: STEPS, REPS, ...)
 bench: bench-bins
@@ -164,6 +170,12 @@ bench-micro: $(BUILD)/micro_valgrad
 	SECTIONS=micro bash bench/bench_all.sh
 bench-peak: $(PEAK_BIN)
 	SECTIONS=peak bash bench/bench_all.sh
+bench-lenet: $(BUILD)/lenet5 $(PEAK_BIN)
+	@bash scripts/install-deps.sh bench
+	SECTIONS="peak lenet" bash bench/bench_all.sh
+bench-ode: $(BUILD)/ode_rhs
+	@bash scripts/install-deps.sh bench
+	SECTIONS=ode bash bench/bench_all.sh
 
 install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib

@@ -7,17 +7,26 @@
 #               achieved GFLOP/s as a fraction of the measured peak at the same thread count
 #   micro       (b) one valgrad of 24 -> 8 tanh -> 2, batch 200, 1 thread, both engines
 #               (build/micro_valgrad, bench/micro_valgrad_torch.py)
+#   lenet       (d) LeNet5 on Fashion-MNIST (60,000 images) vs its PyTorch twin: seconds per
+#               epoch at batch 64 and 2048, GFLOP/s and %peak; then the test accuracy after 10
+#               epochs with the defaults on Fashion-MNIST and on the real MNIST digits
+#               (build/lenet5, bench/lenet5_torch.py)
+#   ode         (e) neural-ODE right-hand side 2 -> 50 tanh -> 2 on one state, float64, 1 thread:
+#               RHS and VJP ns per call, both engines (build/ode_rhs, bench/ode_rhs_torch.py)
 #   isa         toy2x2 and the micro-benchmark at 1 thread with SC_ISA=avx512, avx2, scalar
 #   hyperfine   (c) the toy trainer as a whole process
 #   summary     the figures against the targets stated in the project's issues
 #
-#   bash bench/bench_all.sh                             # the full run (a few minutes)
-#   STEPS=1000 REPS=1 HF_RUNS=1 bash bench/bench_all.sh # quick run
+#   bash bench/bench_all.sh                             # the full run (about 7 minutes)
+#   STEPS=1000 REPS=1 HF_RUNS=1 LENET_EPOCHS=1 LENET_ACC=0 ODE_RUNS=1 bash bench/bench_all.sh
+#                                                       # quick run (about 1 minute)
 #   SECTIONS="peak micro" bash bench/bench_all.sh       # some sections only
 #
 # Environment (all optional):
-#   SECTIONS     which sections, in this order regardless (default "peak toy micro isa hyperfine")
-#   STEPS        ADAM steps per toy run (default 10000); REPS repetitions (default 3)
+#   SECTIONS     which sections, in this order regardless
+#                (default "peak toy micro lenet ode isa hyperfine")
+#   STEPS        ADAM steps per toy run (default 10000); REPS repetitions of the toy and
+#                LeNet5 runs (default 3)
 #   THREADS      thread counts for the toy (default "1 2"); SAMPLES (default 10000)
 #   MICRO_RUNS   runs of each micro-benchmark program, engines interleaved (default 3); each
 #                run reports the median of its own MICRO_REPS repetitions (default 15)
@@ -25,13 +34,25 @@
 #   ISA_STEPS    toy steps in the isa section (default STEPS)
 #   PEAK_REPS    repetitions of the peak measurement (default 7), PEAK_MS ms each (default 200)
 #   HF_RUNS      hyperfine runs (default 3, after 1 warm-up); HF=0 skips hyperfine
-#   PYTHON, BUILD, OPENBLAS_OMP_DIR   as in bench_toy.sh
+#   LENET_EPOCHS epochs per timed LeNet5 run (default 2); the table shows the median over all
+#                REPS x LENET_EPOCHS epochs (each program times each epoch's training loop:
+#                no test evaluation, no data loading; PyTorch after untimed warm-up steps)
+#   LENET_BATCHES  batch sizes (default "64 2048"); LENET_THREADS simplechain's thread counts
+#                (default "1 2"); LENET_PT_THREADS PyTorch's (default "2")
+#   LENET_LIMIT  train on the first N images only (default 0: all 60,000; quick runs)
+#   LENET_ACC    1 (default): one 10-epoch default run each on FASHION_DIR and MNIST_DIR for
+#                the test accuracy; 0 skips them.  LENET_ACC_EPOCHS (default 10)
+#   FASHION_DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist, Debian's
+#                dataset-fashion-mnist); MNIST_DIR real MNIST (default ../shared/data/mnist)
+#   ODE_RUNS     runs of each ODE program, engines interleaved (default 3); each run prints
+#                the median of its own repetitions, the table the median over runs
+#   PYTHON, BUILD, OPENBLAS_OMP_DIR, TORCH_MALLOC   as in bench_toy.sh
 # All programs run from private copies (a rebuild of build/ in a shared working tree during
 # the run cannot change them).  The output is also saved to bench/out/all-<date>.txt.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-SECTIONS=${SECTIONS:-"peak toy micro isa hyperfine"}
+SECTIONS=${SECTIONS:-"peak toy micro lenet ode isa hyperfine"}
 STEPS=${STEPS:-10000}
 REPS=${REPS:-3}
 THREADS=${THREADS:-"1 2"}
@@ -44,13 +65,27 @@ PEAK_REPS=${PEAK_REPS:-7}
 PEAK_MS=${PEAK_MS:-200}
 HF_RUNS=${HF_RUNS:-3}
 HF=${HF:-1}
+LENET_EPOCHS=${LENET_EPOCHS:-2}
+LENET_BATCHES=${LENET_BATCHES:-"64 2048"}
+LENET_THREADS=${LENET_THREADS:-"1 2"}
+LENET_PT_THREADS=${LENET_PT_THREADS:-"2"}
+LENET_LIMIT=${LENET_LIMIT:-0}
+LENET_ACC=${LENET_ACC:-1}
+LENET_ACC_EPOCHS=${LENET_ACC_EPOCHS:-10}
+FASHION_DIR=${FASHION_DIR:-/usr/share/datasets/fashion-mnist}
+MNIST_DIR=${MNIST_DIR:-../shared/data/mnist}
+ODE_RUNS=${ODE_RUNS:-3}
 PYTHON=${PYTHON:-/usr/bin/python3}
 BUILD=${BUILD:-build}
 OPENBLAS_OMP_DIR=${OPENBLAS_OMP_DIR:-/usr/lib/x86_64-linux-gnu/openblas-openmp}
 export STEPS REPS THREADS SAMPLES PYTHON BUILD OPENBLAS_OMP_DIR HF_RUNS
 
-for v in STEPS REPS SAMPLES MICRO_RUNS MICRO_REPS ISA_STEPS PEAK_REPS HF_RUNS; do
+for v in STEPS REPS SAMPLES MICRO_RUNS MICRO_REPS ISA_STEPS PEAK_REPS HF_RUNS LENET_EPOCHS LENET_ACC_EPOCHS ODE_RUNS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench_all: $v must be a positive integer, got '${!v}'" >&2; exit 2; }
+done
+[[ $LENET_LIMIT =~ ^[0-9]+$ ]] || { echo "bench_all: LENET_LIMIT must be a non-negative integer, got '$LENET_LIMIT'" >&2; exit 2; }
+for v in $LENET_BATCHES $LENET_THREADS $LENET_PT_THREADS; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench_all: LENET_BATCHES/LENET_THREADS/LENET_PT_THREADS must hold positive integers, got '$v'" >&2; exit 2; }
 done
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
@@ -64,13 +99,16 @@ SUM="$TMPD/summary" # "section key... value" lines for the summary
 
 # private copies of the programs
 TOY_SRC="$BUILD/toy2x2" MICRO_SRC="$BUILD/micro_valgrad" PEAK_SRC="$BUILD/peak"
-TOY="" MICRO="" PEAK=""
+LENET_SRC="$BUILD/lenet5" ODE_SRC="$BUILD/ode_rhs"
+TOY="" MICRO="" PEAK="" LENET="" ODE=""
 # (toy2x2 goes to a folder of its own, handed to bench_toy.sh as its BUILD: every section
 # runs the same copy)
 mkdir -p "$TMPD/build"
 [ -x "$TOY_SRC" ] && cp "$TOY_SRC" "$TMPD/build/toy2x2" && TOY="$TMPD/build/toy2x2"
 [ -x "$MICRO_SRC" ] && cp "$MICRO_SRC" "$TMPD/micro_valgrad" && MICRO="$TMPD/micro_valgrad"
 [ -x "$PEAK_SRC" ] && cp "$PEAK_SRC" "$TMPD/peak" && PEAK="$TMPD/peak"
+[ -x "$LENET_SRC" ] && cp "$LENET_SRC" "$TMPD/lenet5" && LENET="$TMPD/lenet5"
+[ -x "$ODE_SRC" ] && cp "$ODE_SRC" "$TMPD/ode_rhs" && ODE="$TMPD/ode_rhs"
 
 source bench/torch_env.sh
 
@@ -97,7 +135,7 @@ header() {
   echo "          $(lscpu 2>/dev/null | grep -q 'Hypervisor vendor' && echo "VM: $(lscpu | sed -n 's/^Hypervisor vendor: *//p')"); avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no); L1d $(lscpu | sed -n 's/^L1d cache: *//p'), L2 $(lscpu | sed -n 's/^L2 cache: *//p'), L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
   echo "commit:   $commit$dirty"
   echo "compiler: $(${CC:-cc} --version 2>/dev/null | head -1)"
-  echo "programs: $TOY_SRC, $MICRO_SRC, $PEAK_SRC (private copies run)"
+  echo "programs: $TOY_SRC, $MICRO_SRC, $PEAK_SRC, $LENET_SRC, $ODE_SRC (private copies run)"
   if [ -n "$TOY" ]; then
     echo "kernels:  $("$TOY" --steps 1 --samples 16 --every 0 --quiet 2>/dev/null | sed -n 's/.*kernels \([^)]*\)).*/\1/p' || true) (SC_ISA=${SC_ISA:-unset})"
   fi
@@ -108,8 +146,21 @@ header() {
     echo "pytorch:  NOT AVAILABLE ($PYTHON cannot import torch and numpy)"
   fi
   echo "sections: $SECTIONS; STEPS=$STEPS REPS=$REPS THREADS=\"$THREADS\" SAMPLES=$SAMPLES"
+  if want lenet; then
+    echo "          LENET_EPOCHS=$LENET_EPOCHS LENET_BATCHES=\"$LENET_BATCHES\" LENET_THREADS=\"$LENET_THREADS\" LENET_PT_THREADS=\"$LENET_PT_THREADS\" LENET_LIMIT=$LENET_LIMIT LENET_ACC=$LENET_ACC"
+    echo "          FASHION_DIR=$FASHION_DIR MNIST_DIR=$MNIST_DIR"
+  fi
+  want ode && echo "          ODE_RUNS=$ODE_RUNS"
+  true
   echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15-min) at start; busy now: $(busy)"
   sumput load_start "$(load1)"
+}
+
+# the largest thread count any wanted section uses (the peak is measured at 1 and at it)
+max_threads() {
+  local l="$THREADS"
+  want lenet && l="$l $LENET_THREADS $LENET_PT_THREADS"
+  echo $l | tr ' ' '\n' | sort -n | tail -1
 }
 
 # --- peak ---------------------------------------------------------------------------------
@@ -119,7 +170,7 @@ section_peak() {
   echo "== FMA peak: fp32, independent vfmadd chains in registers (build/peak, median of $PEAK_REPS x ${PEAK_MS} ms)"
   if [ -z "$PEAK" ]; then echo "  build/peak not built (x86-64 only; 'make bench-bins'); no %peak figures"; return; fi
   local maxt out
-  maxt=$(echo $THREADS | tr ' ' '\n' | sort -n | tail -1)
+  maxt=$(max_threads)
   out=$("$PEAK" --threads "$maxt" --reps "$PEAK_REPS" --ms "$PEAK_MS" 2>&1) || { echo "  peak FAILED:"; echo "$out" | sed 's/^/    /'; return; }
   echo "$out" | grep '^RESULT' | sed 's/^/  /'
   local ghz
@@ -201,6 +252,166 @@ section_micro() {
   echo "  (the published SimpleChains.jl and Flux figures are from SimpleChains.jl's README, on their machine, not this one)"
 }
 
+# --- lenet --------------------------------------------------------------------------------
+# LeNet5 training work per image, in multiply-adds (x 2 = flops; biases, activations,
+# pooling, the loss and the optimizer are not counted):
+#   forward   conv1 24*24*6 outputs x 25 = 86,400; conv2 8*8*16 x 150 = 153,600;
+#             dense 256*120 + 120*84 + 84*10 = 41,640                     -> 281,640
+#   dW        the same products again                                     -> 281,640
+#   dx        conv2 + dense (conv1's input gradient is not needed)        -> 195,240
+#   total     758,520 multiply-adds = 1,517,040 flops per image (91.02 GFLOP per 60,000-image epoch)
+LENET_FLOPS=1517040
+
+lenet_run() { # engine batch threads: one run; its per-epoch seconds go to $TMPD/lenet
+  local eng=$1 b=$2 t=$3 out line eps e lim=()
+  [ "$LENET_LIMIT" != 0 ] && lim=(--limit "$LENET_LIMIT")
+  if [ "$eng" = simplechain ]; then
+    out=$("$LENET" --data "$FASHION_DIR" --epochs "$LENET_EPOCHS" --batch "$b" --threads "$t" --quiet "${lim[@]}" 2>&1) || {
+      echo "  simplechain batch=$b threads=$t FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; return 0; }
+    [ -n "$LENET_KERN" ] || LENET_KERN=$(echo "$out" | sed -n 's/.*kernels \([a-z0-9]*\)).*/\1/p' | tail -1)
+  else
+    out=$(env "${TORCH_ENV[@]}" "$PYTHON" bench/lenet5_torch.py --data "$FASHION_DIR" --epochs "$LENET_EPOCHS" \
+            --batch "$b" --threads "$t" --no-eval "${lim[@]}" 2>&1) || {
+      echo "  pytorch batch=$b threads=$t FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; return 0; }
+  fi
+  line=$(echo "$out" | grep '^RESULT' | tail -1)
+  [ -n "$line" ] || { echo "  $eng batch=$b threads=$t: no RESULT line:"; echo "$out" | tail -5 | sed 's/^/    /'; return 0; }
+  # each epoch's training-loop seconds, from the per-epoch lines of both programs
+  eps=$(echo "$out" | sed -n 's/^epoch .* \([0-9.][0-9.]*\) s (.*/\1/p' | tr '\n' ' ')
+  echo "  $line   epochs: ${eps% }   (load $(load1))"
+  for e in $eps; do echo "$eng $b $t $e $(echo "$line" | field train)" >>"$TMPD/lenet"; done
+}
+
+LENET_KERN=""
+section_lenet() {
+  echo
+  echo "== (d) LeNet5 on Fashion-MNIST: simplechain vs PyTorch, seconds per epoch of training"
+  echo "   (each run: $LENET_EPOCHS epoch(s), each timed alone, test evaluation and data loading excluded;"
+  echo "    $REPS runs per engine, batch and thread count, interleaved; median over all epochs)"
+  [ -n "$LENET" ] || { echo "  $LENET_SRC not built ('make bench-bins')"; return; }
+  if ! [ -d "$FASHION_DIR" ]; then
+    echo "  $FASHION_DIR not found (apt-get install dataset-fashion-mnist, or 'bash scripts/install-deps.sh bench')"
+    return
+  fi
+  : >"$TMPD/lenet"
+  local r b t
+  for ((r = 1; r <= REPS; r++)); do
+    echo "  rep $r/$REPS"
+    for b in $LENET_BATCHES; do
+      for t in $LENET_THREADS; do lenet_run simplechain "$b" "$t"; done
+      if [ $HAVE_TORCH = 1 ]; then
+        for t in $LENET_PT_THREADS; do lenet_run pytorch "$b" "$t"; done
+      fi
+    done
+  done
+  echo
+  echo "  (GFLOP/s: $LENET_FLOPS flops per image = 2 x (281,640 forward + 281,640 dW + 195,240 dx) multiply-adds;"
+  echo "   %peak: against the ${LENET_KERN:-avx512} FMA peak at the same thread count; pt/sc = PyTorch median / simplechain"
+  echo "   median at the same batch and thread count, > 1: simplechain is faster)"
+  printf '  %-12s %6s %7s %10s %8s %8s %9s %8s %7s %7s\n' engine batch threads s/epoch min max images/s GFLOP/s %peak pt/sc
+  local eng med mn mx n sc pk ratio tl key
+  for b in $LENET_BATCHES; do
+    tl=$(echo $LENET_THREADS $LENET_PT_THREADS | tr ' ' '\n' | sort -nu)
+    for t in $tl; do
+      for eng in simplechain pytorch; do
+        awk -v e=$eng -v b="$b" -v t="$t" '$1==e && $2==b && $3==t' "$TMPD/lenet" >"$TMPD/lenet_sel"
+        [ -s "$TMPD/lenet_sel" ] || continue
+        med=$(awk '{print $4}' "$TMPD/lenet_sel" | median)
+        mn=$(awk '{print $4}' "$TMPD/lenet_sel" | sort -g | head -1)
+        mx=$(awk '{print $4}' "$TMPD/lenet_sel" | sort -g | tail -1)
+        n=$(awk '{x=$5} END {print x}' "$TMPD/lenet_sel")
+        sc=$(awk -v b="$b" -v t="$t" '$1=="simplechain" && $2==b && $3==t {print $4}' "$TMPD/lenet" | median)
+        pk=$(sumget "peak_${LENET_KERN:-avx512}_$t")
+        ratio=-
+        [ "$eng" = pytorch ] && [ "$sc" != nan ] && ratio=$(awk -v a="$med" -v s="$sc" 'BEGIN {printf "%.2f", a / s}')
+        key=$([ $eng = simplechain ] && echo sc || echo pt)
+        awk -v e=$eng -v b="$b" -v t="$t" -v m="$med" -v mn="$mn" -v mx="$mx" -v n="$n" -v f=$LENET_FLOPS \
+            -v pk="$pk" -v r="$ratio" -v k="$key" -v sf="$SUM" 'BEGIN {
+          g = f * n / m * 1e-9
+          pc = (pk != "nan" && pk > 0) ? sprintf("%.1f%%", 100 * g / pk) : "-"
+          printf "  %-12s %6s %7s %10.4f %8.3f %8.3f %9.0f %8.1f %7s %7s\n", e, b, t, m, mn, mx, n / m, g, pc, r
+          printf "lenet_%s_%s_%s_s %s\n", k, b, t, m >> sf
+          printf "lenet_%s_%s_%s_gflops %.1f\n", k, b, t, g >> sf
+          printf "lenet_%s_%s_%s_frac %s\n", k, b, t, (pk != "nan" && pk > 0) ? g / pk : "nan" >> sf }'
+      done
+    done
+  done
+  echo "  (min/max: fastest and slowest single epoch; train set: $(awk '{x=$5} END {print x}' "$TMPD/lenet") images)"
+
+  echo
+  echo "  test accuracy after $LENET_ACC_EPOCHS epoch(s) with the defaults (batch 64, ADAM lr 1e-3, seed 1, all CPUs; one run each):"
+  if [ "$LENET_ACC" = 0 ]; then echo "  skipped (LENET_ACC=0)"; return; fi
+  local name dir out line acc
+  for name in fashion mnist; do
+    dir=$([ $name = fashion ] && echo "$FASHION_DIR" || echo "$MNIST_DIR")
+    if ! [ -d "$dir" ]; then printf '  %-8s %s not found; skipped\n' "$name" "$dir"; continue; fi
+    out=$("$LENET" --data "$dir" --epochs "$LENET_ACC_EPOCHS" --quiet 2>&1) || {
+      echo "  $name FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; continue; }
+    line=$(echo "$out" | grep '^RESULT' | tail -1)
+    echo "$out" | grep '^epoch' | tail -1 | sed "s|^|  $name: last |"
+    echo "  $name: $line   (load $(load1))"
+    acc=$(echo "$line" | field test_accuracy)
+    sumput "lenet_acc_$name" "${acc:-nan}"
+    sumput "lenet_acc_${name}_epochs" "$(echo "$line" | field epochs)"
+  done
+  printf '  %-56s %10s %10s\n' "data (test set: 10,000 images)" accuracy target
+  printf '  %-56s %10s %10s\n' "Fashion-MNIST ($FASHION_DIR)" "$(awk -v a="$(sumget lenet_acc_fashion)" 'BEGIN {printf (a == "nan" ? "n/a" : "%.2f %%"), 100 * a}')" ">= 88.5 %"
+  printf '  %-56s %10s %10s\n' "MNIST ($MNIST_DIR)" "$(awk -v a="$(sumget lenet_acc_mnist)" 'BEGIN {printf (a == "nan" ? "n/a" : "%.2f %%"), 100 * a}')" ">= 97.5 %"
+}
+
+# --- ode ----------------------------------------------------------------------------------
+section_ode() {
+  echo
+  echo "== (e) neural-ODE right-hand side: 2 -> 50 tanh -> 2 on one state, float64, 1 thread"
+  echo "   (ns per call; rhs: y = NN(u); vjp: J_u^T v and J_p^T v, forward recomputed; each run prints"
+  echo "    the median of its own repetitions; $ODE_RUNS runs per engine, interleaved; the table: median over runs)"
+  [ -n "$ODE" ] || { echo "  $ODE_SRC not built ('make bench-bins')"; return; }
+  local r out line
+  : >"$TMPD/ode"
+  for ((r = 1; r <= ODE_RUNS; r++)); do
+    out=$("$ODE" 2>&1) || true
+    line=$(echo "$out" | grep '^RESULT' | tail -1)
+    if [ -n "$line" ]; then
+      echo "  $line   (load $(load1))"
+      echo "simplechain $(echo "$line" | field rhs_ns) $(echo "$line" | field vjp_ns) $(echo "$line" | field rhs_plus_vjp_ns) nan nan" >>"$TMPD/ode"
+    else echo "  simplechain FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; fi
+    if [ $HAVE_TORCH = 1 ]; then
+      out=$(env "${TORCH_ENV[@]}" "$PYTHON" bench/ode_rhs_torch.py 2>&1) || true
+      line=$(echo "$out" | grep '^RESULT' | tail -1)
+      if [ -n "$line" ]; then
+        echo "  $line   (load $(load1))"
+        echo "pytorch $(echo "$line" | field rhs_ns) $(echo "$line" | field vjp_ns) $(echo "$line" | field rhs_plus_vjp_ns) $(echo "$line" | field functional_vjp_ns) $(echo "$line" | field backward_ns)" >>"$TMPD/ode"
+      else echo "  pytorch FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; fi
+    fi
+  done
+  local eng c rhs vjp tot fv bw srhs svjp stot
+  srhs=$(awk '$1=="simplechain" {print $2}' "$TMPD/ode" | median)
+  svjp=$(awk '$1=="simplechain" {print $3}' "$TMPD/ode" | median)
+  stot=$(awk '$1=="simplechain" {print $4}' "$TMPD/ode" | median)
+  echo
+  echo "  (pytorch vjp: the faster of autograd.grad(y, [u] + params, v) and y.backward(v), both giving the state and"
+  echo "   parameter parts like sc_vjp_f64; functional = torch.autograd.functional.vjp, state part only, for reference)"
+  printf '  %-12s %10s %10s %12s %14s %12s\n' engine rhs_ns vjp_ns rhs+vjp_ns functional_ns backward_ns
+  for eng in simplechain pytorch; do
+    [ -n "$(awk -v e=$eng '$1==e' "$TMPD/ode")" ] || continue
+    rhs=$(awk -v e=$eng '$1==e {print $2}' "$TMPD/ode" | median)
+    vjp=$(awk -v e=$eng '$1==e {print $3}' "$TMPD/ode" | median)
+    tot=$(awk -v e=$eng '$1==e {print $4}' "$TMPD/ode" | median)
+    fv=$(awk -v e=$eng '$1==e {print $5}' "$TMPD/ode" | median)
+    bw=$(awk -v e=$eng '$1==e {print $6}' "$TMPD/ode" | median)
+    [ "$eng" = simplechain ] && fv=- bw=-
+    printf '  %-12s %10s %10s %12s %14s %12s\n' "$eng" "$rhs" "$vjp" "$tot" "$fv" "$bw"
+    c=$([ $eng = simplechain ] && echo sc || echo pt)
+    sumput "ode_${c}_rhs" "$rhs"
+    sumput "ode_${c}_vjp" "$vjp"
+    sumput "ode_${c}_tot" "$tot"
+  done
+  if [ "$(sumget ode_pt_tot)" != nan ] && [ "$stot" != nan ]; then
+    awk -v a="$(sumget ode_pt_rhs)" -v b="$srhs" -v c="$(sumget ode_pt_vjp)" -v d="$svjp" -v e="$(sumget ode_pt_tot)" -v f="$stot" 'BEGIN {
+      printf "  pytorch/simplechain: rhs %.1fx, vjp %.1fx, rhs+vjp %.1fx\n", a / b, c / d, e / f }'
+  fi
+}
+
 # --- isa ----------------------------------------------------------------------------------
 section_isa() {
   echo
@@ -268,12 +479,40 @@ section_summary() {
   tgt_s=$(awk -v s="$STEPS" 'BEGIN {printf "%.3g", 3.0 * s / 10000}')
   scale=""
   [ "$STEPS" != 10000 ] && scale=" (scaled: 3.0 s/10k steps)"
-  printf '  %-52s %-14s %s\n' target measured verdict
-  printf '  %-52s %-14s %s\n' "toy, $t2 threads: training <= $tgt_s s$scale" "$(awk -v v="$sc2" 'BEGIN {printf (v == "nan" ? "n/a" : "%.3f s"), v}')" "$(verdict "$sc2" '<=' "$tgt_s")"
-  printf '  %-52s %-14s %s\n' "toy, $t2 threads: >= 9x the tuned PyTorch" "$(awk -v v="$ratio" 'BEGIN {printf (v == "nan" ? "n/a" : "%.2fx"), v}')" "$(verdict "$ratio" '>=' 9)"
-  printf '  %-52s %-14s %s\n' "toy, $t2 threads: >= 40 % of the FMA peak" "$(awk -v v="$fr2" 'BEGIN {printf (v == "nan" ? "n/a" : "%.1f %%"), 100 * v}')" "$(verdict "$fr2" '>=' 0.40)"
-  printf '  %-52s %-14s %s\n' "micro valgrad: <= 3 us per call, 1 thread" "$(awk -v v="$us" 'BEGIN {printf (v == "nan" ? "n/a" : "%.3f us"), v}')" "$(verdict "$us" '<=' 3)"
-  printf '  %-52s %-14s %s\n' "AVX2 toy time within 2x of AVX-512 (1 thread)" "$(awk -v v="$avx" 'BEGIN {printf (v == "nan" ? "n/a" : "%.2fx"), v}')" "$(verdict "$avx" '<=' 2)"
+  row() { printf '  %-62s %-12s %s\n' "$1" "$2" "$3"; }
+  fmt() { awk -v v="$1" -v f="$2" 'BEGIN {if (v == "nan" || v == "") print "n/a"; else printf f "\n", v}'; }
+  pct() { awk -v v="$1" -v d="${2:-1}" 'BEGIN {if (v == "nan" || v == "") print "n/a"; else printf "%." d "f %%\n", 100 * v}'; }
+  div() { awk -v a="$1" -v b="$2" 'BEGIN {print (a == "nan" || b == "nan" || a == "" || b == "") ? "nan" : a / b}'; }
+  row target measured verdict
+  if want toy; then
+    row "toy, $t2 threads: training <= $tgt_s s$scale" "$(fmt "$sc2" "%.3f s")" "$(verdict "$sc2" '<=' "$tgt_s")"
+    row "toy, $t2 threads: >= 9x the tuned PyTorch" "$(fmt "$ratio" "%.2fx")" "$(verdict "$ratio" '>=' 9)"
+    row "toy, $t2 threads: >= 40 % of the FMA peak" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.40)"
+  fi
+  want micro && row "micro valgrad: <= 3 us per call, 1 thread" "$(fmt "$us" "%.3f us")" "$(verdict "$us" '<=' 3)"
+  if want lenet; then
+    # the time target is for an epoch of 60,000 images; scaled when LENET_LIMIT trains on fewer
+    local ls lf lr64 lr2k ltgt lsc
+    ls=$(sumget lenet_sc_64_2_s) lf=$(sumget lenet_sc_64_2_frac)
+    lr64=$(div "$(sumget lenet_pt_64_2_s)" "$ls")
+    lr2k=$(div "$(sumget lenet_pt_2048_2_s)" "$(sumget lenet_sc_2048_2_s)")
+    ltgt=0.8 lsc=""
+    if [ "$LENET_LIMIT" != 0 ] && [ "$LENET_LIMIT" -lt 60000 ]; then
+      ltgt=$(awk -v n="$LENET_LIMIT" 'BEGIN {printf "%.3g", 0.8 * n / 60000}') lsc=" (scaled)"
+    fi
+    row "lenet5, 2 threads, batch 64: <= $ltgt s per epoch$lsc" "$(fmt "$ls" "%.3f s")" "$(verdict "$ls" '<=' "$ltgt")"
+    row "lenet5, 2 threads, batch 64: >= 30 % of the FMA peak" "$(pct "$lf")" "$(verdict "$lf" '>=' 0.30)"
+    row "lenet5, 2 threads, batch 64: >= 4x PyTorch" "$(fmt "$lr64" "%.2fx")" "$(verdict "$lr64" '>=' 4)"
+    row "lenet5, 2 threads, batch 2048: >= 4x PyTorch" "$(fmt "$lr2k" "%.2fx")" "$(verdict "$lr2k" '>=' 4)"
+    row "lenet5, Fashion-MNIST, $(sumget lenet_acc_fashion_epochs) epochs: test accuracy >= 88.5 %" "$(pct "$(sumget lenet_acc_fashion)" 2)" "$(verdict "$(sumget lenet_acc_fashion)" '>=' 0.885)"
+    row "lenet5, MNIST 10k digits, $(sumget lenet_acc_mnist_epochs) epochs: test accuracy >= 97.5 %" "$(pct "$(sumget lenet_acc_mnist)" 2)" "$(verdict "$(sumget lenet_acc_mnist)" '>=' 0.975)"
+  fi
+  if want ode; then
+    local or
+    or=$(div "$(sumget ode_pt_tot)" "$(sumget ode_sc_tot)")
+    row "ode RHS + VJP, 1 thread, float64: >= 20x PyTorch" "$(fmt "$or" "%.1fx")" "$(verdict "$or" '>=' 20)"
+  fi
+  want isa && row "AVX2 toy time within 2x of AVX-512 (1 thread)" "$(fmt "$avx" "%.2fx")" "$(verdict "$avx" '<=' 2)"
   local l0 l1
   l0=$(sumget load_start) l1=$(load1)
   echo "  load average (1 min): $l0 at start, $l1 at end; busy now: $(busy)"
@@ -289,9 +528,11 @@ main() {
     else echo; echo "== (a) toy2x2: $TOY_SRC not built ('make')"; fi
   fi
   if want micro; then section_micro || echo "  (section micro failed)"; fi
+  if want lenet; then section_lenet || echo "  (section lenet failed)"; fi
+  if want ode; then section_ode || echo "  (section ode failed)"; fi
   if want isa; then section_isa || echo "  (section isa failed)"; fi
   if want hyperfine && [ -n "$TOY" ]; then section_hyperfine || echo "  (section hyperfine failed)"; fi
-  if want toy || want micro || want isa; then section_summary || echo "  (summary failed)"; fi
+  if want toy || want micro || want lenet || want ode || want isa; then section_summary || echo "  (summary failed)"; fi
   echo
   echo "saved: $LOG"
 }

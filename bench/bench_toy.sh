@@ -15,6 +15,8 @@
 #   BUILD     build folder of a simplechain tree, holding toy2x2 (default build)
 #   OPENBLAS_OMP_DIR  where libopenblas0-openmp's libblas.so.3 lies
 #             (default /usr/lib/x86_64-linux-gnu/openblas-openmp)
+#   TORCH_MALLOC  tuned (default): PyTorch runs with glibc malloc tunables that keep freed
+#             memory in the process (bench/torch_env.sh); glibc: glibc's defaults
 #   PEAK_GFLOPS  measured FMA peak per thread count, "1:273.0 2:539.3" (bench_all.sh sets it
 #             from build/peak); adds a %peak column: achieved GFLOP/s / peak at that count
 #   SUMMARY_FILE  if set, "toy ENGINE THREADS MEDIAN_S GFLOPS PEAK_FRACTION" lines are

@@ -1,5 +1,5 @@
 # bench/torch_env.sh — sourced by bench_toy.sh and bench_all.sh: the PyTorch configuration
-# both twins run in (the fastest Debian one available), and a probe of what the torch
+# both twins run in (the fastest Debian one available, glibc malloc tuned), and a probe of what the torch
 # process really loads.  Expects PYTHON and OPENBLAS_OMP_DIR to be set; sets TORCH_ENV
 # (an array of VAR=value for env), TORCH_NOTE, HAVE_TORCH, and defines torch_probe.
 
@@ -26,6 +26,24 @@ else
   esac
   TORCH_NOTE="$blasname, default environment; $OPENBLAS_OMP_DIR is absent ('bash scripts/install-deps.sh bench' installs libopenblas0-openmp, the fast configuration)"
 fi
+
+# --- glibc malloc: keep freed memory in the process ---------------------------------------
+# With glibc's defaults, PyTorch's per-step tensors (the toy's 10,000 x 32 activations,
+# LeNet5's im2col buffers at batch 2048) are mmapped or trimmed back to the OS when freed
+# and page-faulted in again on the next step: measured on the benchmark machine, 0.4-3
+# million minor faults per run and 1.5-2x longer training loops.  PyTorch's CPU
+# performance guides recommend jemalloc or tcmalloc for this; these glibc tunables have the
+# same effect without a package (top_pad: grow the heap 1 GB at a time; trim_threshold:
+# never give it back; mmap_threshold: the largest glibc accepts, 32 MiB, fixed).
+# TORCH_MALLOC=glibc keeps glibc's defaults (the configuration of runs before 2026-11-21 07:40).
+TORCH_MALLOC=${TORCH_MALLOC:-tuned}
+case "$TORCH_MALLOC" in
+  tuned)
+    TORCH_ENV+=("GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4000000000:glibc.malloc.top_pad=1000000000")
+    TORCH_NOTE="$TORCH_NOTE; glibc malloc tuned (TORCH_MALLOC=tuned): ${TORCH_ENV[${#TORCH_ENV[@]}-1]}" ;;
+  glibc) TORCH_NOTE="$TORCH_NOTE; glibc malloc defaults (TORCH_MALLOC=glibc)" ;;
+  *) echo "torch_env: TORCH_MALLOC must be tuned or glibc, got '$TORCH_MALLOC'" >&2; return 2 2>/dev/null || exit 2 ;;
+esac
 
 HAVE_TORCH=0
 if "$PYTHON" -c 'import torch, numpy' >/dev/null 2>&1; then HAVE_TORCH=1; fi

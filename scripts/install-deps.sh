@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Installs the Debian packages simplechain uses; installs only what is missing, so it is
 # cheap to run again. Needs root or sudo when something is missing.
-#   scripts/install-deps.sh [test|bench|all]
-#     test  (default) compiler, make, pkg-config, cmocka, zlib, SLEEF, SUNDIALS, liblbfgs
-#     bench test + PyTorch twin (python3-torch, numpy, OpenBLAS/OpenMP) and hyperfine
-#     all   bench + libxsmm, clang with sanitizer/fuzzer runtimes
+#   scripts/install-deps.sh [TIER ...]     (default: test)
+#     test   compiler, make, pkg-config, cmocka, zlib, SLEEF, SUNDIALS, liblbfgs
+#     fuzz   clang and its sanitizer/libFuzzer runtimes (make fuzz)
+#     bench  PyTorch twin (python3-torch, numpy, OpenBLAS/OpenMP), hyperfine, Fashion-MNIST
+#     all    all of the above, and libxsmm
 set -euo pipefail
-what=${1:-test}
+[ $# -eq 0 ] && set -- test
 pkgs=(gcc make libc6-dev pkg-config libcmocka-dev zlib1g-dev libsleef-dev libsundials-dev liblbfgs-dev)
-case "$what" in
-  test) ;;
-  bench) pkgs+=(python3-torch python3-numpy libopenblas0-openmp hyperfine) ;;
-  all) pkgs+=(python3-torch python3-numpy libopenblas0-openmp hyperfine
-              libxsmm-dev libsleef-dev clang libclang-rt-14-dev) ;;
-  *) echo "usage: $0 [test|bench|all]" >&2; exit 2 ;;
-esac
+for what in "$@"; do
+  case "$what" in
+    test) ;;
+    fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
+    bench) pkgs+=(python3-torch python3-numpy libopenblas0-openmp hyperfine dataset-fashion-mnist) ;;
+    all) pkgs+=(clang libclang-rt-14-dev python3-torch python3-numpy libopenblas0-openmp hyperfine
+                dataset-fashion-mnist libxsmm-dev) ;;
+    *) echo "usage: $0 [test|fuzz|bench|all ...]" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

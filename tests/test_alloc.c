@@ -324,6 +324,41 @@ static void test_compute_no_alloc(void **state) {
   assert_int_equal(live(), l0);
 }
 
+/* the single-state path (ODE right-hand sides) allocates nothing either */
+static void test_one_state_no_alloc(void **state) {
+  (void)state;
+  sc_layer L[] = {sc_dense(50, SC_TANH), sc_dense(2, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 2, L, 2));
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  double *p = malloc(np * sizeof *p), *dp = calloc(np, sizeof *dp);
+  float *pf = malloc(np * sizeof *pf), *dpf = calloc(np, sizeof *dpf);
+  assert_true(p && dp && pf && dpf);
+  SC_OK_OR_FAIL(sc_params_init_f64(c, p, np, 1));
+  SC_OK_OR_FAIL(sc_params_init(c, pf, np, 1));
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, 1));
+  double u[2] = {0.5, -1}, v[2] = {1, 2}, y[2], du[2] = {0, 0}, jw[2];
+  float uf[2] = {0.5f, -1}, vf[2] = {1, 2}, yf[2], duf[2] = {0, 0}, jwf[2];
+  size_t before = allocs();
+  for (int i = 0; i < 1000; i++) {
+    u[0] += 1e-3;
+    uf[0] += 1e-3f;
+    SC_OK_OR_FAIL(sc_apply_f64(c, p, u, y, ws));
+    SC_OK_OR_FAIL(sc_vjp_f64(c, p, u, v, y, du, dp, ws));
+    SC_OK_OR_FAIL(sc_jvp_f64(c, p, u, v, y, jw, ws));
+    SC_OK_OR_FAIL(sc_apply(c, pf, uf, yf, ws));
+    SC_OK_OR_FAIL(sc_vjp(c, pf, uf, vf, yf, duf, dpf, ws));
+    SC_OK_OR_FAIL(sc_jvp(c, pf, uf, vf, yf, jwf, ws));
+  }
+  assert_int_equal(allocs(), before);
+  assert_true(isfinite(du[0]) && isfinite(dpf[0]));
+  sc_workspace_destroy(ws);
+  sc_chain_destroy(c);
+  free(p), free(dp), free(pf), free(dpf);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wrap_active),
@@ -331,6 +366,7 @@ int main(void) {
       cmocka_unit_test(test_train_minibatch_shuffle),
       cmocka_unit_test(test_train_convnets),
       cmocka_unit_test(test_compute_no_alloc),
+      cmocka_unit_test(test_one_state_no_alloc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
