@@ -57,7 +57,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(PEAK_BIN)
 
-.PHONY: deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: bench-xsmm deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
@@ -183,6 +183,15 @@ install: $(LIB)
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/simplechain.h $(DESTDIR)$(PREFIX)/lib/libsimplechain.a
+
+# libxsmm against our fused dense kernel on the shapes the examples run (bench/xsmm_dense.c);
+# needs libxsmm-dev (`bash scripts/install-deps.sh all`) and an AVX-512 CPU
+$(BUILD)/xsmm_dense: bench/xsmm_dense.c simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(AVX512_FLAGS) $(SLEEF_DEFS) -I. $< -o $@ \
+	  -lxsmm -lxsmmnoblas -lpthread -lrt -ldl $(LDLIBS)
+bench-xsmm: $(BUILD)/xsmm_dense
+	./$(BUILD)/xsmm_dense
 
 deps:
 	bash scripts/install-deps.sh all

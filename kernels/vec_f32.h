@@ -122,6 +122,7 @@ static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float 
 #if VOB > 4
   V_FWD_BLOCK(4)
 #endif
+  V_FWD_BLOCK(2)
   V_FWD_BLOCK(1)
 }
 
