@@ -201,7 +201,7 @@ data:
 	bash scripts/get-data.sh
 
 format:
-	clang-format -i simplechain.c simplechain.h kernels/*.c examples/*.c tests/*.c tests/*.h
+	clang-format -i simplechain.c simplechain.h kernels/*.c kernels/*.h examples/*.c tests/*.c tests/*.h bench/*.c
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --inline-suppr -DSC__TW=16 simplechain.c examples/*.c

@@ -110,7 +110,9 @@ static inline uint32_t sc__drop_word(uint64_t seed, uint64_t step, size_t b0, si
                   sc__mix64((uint64_t)f * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull);
   uint32_t m = 0;
   for (uint32_t t = 0; t < 32; t++)
-    m |= (uint32_t)((uint32_t)(sc__mix64(base + (uint64_t)(b0 + t) * 0xD1B54A32D192ED03ull) >> 32) >= thr) << t;
+    m |= (uint32_t)((uint32_t)(sc__mix64(base + (uint64_t)(b0 + t) * 0xD1B54A32D192ED03ull) >>
+                               32) >= thr)
+         << t;
   return m;
 }
 
@@ -139,8 +141,8 @@ typedef struct sc__lplan {
 struct sc_chain {
   size_t nlayers, in, out, nparams;
   size_t in_c, in_h, in_w;
-  size_t maxw;       /* widest feature count, input included */
-  size_t ldT;        /* row length of the transposed tile (maxw rounded up to 16) */
+  size_t maxw; /* widest feature count, input included */
+  size_t ldT;  /* row length of the transposed tile (maxw rounded up to 16) */
   /* slice tile memory, in elements (the same offsets serve float and double) */
   size_t x_off, d0_off, d1_off, xT_off, t_off, lossl_off, tile_elems;
   size_t min_tiles; /* tiles per slice at least (1..SC__MIN_TILES), from the work per tile */
@@ -153,10 +155,10 @@ struct sc_workspace {
   const sc_chain *chain;
   size_t max_batch;
   size_t max_slices;
-  size_t slice_bytes;      /* one slice: tile memory + gradient accumulator */
-  size_t tile_bytes;       /* offset of the gradient accumulator inside a slice */
-  unsigned char *slices;   /* SC__ALIGN-aligned */
-  void *owned;             /* library allocation, or NULL for caller memory */
+  size_t slice_bytes;    /* one slice: tile memory + gradient accumulator */
+  size_t tile_bytes;     /* offset of the gradient accumulator inside a slice */
+  unsigned char *slices; /* SC__ALIGN-aligned */
+  void *owned;           /* library allocation, or NULL for caller memory */
   struct sc__pool *pool;
   uint64_t drop_seed, drop_step; /* dropout masks of the next sc_valgrad */
 };
@@ -181,9 +183,9 @@ sc__fail(sc_status st, const char *fn, const char *fmt, ...) {
   return st;
 }
 #define SC__FAIL(st, ...) sc__fail((st), __func__, __VA_ARGS__)
-#define SC__CHECK_NULL(ptr)                                                             \
-  do {                                                                                 \
-    if (!(ptr)) return SC__FAIL(SC_ERR_NULL, "argument '%s' is NULL", #ptr);            \
+#define SC__CHECK_NULL(ptr)                                                                        \
+  do {                                                                                             \
+    if (!(ptr)) return SC__FAIL(SC_ERR_NULL, "argument '%s' is NULL", #ptr);                       \
   } while (0)
 
 const char *sc_last_error(void) { return sc__errbuf; }
@@ -359,11 +361,9 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
   if (want && *want && strcmp(want, "auto") != 0) {
     if (strcmp(want, "scalar") == 0) return SC_OK;
     if (strcmp(want, "avx2") != 0 && strcmp(want, "avx512") != 0)
-      return sc__fail(SC_ERR_ARG, fn,
-                      "SC_ISA='%s' is not one of scalar, avx2, avx512, auto", want);
+      return sc__fail(SC_ERR_ARG, fn, "SC_ISA='%s' is not one of scalar, avx2, avx512, auto", want);
     if ((strcmp(want, "avx2") == 0 && !have_avx2) || (strcmp(want, "avx512") == 0 && !have_avx512))
-      return sc__fail(SC_ERR_UNSUPPORTED, fn,
-                      "SC_ISA=%s requested, but %s", want,
+      return sc__fail(SC_ERR_UNSUPPORTED, fn, "SC_ISA=%s requested, but %s", want,
 #ifdef SC_HAVE_KERNELS
                       "this CPU does not support it"
 #else
@@ -408,7 +408,8 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
     if ((unsigned)s->act > (unsigned)SC_GELU)
       return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): unknown activation %d", l, nm, (int)s->act);
     if (s->bias != 0 && s->bias != 1)
-      return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): bias must be 0 or 1, got %d", l, nm, s->bias);
+      return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): bias must be 0 or 1, got %d", l, nm,
+                      s->bias);
     if (s->outputs == 0)
       return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (%s): %s must be > 0", l, nm,
                       s->kind == SC_LAYER_DENSE ? "outputs" : "channels");
@@ -416,33 +417,37 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
       return sc__fail(SC_ERR_OVERFLOW, fn, "layer %zu (%s): %zu outputs is too large", l, nm,
                       s->outputs);
     break;
-  default:
-    break;
+  default: break;
   }
   switch (s->kind) {
   case SC_LAYER_DENSE:
     if (P->ih != 1 || P->iw != 1)
-      return sc__fail(SC_ERR_SHAPE, fn,
-                      "layer %zu (dense): input is %zux%zux%zu, not a vector: add sc_flatten() before it",
-                      l, P->ic, P->ih, P->iw);
+      return sc__fail(
+          SC_ERR_SHAPE, fn,
+          "layer %zu (dense): input is %zux%zux%zu, not a vector: add sc_flatten() before it", l,
+          P->ic, P->ih, P->iw);
     P->oc = s->outputs, P->oh = 1, P->ow = 1;
     P->np = sc__add(sc__mul(P->oc, P->in, ok), s->bias ? P->oc : 0, ok);
     break;
   case SC_LAYER_CONV2D: {
     if (s->kh == 0 || s->kw == 0 || s->sh == 0 || s->sw == 0)
-      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (conv2d): kernel %zux%zu and stride %zux%zu must be > 0",
-                      l, s->kh, s->kw, s->sh, s->sw);
+      return sc__fail(SC_ERR_SHAPE, fn,
+                      "layer %zu (conv2d): kernel %zux%zu and stride %zux%zu must be > 0", l, s->kh,
+                      s->kw, s->sh, s->sw);
     if (s->kh > SC__DIM_MAX || s->kw > SC__DIM_MAX || s->ph > SC__DIM_MAX || s->pw > SC__DIM_MAX ||
         s->sh > SC__DIM_MAX || s->sw > SC__DIM_MAX)
-      return sc__fail(SC_ERR_OVERFLOW, fn, "layer %zu (conv2d): kernel, stride or padding too large", l);
+      return sc__fail(SC_ERR_OVERFLOW, fn,
+                      "layer %zu (conv2d): kernel, stride or padding too large", l);
     if (s->ph >= s->kh || s->pw >= s->kw)
-      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (conv2d): padding %zux%zu must be smaller than the kernel %zux%zu",
+      return sc__fail(SC_ERR_SHAPE, fn,
+                      "layer %zu (conv2d): padding %zux%zu must be smaller than the kernel %zux%zu",
                       l, s->ph, s->pw, s->kh, s->kw);
     P->hp = P->ih + 2 * s->ph;
     P->wp = P->iw + 2 * s->pw;
     if (P->hp < s->kh || P->wp < s->kw)
-      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (conv2d): kernel %zux%zu larger than the %s input %zux%zu",
-                      l, s->kh, s->kw, (s->ph || s->pw) ? "padded" : "", P->hp, P->wp);
+      return sc__fail(SC_ERR_SHAPE, fn,
+                      "layer %zu (conv2d): kernel %zux%zu larger than the %s input %zux%zu", l,
+                      s->kh, s->kw, (s->ph || s->pw) ? "padded" : "", P->hp, P->wp);
     P->oc = s->outputs;
     P->oh = (P->hp - s->kh) / s->sh + 1;
     P->ow = (P->wp - s->kw) / s->sw + 1;
@@ -452,10 +457,12 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
   }
   case SC_LAYER_MAXPOOL2D:
     if (s->kh == 0 || s->kw == 0)
-      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (maxpool2d): window %zux%zu must be > 0", l, s->kh, s->kw);
+      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (maxpool2d): window %zux%zu must be > 0", l,
+                      s->kh, s->kw);
     if (s->kh > P->ih || s->kw > P->iw)
-      return sc__fail(SC_ERR_SHAPE, fn, "layer %zu (maxpool2d): window %zux%zu larger than the input %zux%zu",
-                      l, s->kh, s->kw, P->ih, P->iw);
+      return sc__fail(SC_ERR_SHAPE, fn,
+                      "layer %zu (maxpool2d): window %zux%zu larger than the input %zux%zu", l,
+                      s->kh, s->kw, P->ih, P->iw);
     P->oc = P->ic, P->oh = P->ih / s->kh, P->ow = P->iw / s->kw;
     P->np = 0;
     break;
@@ -482,10 +489,12 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
   if (!out) return sc__fail(SC_ERR_NULL, fn, "argument 'out' is NULL");
   *out = NULL;
   if (!layers) return sc__fail(SC_ERR_NULL, fn, "argument 'layers' is NULL");
-  if (nlayers == 0) return sc__fail(SC_ERR_ARG, fn, "nlayers is 0: a chain needs at least one layer");
+  if (nlayers == 0)
+    return sc__fail(SC_ERR_ARG, fn, "nlayers is 0: a chain needs at least one layer");
   if (ic == 0 || ih == 0 || iw == 0)
     return sc__fail(SC_ERR_SHAPE, fn, "input shape %zux%zux%zu has a zero dimension", ic, ih, iw);
-  if (nlayers > 100000) return sc__fail(SC_ERR_ARG, fn, "nlayers = %zu is unreasonably large", nlayers);
+  if (nlayers > 100000)
+    return sc__fail(SC_ERR_ARG, fn, "nlayers = %zu is unreasonably large", nlayers);
   int ok = 1;
   size_t in = sc__mul(sc__mul(ic, ih, &ok), iw, &ok);
   if (!ok || in > SC__DIM_MAX)
@@ -509,7 +518,8 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
   size_t bytes = sc__add(head, sc__mul(ntaps, sizeof(size_t), &ok), &ok);
   if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "chain description size overflows");
   sc_chain *c = calloc(1, bytes);
-  if (!c) return sc__fail(SC_ERR_NOMEM, fn, "out of memory allocating the chain (%zu bytes)", bytes);
+  if (!c)
+    return sc__fail(SC_ERR_NOMEM, fn, "out of memory allocating the chain (%zu bytes)", bytes);
   size_t *taps = (size_t *)(void *)((unsigned char *)c + head);
   c->nlayers = nlayers;
   c->in_c = ic, c->in_h = ih, c->in_w = iw;
@@ -518,8 +528,10 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
   for (size_t l = 0; l < nlayers; l++) {
     sc__lplan *P = &c->L[l];
     P->spec = layers[l];
-    if (l == 0) P->ic = ic, P->ih = ih, P->iw = iw;
-    else P->ic = c->L[l - 1].oc, P->ih = c->L[l - 1].oh, P->iw = c->L[l - 1].ow;
+    if (l == 0)
+      P->ic = ic, P->ih = ih, P->iw = iw;
+    else
+      P->ic = c->L[l - 1].oc, P->ih = c->L[l - 1].oh, P->iw = c->L[l - 1].ow;
     sc__plan_layer(fn, l, P, &ok); /* validated above */
     if (P->spec.kind == SC_LAYER_CONV2D) {
       size_t r = 0;
@@ -545,9 +557,12 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
     double macs = 0;
     for (size_t l = 0; l < nlayers; l++) {
       const sc__lplan *P = &c->L[l];
-      if (P->spec.kind == SC_LAYER_DENSE) macs += (double)P->in * (double)P->out;
-      else if (P->spec.kind == SC_LAYER_CONV2D) macs += (double)P->R * (double)P->out;
-      else macs += (double)P->in;
+      if (P->spec.kind == SC_LAYER_DENSE)
+        macs += (double)P->in * (double)P->out;
+      else if (P->spec.kind == SC_LAYER_CONV2D)
+        macs += (double)P->R * (double)P->out;
+      else
+        macs += (double)P->in;
     }
     double want = 524288.0 / (macs * SC__TW);
     c->min_tiles = want >= SC__MIN_TILES ? SC__MIN_TILES : (want <= 1 ? 1 : (size_t)ceil(want));
@@ -562,15 +577,17 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
     P->a_off = k == SC_LAYER_FLATTEN ? (l ? c->L[l - 1].a_off : c->x_off)
                                      : sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok);
     P->z_off = has_w && P->spec.act == SC_GELU ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
-                                                : SIZE_MAX;
-    P->lane_off = has_w && P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->oc, TW, &ok), &ok) : SIZE_MAX;
+                                               : SIZE_MAX;
+    P->lane_off =
+        has_w && P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->oc, TW, &ok), &ok) : SIZE_MAX;
     size_t nw = has_w ? P->np - (P->spec.bias ? P->oc : 0) : 0;
     P->dwl_off = (k == SC_LAYER_CONV2D || (k == SC_LAYER_DENSE && nw <= SC__DWL_MAX))
                      ? sc__tile_alloc(&cur, sc__mul(nw, TW, &ok), &ok)
                      : SIZE_MAX;
-    P->pad_off = k == SC_LAYER_CONV2D && (P->spec.ph || P->spec.pw)
-                     ? sc__tile_alloc(&cur, sc__mul(sc__mul(P->ic * P->hp, P->wp, &ok), TW, &ok), &ok)
-                     : SIZE_MAX;
+    P->pad_off =
+        k == SC_LAYER_CONV2D && (P->spec.ph || P->spec.pw)
+            ? sc__tile_alloc(&cur, sc__mul(sc__mul(P->ic * P->hp, P->wp, &ok), TW, &ok), &ok)
+            : SIZE_MAX;
     P->mask_off = k == SC_LAYER_DROPOUT ? sc__tile_alloc(&cur, P->out, &ok) : SIZE_MAX;
   }
   c->d0_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
@@ -578,7 +595,7 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
   c->ldT = sc__roundup(maxdense ? maxdense : 1, 16, &ok);
   c->xT_off = sc__tile_alloc(&cur, sc__mul(c->ldT, TW, &ok), &ok);
   c->t_off = sc__tile_alloc(&cur, sc__mul(c->out, TW, &ok), &ok); /* gathered targets */
-  c->lossl_off = sc__tile_alloc(&cur, 2 * TW, &ok);                 /* loss, correct lanes */
+  c->lossl_off = sc__tile_alloc(&cur, 2 * TW, &ok);               /* loss, correct lanes */
   c->tile_elems = cur;
   if (!ok) {
     free(c);
@@ -673,10 +690,12 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
   sc__sbuf b = {buf, cap, 0};
   if (buf && cap) buf[0] = 0;
   char shape[64];
-  sc__sprintf(&b, "%-6s %-18s %-9s %14s %10s %10s\n", "layer", "type", "act", "output",
-              "params", "offset");
-  if (chain->in_h == 1 && chain->in_w == 1) snprintf(shape, sizeof shape, "%zu", chain->in_c);
-  else snprintf(shape, sizeof shape, "%zux%zux%zu", chain->in_c, chain->in_h, chain->in_w);
+  sc__sprintf(&b, "%-6s %-18s %-9s %14s %10s %10s\n", "layer", "type", "act", "output", "params",
+              "offset");
+  if (chain->in_h == 1 && chain->in_w == 1)
+    snprintf(shape, sizeof shape, "%zu", chain->in_c);
+  else
+    snprintf(shape, sizeof shape, "%zux%zux%zu", chain->in_c, chain->in_h, chain->in_w);
   sc__sprintf(&b, "%-6s %-18s %-9s %14s %10s %10s\n", "-", "input", "-", shape, "-", "-");
   for (size_t l = 0; l < chain->nlayers; l++) {
     const sc__lplan *P = &chain->L[l];
@@ -695,14 +714,13 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
     case SC_LAYER_MAXPOOL2D:
       snprintf(type, sizeof type, "maxpool2d %zux%zu", P->spec.kh, P->spec.kw);
       break;
-    case SC_LAYER_DROPOUT:
-      snprintf(type, sizeof type, "dropout %.3g", P->spec.rate);
-      break;
-    default:
-      snprintf(type, sizeof type, "%s", sc_layer_name(P->spec.kind));
+    case SC_LAYER_DROPOUT: snprintf(type, sizeof type, "dropout %.3g", P->spec.rate); break;
+    default: snprintf(type, sizeof type, "%s", sc_layer_name(P->spec.kind));
     }
-    if (P->oh == 1 && P->ow == 1) snprintf(shape, sizeof shape, "%zu", P->oc);
-    else snprintf(shape, sizeof shape, "%zux%zux%zu", P->oc, P->oh, P->ow);
+    if (P->oh == 1 && P->ow == 1)
+      snprintf(shape, sizeof shape, "%zu", P->oc);
+    else
+      snprintf(shape, sizeof shape, "%zux%zux%zu", P->oc, P->oh, P->ow);
     sc__sprintf(&b, "%-6zu %-18s %-9s %14s %10zu %10zu\n", l, type, act, shape, P->np, P->poff);
   }
   sc__sprintf(&b, "total parameters: %zu (%zu bytes as float); kernels: %s\n", chain->nparams,
@@ -710,8 +728,8 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
   if (needed) *needed = b.len + 1;
   if (b.len + 1 > cap) {
     if (buf && cap) buf[cap - 1] = 0;
-    return SC__FAIL(SC_ERR_NOMEM, "buffer of %zu bytes too small for the summary (%zu needed)",
-                    cap, b.len + 1);
+    return SC__FAIL(SC_ERR_NOMEM, "buffer of %zu bytes too small for the summary (%zu needed)", cap,
+                    b.len + 1);
   }
   return SC_OK;
 }
@@ -726,20 +744,20 @@ static sc_status sc__init_check(const char *fn, const sc_chain *c, const void *p
 }
 
 /* Glorot-uniform in double; `put` stores one value at index k */
-#define SC__GLOROT_BODY(PUT)                                                             \
-  do {                                                                                   \
-    sc__rng r;                                                                           \
-    sc__rng_seed(&r, seed);                                                              \
-    for (size_t l = 0; l < chain->nlayers; l++) {                                        \
-      const sc__lplan *P = &chain->L[l];                                                 \
-      if (P->np == 0) continue;                                                          \
-      size_t taps = P->spec.kind == SC_LAYER_CONV2D ? P->spec.kh * P->spec.kw : 1;       \
-      size_t fan_in = P->spec.kind == SC_LAYER_CONV2D ? P->R : P->in;                    \
-      double a = sqrt(6.0 / (double)(fan_in + P->oc * taps));                            \
-      size_t nw = P->np - (P->spec.bias ? P->oc : 0);                                    \
-      for (size_t k = 0; k < nw; k++) PUT(P->poff + k, a * (2.0 * sc__rng_unif(&r) - 1.0)); \
-      for (size_t k = nw; k < P->np; k++) PUT(P->poff + k, 0.0);                         \
-    }                                                                                    \
+#define SC__GLOROT_BODY(PUT)                                                                       \
+  do {                                                                                             \
+    sc__rng r;                                                                                     \
+    sc__rng_seed(&r, seed);                                                                        \
+    for (size_t l = 0; l < chain->nlayers; l++) {                                                  \
+      const sc__lplan *P = &chain->L[l];                                                           \
+      if (P->np == 0) continue;                                                                    \
+      size_t taps = P->spec.kind == SC_LAYER_CONV2D ? P->spec.kh * P->spec.kw : 1;                 \
+      size_t fan_in = P->spec.kind == SC_LAYER_CONV2D ? P->R : P->in;                              \
+      double a = sqrt(6.0 / (double)(fan_in + P->oc * taps));                                      \
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);                                              \
+      for (size_t k = 0; k < nw; k++) PUT(P->poff + k, a * (2.0 * sc__rng_unif(&r) - 1.0));        \
+      for (size_t k = nw; k < P->np; k++) PUT(P->poff + k, 0.0);                                   \
+    }                                                                                              \
   } while (0)
 
 sc_status sc_params_init(const sc_chain *chain, float *p, size_t n, uint64_t seed) {
@@ -856,7 +874,8 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
   size_t got = fread(head, 1, sizeof head, f);
   if (got < 8 || memcmp(head, SC__PF_MAGIC, 8) != 0) {
     fclose(f);
-    return SC__FAIL(SC_ERR_FORMAT, "'%s': not a simplechain parameter file (bad magic at offset 0)", path);
+    return SC__FAIL(SC_ERR_FORMAT, "'%s': not a simplechain parameter file (bad magic at offset 0)",
+                    path);
   }
   if (got < sizeof head) {
     fclose(f);
@@ -865,13 +884,18 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
   }
   uint64_t ver = sc__get_le(head + 8, 4), type = sc__get_le(head + 12, 4);
   uint64_t cnt = sc__get_le(head + 16, 8), fp = sc__get_le(head + 24, 8);
-  if (ver != 1) st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported format version %llu at offset 8", path, (unsigned long long)ver);
-  else if (type != 1) st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported element type %llu at offset 12", path, (unsigned long long)type);
+  if (ver != 1)
+    st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported format version %llu at offset 8", path,
+                  (unsigned long long)ver);
+  else if (type != 1)
+    st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported element type %llu at offset 12", path,
+                  (unsigned long long)type);
   else if (cnt != (uint64_t)n)
     st = SC__FAIL(SC_ERR_SHAPE, "'%s': holds %llu parameters (offset 16), the chain has %zu", path,
                   (unsigned long long)cnt, n);
   else if (fp != sc__fingerprint(chain))
-    st = SC__FAIL(SC_ERR_SHAPE, "'%s': saved for a chain of a different shape (fingerprint at offset 24)", path);
+    st = SC__FAIL(SC_ERR_SHAPE,
+                  "'%s': saved for a chain of a different shape (fingerprint at offset 24)", path);
   if (st) {
     fclose(f);
     return st;
@@ -893,8 +917,9 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
       memcpy(&tmp[k], &u, sizeof u);
     }
     if (got < want) {
-      st = SC__FAIL(SC_ERR_FORMAT, "'%s': truncated: file ends at offset %zu, expected %zu bytes of values",
-                    path, SC__PF_HEAD + k * 4 + got % 4, SC__PF_HEAD + n * 4);
+      st = SC__FAIL(SC_ERR_FORMAT,
+                    "'%s': truncated: file ends at offset %zu, expected %zu bytes of values", path,
+                    SC__PF_HEAD + k * 4 + got % 4, SC__PF_HEAD + n * 4);
       break;
     }
   }
@@ -907,7 +932,8 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
       st = SC__FAIL(SC_ERR_FORMAT, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
                     SC__PF_HEAD + n * 4);
     else if (fgetc(f) != EOF)
-      st = SC__FAIL(SC_ERR_FORMAT, "'%s': unexpected bytes after offset %zu", path, SC__PF_HEAD + n * 4 + 8);
+      st = SC__FAIL(SC_ERR_FORMAT, "'%s': unexpected bytes after offset %zu", path,
+                    SC__PF_HEAD + n * 4 + 8);
   }
   if (!st)
     for (k = 0; k < n; k++)
@@ -930,16 +956,16 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
  * Nothing is allocated from the header's claims: the header is checked first, then the
  * output grows (doubling) as values actually arrive: memory never exceeds twice what the
  * file really holds (at least SC__IDX_FIRST values), whatever its header claims. */
-#define SC__IDX_CHUNK 16384                     /* bytes per read */
-#define SC__IDX_MAX_VALUES ((uint64_t)1 << 31)  /* headers claiming more are refused */
-#define SC__IDX_FIRST ((size_t)1 << 16)         /* first allocation (values), then x2 */
+#define SC__IDX_CHUNK 16384                    /* bytes per read */
+#define SC__IDX_MAX_VALUES ((uint64_t)1 << 31) /* headers claiming more are refused */
+#define SC__IDX_FIRST ((size_t)1 << 16)        /* first allocation (values), then x2 */
 
 typedef struct sc__idx_src {
   const char *path;
-  const char *fn;      /* the public function, for messages */
-  size_t off;          /* bytes of the decompressed stream delivered so far */
-  size_t expect;       /* bytes the whole stream should have (header, then all) */
-  char what[96];       /* "a 16-byte header + 10000 x 28 x 28 values", for messages */
+  const char *fn; /* the public function, for messages */
+  size_t off;     /* bytes of the decompressed stream delivered so far */
+  size_t expect;  /* bytes the whole stream should have (header, then all) */
+  char what[96];  /* "a 16-byte header + 10000 x 28 x 28 values", for messages */
 #ifdef SC_HAVE_ZLIB
   gzFile gz;
 #else
@@ -1166,8 +1192,8 @@ static sc_status sc__idx_header(sc__idx_src *s, unsigned ndims, uint32_t dims[3]
 /* Reads the count uint8 values after the header, into floats (times scale) or, when
  * labels, into int32_t checked against classes (0: unchecked); then checks that
  * nothing follows. On success *out is the malloc'ed array. */
-static sc_status sc__idx_body(sc__idx_src *s, size_t count, int labels, float scale,
-                              size_t classes, void **out) {
+static sc_status sc__idx_body(sc__idx_src *s, size_t count, int labels, float scale, size_t classes,
+                              void **out) {
   unsigned char buf[SC__IDX_CHUNK];
   const size_t esz = labels ? sizeof(int32_t) : sizeof(float);
   void *v = NULL;
@@ -1184,8 +1210,8 @@ static sc_status sc__idx_body(sc__idx_src *s, size_t count, int labels, float sc
       size_t bytes = sc__mul(ncap, esz, &ok);
       void *nv = ok ? realloc(v, bytes) : NULL;
       if (!nv) {
-        st = ok ? sc__fail(SC_ERR_NOMEM, s->fn, "'%s': out of memory for %s (%zu bytes)",
-                           s->path, s->what, bytes)
+        st = ok ? sc__fail(SC_ERR_NOMEM, s->fn, "'%s': out of memory for %s (%zu bytes)", s->path,
+                           s->what, bytes)
                 : sc__fail(SC_ERR_OVERFLOW, s->fn, "'%s': %zu values overflow size_t", s->path,
                            ncap);
         goto fail;
@@ -1408,7 +1434,8 @@ static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
   pthread_cond_broadcast(&P->cv_go);
   pthread_mutex_unlock(&P->mu);
   fn(arg, 0, P->nthreads);
-  for (unsigned long spins = 0; atomic_load_explicit(&P->pending, memory_order_acquire) > 0; spins++)
+  for (unsigned long spins = 0; atomic_load_explicit(&P->pending, memory_order_acquire) > 0;
+       spins++)
     if (spins > SC__SPIN) sched_yield();
 #endif
 }
@@ -1422,9 +1449,8 @@ static size_t sc__slices_for(const sc_chain *c, size_t batch) {
   return s ? s : 1;
 }
 
-static sc_status sc__ws_plan(const char *fn, const sc_chain *c, size_t max_batch,
-                             size_t *slices, size_t *tile_bytes, size_t *slice_bytes,
-                             size_t *total) {
+static sc_status sc__ws_plan(const char *fn, const sc_chain *c, size_t max_batch, size_t *slices,
+                             size_t *tile_bytes, size_t *slice_bytes, size_t *total) {
   if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (max_batch == 0) return sc__fail(SC_ERR_BATCH, fn, "max_batch is 0");
   int ok = 1;
@@ -1477,8 +1503,8 @@ sc_status sc_workspace_create(sc_workspace **out, const sc_chain *chain, size_t 
   return SC_OK;
 }
 
-sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t max_batch,
-                            void *mem, size_t bytes) {
+sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t max_batch, void *mem,
+                            size_t bytes) {
   SC__CHECK_NULL(out);
   *out = NULL;
   SC__CHECK_NULL(mem);
@@ -1522,8 +1548,8 @@ void sc_workspace_destroy(sc_workspace *ws) {
 }
 
 /* ---------------------------------------------------------------- shared checks */
-static sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p,
-                                   const void *x, size_t batch, const sc_workspace *ws) {
+static sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p, const void *x,
+                                   size_t batch, const sc_workspace *ws) {
   if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
   if (!x) return sc__fail(SC_ERR_NULL, fn, "argument 'x' is NULL");
@@ -1532,8 +1558,8 @@ static sc_status sc__compute_check(const char *fn, const sc_chain *c, const void
     return sc__fail(SC_ERR_ARG, fn, "the workspace was created for a different chain");
   if (batch == 0) return sc__fail(SC_ERR_BATCH, fn, "batch is 0");
   if (batch > ws->max_batch)
-    return sc__fail(SC_ERR_BATCH, fn, "batch = %zu exceeds the workspace's max_batch = %zu",
-                    batch, ws->max_batch);
+    return sc__fail(SC_ERR_BATCH, fn, "batch = %zu exceeds the workspace's max_batch = %zu", batch,
+                    ws->max_batch);
   return SC_OK;
 }
 
@@ -1788,7 +1814,8 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
     st = sc__labels_check(__func__, (const int32_t *)data->target, n, chain->out);
   else
-    st = sc__finite_check_f32(__func__, chain, "target", (const float *)data->target, n, chain->out);
+    st =
+        sc__finite_check_f32(__func__, chain, "target", (const float *)data->target, n, chain->out);
   if (st) return st;
   if ((st = sc__finite_check_f32(__func__, chain, "parameter", p, 1, chain->nparams))) return st;
 
@@ -1838,8 +1865,9 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
         ib = idx + b0;
       else {
         xb += b0 * chain->in;
-        tb = loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)((const int32_t *)tb + b0)
-                                                : (const void *)((const float *)tb + b0 * chain->out);
+        tb = loss == SC_LOSS_LOGIT_CROSSENTROPY
+                 ? (const void *)((const int32_t *)tb + b0)
+                 : (const void *)((const float *)tb + b0 * chain->out);
       }
       sc__valgrad_run_f32(chain, loss, p, xb, ib, tb, nb, &lv, g, NULL, ws, 1);
       if (!isfinite(lv)) {
@@ -1883,7 +1911,7 @@ done:
 #ifndef SC__OB
 #define SC__OB 4 /* output rows per register block; ISA files may raise it */
 #endif
-#define SC__IC 16 /* columns of the dW block */
+#define SC__IC 16   /* columns of the dW block */
 #ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
 #if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
 #define SC__KSTATIC static __attribute__((unused))
@@ -1899,12 +1927,16 @@ done:
 static inline float sc__tanh_f32(float x) {
   float c = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x);
   float s = c * c;
-  float P = (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s +
-             1.338117803e-01f) * s + 9.999999797e-01f;
-  float Q = (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s +
-             4.671449372e-01f) * s + 1.0f;
+  float P =
+      (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s + 1.338117803e-01f) *
+          s +
+      9.999999797e-01f;
+  float Q =
+      (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s + 4.671449372e-01f) *
+          s +
+      1.0f;
   float y = c * P / Q;
-  y = y > 1.0f ? 1.0f : (y < -1.0f ? -1.0f : y); /* never outside [-1, 1] */
+  y = y > 1.0f ? 1.0f : (y < -1.0f ? -1.0f : y);      /* never outside [-1, 1] */
   return x >= 9.0f ? 1.0f : (x <= -9.0f ? -1.0f : y); /* exactly +-1 in the tails */
 }
 #define SC__TANH(v) sc__tanh_f32(v)
@@ -1934,8 +1966,8 @@ static inline float sc__tanh_f32(float x) {
 #endif
 
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
-static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs,
-                                      const SC__T *restrict z, size_t n, sc_act act) {
+static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
+                                     size_t n, sc_act act) {
   size_t t;
   if (zs)
     for (t = 0; t < n; t++) zs[t] = z[t];
@@ -1969,8 +2001,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs,
     SC__TN(sc__sleef_log1p)(a, a, n);
     for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
 #else
-    for (t = 0; t < n; t++)
-      a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+    for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
 #endif
     break;
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
@@ -1990,17 +2021,16 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs,
 
 /* one tile row */
 static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
-                                        const SC__T *restrict z, sc_act act) {
+                                       const SC__T *restrict z, sc_act act) {
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
 /* d[k] *= act'(.), from the saved output a (or z for gelu) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
-                                const SC__T *restrict z, size_t n, sc_act act) {
+                                     const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
   switch (act) {
-  case SC_IDENTITY:
-    break;
+  case SC_IDENTITY: break;
   case SC_RELU:
     for (k = 0; k < n; k++) d[k] = a[k] > 0 ? d[k] : 0;
     break;
@@ -2027,8 +2057,8 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
 
 /* ---------------------------------------------------------------- dense kernels */
 SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
-                                  const SC__T *restrict W, const SC__T *restrict b,
-                                  const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+                                       const SC__T *restrict W, const SC__T *restrict b,
+                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
   size_t o = 0;
   for (; o + SC__OB <= O; o += SC__OB) {
     SC__T acc[SC__OB][SC__TW];
@@ -2062,7 +2092,7 @@ SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
 }
 
 SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
-                                 const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
+                                      const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
   size_t o = 0;
   for (; o + SC__OB <= O; o += SC__OB) {
     for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
@@ -2100,7 +2130,7 @@ SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict 
 }
 
 SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
-                                 const SC__T *restrict dz, size_t O, size_t I) {
+                                      const SC__T *restrict dz, size_t O, size_t I) {
   size_t i = 0;
   for (; i + SC__OB <= I; i += SC__OB) {
     SC__T acc[SC__OB][SC__TW];
@@ -2133,9 +2163,9 @@ SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict 
 /* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
  * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
  * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
-SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z,
-                                      const SC__T *restrict W, const SC__T *restrict b,
-                                      const SC__T *restrict x, const sc__lplan *P) {
+SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x,
+                                      const sc__lplan *P) {
   size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
   const size_t *roff = P->roff;
   for (size_t k = 0; k < P->oc; k++) {
@@ -2270,7 +2300,8 @@ SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict
   for (size_t o = 0; o < O; o++)
     for (size_t i = 0; i < I; i++) {
       SC__T *w = wl + (o * I + i) * SC__TW;
-      for (int t = 0; t < SC__TW; t++) w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      for (int t = 0; t < SC__TW; t++)
+        w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
     }
 }
 
@@ -2316,7 +2347,6 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
 #endif
 
-
 typedef struct SC__TN(sc__job) {
   const sc_chain *c;
   const SC__TN(sc__kt) * kt;
@@ -2329,7 +2359,7 @@ typedef struct SC__TN(sc__job) {
   size_t batch, ntiles, nslices;
   SC__T *y, *gx;
   int want_g;
-  SC__T scale; /* 1 / batch */
+  SC__T scale;       /* 1 / batch */
   int train;         /* dropout active (sc_valgrad, sc_train) */
   int count_correct; /* cross-entropy: count argmax == label (sc_evaluate) */
   uint64_t drop_seed, drop_step;
@@ -2376,8 +2406,8 @@ static void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, s
 
 /* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
 static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lanes,
-                                  SC__T *restrict d, const SC__T *restrict yhat,
-                                  SC__T *restrict tg, size_t b0, size_t n) {
+                                  SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
+                                  size_t b0, size_t n) {
   const sc_chain *c = J->c;
   size_t O = c->out;
   SC__T s = J->scale;
@@ -2469,11 +2499,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
         }
         SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
         break;
-      case SC_LAYER_MAXPOOL2D:
-        SC__K_POOL_FWD(a, in, P);
-        break;
-      case SC_LAYER_FLATTEN:
-        break;
+      case SC_LAYER_MAXPOOL2D: SC__K_POOL_FWD(a, in, P); break;
+      case SC_LAYER_FLATTEN: break;
       case SC_LAYER_DROPOUT:
         if (J->train && P->spec.rate > 0) {
           uint32_t *mask = (uint32_t *)(void *)(tm + P->mask_off);
@@ -2497,8 +2524,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       continue;
     }
     if (J->mode == SC__LOSS || J->mode == SC__VALGRAD)
-      SC__TN(sc__loss_tile)(J, lanes, J->mode == SC__VALGRAD ? cur : NULL, yhat, tm + c->t_off,
-                            b0, n);
+      SC__TN(sc__loss_tile)
+      (J, lanes, J->mode == SC__VALGRAD ? cur : NULL, yhat, tm + c->t_off, b0, n);
     else /* pullback: the cotangent is given */
       SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n);
     if (!backward) continue;
@@ -2652,7 +2679,8 @@ static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
             for (size_t j = 0; j < KW; j++) {
               size_t xx = v * sw + j;
               if (xx < pw || xx - pw >= P->iw) continue;
-              acc += W[k * P->R + (ci * KH + i) * KW + j] * in[(ci * P->ih + yy - ph) * P->iw + xx - pw];
+              acc += W[k * P->R + (ci * KH + i) * KW + j] *
+                     in[(ci * P->ih + yy - ph) * P->iw + xx - pw];
             }
           }
         out[(k * P->oh + u) * P->ow + v] = acc;
@@ -2758,7 +2786,8 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
       for (size_t ch = 0; ch < P->oc; ch++)
         for (size_t uu = 0; uu < P->oh; uu++)
           for (size_t vv = 0; vv < P->ow; vv++) {
-            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv), o = (ch * P->oh + uu) * P->ow + vv;
+            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv),
+                   o = (ch * P->oh + uu) * P->ow + vv;
             a[o] = in[q];
             if (tout) tout[o] = tin[q];
           }
@@ -2899,8 +2928,7 @@ static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, con
 
 static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
   SC__TN(sc__job) *J = arg;
-  for (size_t s = (size_t)worker; s < J->nslices; s += (size_t)nworkers)
-    J->kt->run_slice(J, s);
+  for (size_t s = (size_t)worker; s < J->nslices; s += (size_t)nworkers) J->kt->run_slice(J, s);
 }
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
@@ -2924,14 +2952,15 @@ static void SC__TN(sc__execute)(SC__TN(sc__job) * J, SC__T *g, int accumulate, d
     else
       for (size_t k = 0; k < np; k++) g[k] += g0[k];
     for (size_t s = 1; s < J->nslices; s++) {
-      const SC__T *gsl = (const SC__T *)(const void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+      const SC__T *gsl =
+          (const SC__T *)(const void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
       for (size_t k = 0; k < np; k++) g[k] += gsl[k];
     }
   }
 }
 
-static void SC__TN(sc__job_init)(SC__TN(sc__job) * J, const sc_chain *c, sc_workspace *ws,
-                                 int mode, const SC__T *p, const SC__T *x, size_t batch) {
+static void SC__TN(sc__job_init)(SC__TN(sc__job) * J, const sc_chain *c, sc_workspace *ws, int mode,
+                                 const SC__T *p, const SC__T *x, size_t batch) {
   memset(J, 0, sizeof *J);
   J->c = c;
   J->ws = ws;
@@ -2941,8 +2970,8 @@ static void SC__TN(sc__job_init)(SC__TN(sc__job) * J, const sc_chain *c, sc_work
   J->batch = batch;
 }
 
-sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                              size_t batch, SC__T *y, sc_workspace *ws) {
+sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
+                              SC__T *y, sc_workspace *ws) {
   sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
   if (st) return st;
   if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
@@ -2982,9 +3011,9 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
-sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                              const SC__T *x, const void *target, size_t batch, SC__T *lossv,
-                              SC__T *g, SC__T *gx, sc_workspace *ws) {
+sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p, const SC__T *x,
+                              const void *target, size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
+                              sc_workspace *ws) {
   sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
   if (st) return st;
   if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
@@ -3009,15 +3038,15 @@ sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, con
   return SC_OK;
 }
 
-sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x,
-                      const int32_t *labels, size_t n, double *loss, double *accuracy,
-                      sc_workspace *ws) {
+sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, const int32_t *labels,
+                      size_t n, double *loss, double *accuracy, sc_workspace *ws) {
   sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
   if (st) return st;
   if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
   if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
   if (chain->out < 2)
-    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu", chain->out);
+    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
+                    chain->out);
   if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
   if ((st = sc__finite_check_f32(__func__, chain, "input", x, n, chain->in))) return st;
   double lsum = 0, csum = 0;
@@ -3046,7 +3075,8 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
   if (st) return st;
   if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
+    return st;
   if (!g && !gx) return SC_OK;
   SC__TN(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);
@@ -3085,8 +3115,8 @@ sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
-                          const SC__T *v, SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
+sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *v,
+                          SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
   sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
   if (st) return st;
   if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
@@ -3095,8 +3125,8 @@ sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
-                          const SC__T *w, SC__T *y, SC__T *jw, sc_workspace *ws) {
+sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *w,
+                          SC__T *y, SC__T *jw, sc_workspace *ws) {
   sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
   if (st) return st;
   if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");

@@ -104,14 +104,7 @@ const char *sc_status_str(sc_status s);
 const char *sc_last_error(void);
 
 /* ---------------------------------------------------------------- layers */
-typedef enum sc_act {
-  SC_IDENTITY = 0,
-  SC_RELU,
-  SC_TANH,
-  SC_SIGMOID,
-  SC_SOFTPLUS,
-  SC_GELU
-} sc_act;
+typedef enum sc_act { SC_IDENTITY = 0, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU } sc_act;
 
 typedef enum sc_layer_kind {
   SC_LAYER_DENSE = 1,
@@ -241,8 +234,8 @@ sc_status sc_workspace_create(sc_workspace **out, const sc_chain *chain, size_t 
 /* Workspace in caller memory (any alignment, at least sc_workspace_bytes bytes). The
  * caller frees mem after it is done with the workspace; do not call
  * sc_workspace_destroy on it unless threads were set (it then stops them). */
-sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t max_batch,
-                            void *mem, size_t bytes);
+sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t max_batch, void *mem,
+                            size_t bytes);
 
 /* Use `threads` threads (>= 1) for the calls made with this workspace. Threads are
  * created here, once, and kept until the workspace is destroyed or this is called
@@ -261,10 +254,10 @@ sc_status sc_workspace_set_dropout(sc_workspace *ws, uint64_t seed, uint64_t ste
 
 /* ---------------------------------------------------------------- compute */
 /* y (batch x outputs) = chain(x (batch x inputs); p).  1 <= batch <= max_batch. */
-sc_status sc_forward(const sc_chain *chain, const float *p, const float *x, size_t batch,
-                     float *y, sc_workspace *ws);
-sc_status sc_forward_f64(const sc_chain *chain, const double *p, const double *x,
-                         size_t batch, double *y, sc_workspace *ws);
+sc_status sc_forward(const sc_chain *chain, const float *p, const float *x, size_t batch, float *y,
+                     sc_workspace *ws);
+sc_status sc_forward_f64(const sc_chain *chain, const double *p, const double *x, size_t batch,
+                         double *y, sc_workspace *ws);
 
 typedef enum sc_loss {
   /* L = (1/B) sum_b sum_j (yhat_bj - t_bj)^2      target: B x outputs values */
@@ -286,9 +279,9 @@ typedef enum sc_loss {
 sc_status sc_valgrad(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
                      const void *target, size_t batch, float *lossv, float *g, float *gx,
                      sc_workspace *ws);
-sc_status sc_valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p,
-                         const double *x, const void *target, size_t batch, double *lossv,
-                         double *g, double *gx, sc_workspace *ws);
+sc_status sc_valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p, const double *x,
+                         const void *target, size_t batch, double *lossv, double *g, double *gx,
+                         sc_workspace *ws);
 
 /* Loss value only (same definitions as sc_valgrad). */
 sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
@@ -298,20 +291,18 @@ sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, con
  * workspace's max_batch): mean logit cross-entropy and the fraction of samples whose
  * largest logit is the label (ties: the first). labels: n int32_t in [0, outputs).
  * loss or accuracy may be NULL. */
-sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x,
-                      const int32_t *labels, size_t n, double *loss, double *accuracy,
-                      sc_workspace *ws);
+sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, const int32_t *labels,
+                      size_t n, double *loss, double *accuracy, sc_workspace *ws);
 
 /* Vector-Jacobian product with no loss: for y = chain(x; p) and a cotangent dy
  * (batch x outputs),
  *   g  += (dy/dp)^T dy   accumulated into g (length nparams; may be NULL),
  *   gx  = (dy/dx)^T dy   written (batch x inputs; may be NULL).
  * g accumulates so that an adjoint ODE solver can sum over time; zero it yourself. */
-sc_status sc_pullback(const sc_chain *chain, const float *p, const float *x,
-                      const float *dy, size_t batch, float *g, float *gx, sc_workspace *ws);
-sc_status sc_pullback_f64(const sc_chain *chain, const double *p, const double *x,
-                          const double *dy, size_t batch, double *g, double *gx,
-                          sc_workspace *ws);
+sc_status sc_pullback(const sc_chain *chain, const float *p, const float *x, const float *dy,
+                      size_t batch, float *g, float *gx, sc_workspace *ws);
+sc_status sc_pullback_f64(const sc_chain *chain, const double *p, const double *x, const double *dy,
+                          size_t batch, double *g, double *gx, sc_workspace *ws);
 
 /* ---------------------------------------------------------------- one state */
 /* The single-state path, for ODE right-hand sides and adjoints: one input vector u
@@ -328,12 +319,12 @@ sc_status sc_apply(const sc_chain *chain, const float *p, const float *u, float 
                    sc_workspace *ws);
 sc_status sc_apply_f64(const sc_chain *chain, const double *p, const double *u, double *y,
                        sc_workspace *ws);
-sc_status sc_vjp(const sc_chain *chain, const float *p, const float *u, const float *v,
-                 float *y, float *du, float *dp, sc_workspace *ws);
+sc_status sc_vjp(const sc_chain *chain, const float *p, const float *u, const float *v, float *y,
+                 float *du, float *dp, sc_workspace *ws);
 sc_status sc_vjp_f64(const sc_chain *chain, const double *p, const double *u, const double *v,
                      double *y, double *du, double *dp, sc_workspace *ws);
-sc_status sc_jvp(const sc_chain *chain, const float *p, const float *u, const float *w,
-                 float *y, float *jw, sc_workspace *ws);
+sc_status sc_jvp(const sc_chain *chain, const float *p, const float *u, const float *w, float *y,
+                 float *jw, sc_workspace *ws);
 sc_status sc_jvp_f64(const sc_chain *chain, const double *p, const double *u, const double *w,
                      double *y, double *jw, sc_workspace *ws);
 

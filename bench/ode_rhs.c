@@ -25,8 +25,10 @@ static int cmp(const void *a, const void *b) {
 int main(int argc, char **argv) {
   int reps = 11, calls = 200000;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--calls")) calls = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--reps"))
+      reps = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--calls"))
+      calls = atoi(argv[i + 1]);
   }
   if (reps < 1 || reps > 1000 || calls < 1) {
     fprintf(stderr, "usage: ode_rhs [--reps R] [--calls N]\n");
@@ -42,7 +44,8 @@ int main(int argc, char **argv) {
   size_t np;
   sc_chain_nparams(c, &np);
   double *p = malloc(np * sizeof *p), *dp = calloc(np, sizeof *dp);
-  double *t_rhs = malloc((size_t)reps * sizeof *t_rhs), *t_vjp = malloc((size_t)reps * sizeof *t_vjp);
+  double *t_rhs = malloc((size_t)reps * sizeof *t_rhs),
+         *t_vjp = malloc((size_t)reps * sizeof *t_vjp);
   sc_params_init_f64(c, p, np, 1);
   double u[2] = {2.0, 0.0}, v[2] = {0.3, -0.8}, y[2], du[2] = {0, 0}, sink = 0;
   for (int r = 0; r < reps; r++) {

@@ -64,20 +64,24 @@ float FN(uint64_t iters, float seed, double *flops) {
   }
   a0 = c + seed;
 #define I(i, j) a##i = a##j + c;
-  I(1, 0) I(2, 1) I(3, 2) I(4, 3) I(5, 4) I(6, 5) I(7, 6) I(8, 7) I(9, 8) I(10, 9) I(11, 10)
-  I(12, 11) I(13, 12) I(14, 13) I(15, 14)
+  I(1, 0)
+  I(2, 1) I(3, 2) I(4, 3) I(5, 4) I(6, 5) I(7, 6) I(8, 7) I(9, 8) I(10, 9) I(11, 10) I(12, 11)
+      I(13, 12) I(14, 13) I(15, 14)
 #undef I
-  (void)a12, (void)a13, (void)a14, (void)a15; /* unused with 12 accumulators */
+          (void) a12,
+      (void)a13, (void)a14, (void)a15; /* unused with 12 accumulators */
   for (uint64_t it = 0; it < iters; it++) {
 #define F(i) a##i = FMA(a##i, m, c);
-    F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
+    F(0)
+    F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
 #if NA > 12
-    F(12) F(13) F(14) F(15)
+        F(12) F(13) F(14) F(15)
 #endif
 #undef F
-    /* an empty asm that "modifies" the accumulators: nothing is hoisted out of the loop or
-     * folded across iterations, and the accumulators stay in registers */
-    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+        /* an empty asm that "modifies" the accumulators: nothing is hoisted out of the loop or
+         * folded across iterations, and the accumulators stay in registers */
+        __asm__ volatile(""
+                         : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
     __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
 #if NA > 12
     __asm__ volatile("" : "+v"(a12), "+v"(a13), "+v"(a14), "+v"(a15));
@@ -118,7 +122,8 @@ static int cmp(const void *a, const void *b) {
 }
 
 /* The core clock, from a chain of dependent integer adds (1 cycle each on every x86 of
- * the last 20 years): median of 5 runs of ~50 ms, after 0.3 s of spinning.  0 when not on x86-64. */
+ * the last 20 years): median of 5 runs of ~50 ms, after 0.3 s of spinning.  0 when not on x86-64.
+ */
 static double clock_ghz(void) {
 #if defined(__x86_64__)
   double g[5], t_end = now() + 0.3;
@@ -190,7 +195,8 @@ static double run_rep(kern_fn fn, int nt, uint64_t iters, const int *cpus, float
   return flops / (t1 - t0) * 1e-9;
 }
 
-static void measure(const char *isa, kern_fn fn, int nt, int reps, double ms, const int *cpus, double ghz) {
+static void measure(const char *isa, kern_fn fn, int nt, int reps, double ms, const int *cpus,
+                    double ghz) {
   /* calibrate iterations so that one repetition lasts about ms milliseconds */
   double f;
   float sink = 0;
@@ -214,8 +220,8 @@ static void measure(const char *isa, kern_fn fn, int nt, int reps, double ms, co
    * 2 flops = 64 for zmm, 32 for ymm, when both FMA pipes are busy every cycle) */
   printf("RESULT bench=fma_peak isa=%s threads=%d gflops=%.1f min=%.1f max=%.1f per_thread=%.1f "
          "flops_per_cycle=%.1f of_max=%d reps=%d ms=%.0f%s\n",
-         isa, nt, med, g[0], g[reps - 1], med / nt, ghz > 0 ? med / nt / ghz : 0.0, 2 * width * 2, reps, ms,
-         sink == 12345.f ? " " : "");
+         isa, nt, med, g[0], g[reps - 1], med / nt, ghz > 0 ? med / nt / ghz : 0.0, 2 * width * 2,
+         reps, ms, sink == 12345.f ? " " : "");
   fflush(stdout);
   free(g);
 }
@@ -225,13 +231,18 @@ int main(int argc, char **argv) {
   double ms = 200;
   const char *isa = "all";
   for (int i = 1; i < argc; i++) {
-    if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
-    else if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
-    else if (i + 1 < argc && !strcmp(argv[i], "--ms")) ms = atof(argv[++i]);
-    else if (i + 1 < argc && !strcmp(argv[i], "--isa")) isa = argv[++i];
+    if (i + 1 < argc && !strcmp(argv[i], "--threads"))
+      threads = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--reps"))
+      reps = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--ms"))
+      ms = atof(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--isa"))
+      isa = argv[++i];
     else {
-      fprintf(stderr, "usage: peak [--threads N] [--isa avx512|avx2|all] [--reps R] [--ms MS]\n"
-                      "  fp32 FMA peak (GFLOP/s) at 1 thread and at N threads (default: online CPUs)\n");
+      fprintf(stderr,
+              "usage: peak [--threads N] [--isa avx512|avx2|all] [--reps R] [--ms MS]\n"
+              "  fp32 FMA peak (GFLOP/s) at 1 thread and at N threads (default: online CPUs)\n");
       return 2;
     }
   }
@@ -256,19 +267,25 @@ int main(int argc, char **argv) {
     for (int c = 0; c < CPU_SETSIZE && ncpu < 256; c++)
       if (CPU_ISSET(c, &set)) cpus[ncpu++] = c;
   const int *pin = ncpu >= threads ? cpus : NULL;
-  if (!pin) fprintf(stderr, "peak: %d threads but only %d CPUs allowed; threads not pinned\n", threads, ncpu);
+  if (!pin)
+    fprintf(stderr, "peak: %d threads but only %d CPUs allowed; threads not pinned\n", threads,
+            ncpu);
 
   double ghz = clock_ghz();
   printf("RESULT bench=clock ghz=%.2f method=dependent_integer_adds\n", ghz);
   int counts[2] = {1, threads}, nc = threads > 1 ? 2 : 1;
   for (int k = 0; k < nc; k++) {
     if (want512) {
-      if (has512) measure("avx512", peak_fma512, counts[k], reps, ms, pin, ghz);
-      else if (k == 0) printf("RESULT bench=fma_peak isa=avx512 unsupported=1\n");
+      if (has512)
+        measure("avx512", peak_fma512, counts[k], reps, ms, pin, ghz);
+      else if (k == 0)
+        printf("RESULT bench=fma_peak isa=avx512 unsupported=1\n");
     }
     if (want256) {
-      if (has256) measure("avx2", peak_fma256, counts[k], reps, ms, pin, ghz);
-      else if (k == 0) printf("RESULT bench=fma_peak isa=avx2 unsupported=1\n");
+      if (has256)
+        measure("avx2", peak_fma256, counts[k], reps, ms, pin, ghz);
+      else if (k == 0)
+        printf("RESULT bench=fma_peak isa=avx2 unsupported=1\n");
     }
   }
   return 0;

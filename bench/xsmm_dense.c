@@ -30,11 +30,13 @@ static int cmpd(const void *a, const void *b) {
 }
 
 int main(void) {
-  static const struct { int O, I; const char *what; } shapes[] = {
-      {32, 4, "toy layer 1 (4 -> 32 tanh)"},   {16, 32, "toy layer 2 (32 -> 16 tanh)"},
-      {4, 16, "toy layer 3 (16 -> 4)"},        {8, 24, "micro layer 1 (24 -> 8 tanh)"},
-      {120, 256, "LeNet dense 1 (256 -> 120)"}, {84, 120, "LeNet dense 2 (120 -> 84)"},
-      {10, 84, "LeNet dense 3 (84 -> 10)"},     {50, 2, "neural ODE (2 -> 50 tanh)"}};
+  static const struct {
+    int O, I;
+    const char *what;
+  } shapes[] = {{32, 4, "toy layer 1 (4 -> 32 tanh)"},    {16, 32, "toy layer 2 (32 -> 16 tanh)"},
+                {4, 16, "toy layer 3 (16 -> 4)"},         {8, 24, "micro layer 1 (24 -> 8 tanh)"},
+                {120, 256, "LeNet dense 1 (256 -> 120)"}, {84, 120, "LeNet dense 2 (120 -> 84)"},
+                {10, 84, "LeNet dense 3 (84 -> 10)"},     {50, 2, "neural ODE (2 -> 50 tanh)"}};
   libxsmm_init();
   printf("%-30s %10s %12s %12s %8s\n", "shape (one tile of 32)", "act", "ours ns", "libxsmm ns",
          "ratio");
@@ -94,8 +96,8 @@ int main(void) {
           if (d > maxd) maxd = d;
         }
       printf("%-30s %10s %12.1f %12.1f %8.2f   (max |diff| %.1e)\n", shapes[s].what,
-             A == SC_TANH ? "tanh" : "identity", t_ours[REPS / 2], t_x[REPS / 2], t_x[REPS / 2] / t_ours[REPS / 2],
-             maxd);
+             A == SC_TANH ? "tanh" : "identity", t_ours[REPS / 2], t_x[REPS / 2],
+             t_x[REPS / 2] / t_ours[REPS / 2], maxd);
     }
     free(W), free(b), free(x), free(a), free(c);
   }

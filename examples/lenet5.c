@@ -39,25 +39,26 @@ static double now(void) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: lenet5 [options]\n"
-          "Trains LeNet5 on MNIST-style IDX data (ADAM, logit cross-entropy) and reports the\n"
-          "test accuracy after every epoch.\n\n"
-          "  --epochs N     epochs (default %d)\n"
-          "  --batch B      minibatch size (default %d)\n"
-          "  --lr LR        ADAM learning rate (default %g)\n"
-          "  --data DIR     folder with train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],\n"
-          "                 t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]\n"
-          "                 (default: $SC_DATA_DIR, data/mnist, ../shared/data/mnist,\n"
-          "                 /usr/share/datasets/fashion-mnist)\n"
-          "  --threads T    threads (default: the number of CPUs); results do not depend on it\n"
-          "  --seed S       seed for the initial parameters and the shuffling (default 1)\n"
-          "  --limit N      use only the first N training images (default: all)\n"
-          "  --save FILE    write the trained parameters (sc_params_save format)\n"
-          "  --eval FILE    load parameters from FILE and only evaluate on the test set\n"
-          "  --quiet        no progress lines, only the per-epoch summaries\n"
-          "  --help         this text\n",
-          DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR);
+  fprintf(
+      f,
+      "usage: lenet5 [options]\n"
+      "Trains LeNet5 on MNIST-style IDX data (ADAM, logit cross-entropy) and reports the\n"
+      "test accuracy after every epoch.\n\n"
+      "  --epochs N     epochs (default %d)\n"
+      "  --batch B      minibatch size (default %d)\n"
+      "  --lr LR        ADAM learning rate (default %g)\n"
+      "  --data DIR     folder with train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],\n"
+      "                 t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]\n"
+      "                 (default: $SC_DATA_DIR, data/mnist, ../shared/data/mnist,\n"
+      "                 /usr/share/datasets/fashion-mnist)\n"
+      "  --threads T    threads (default: the number of CPUs); results do not depend on it\n"
+      "  --seed S       seed for the initial parameters and the shuffling (default 1)\n"
+      "  --limit N      use only the first N training images (default: all)\n"
+      "  --save FILE    write the trained parameters (sc_params_save format)\n"
+      "  --eval FILE    load parameters from FILE and only evaluate on the test set\n"
+      "  --quiet        no progress lines, only the per-epoch summaries\n"
+      "  --help         this text\n",
+      DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR);
 }
 
 static int parse_size(const char *s, size_t *out) {
@@ -155,10 +156,14 @@ int main(int argc, char **argv) {
       fprintf(stderr, "lenet5: %s needs a value (see --help)\n", a);
       return 2;
     }
-    if (!strcmp(a, "--epochs")) ok = parse_size(v, &epochs) && epochs > 0;
-    else if (!strcmp(a, "--batch")) ok = parse_size(v, &batch) && batch > 0;
-    else if (!strcmp(a, "--limit")) ok = parse_size(v, &limit) && limit > 0;
-    else if (!strcmp(a, "--seed")) ok = parse_size(v, &seed);
+    if (!strcmp(a, "--epochs"))
+      ok = parse_size(v, &epochs) && epochs > 0;
+    else if (!strcmp(a, "--batch"))
+      ok = parse_size(v, &batch) && batch > 0;
+    else if (!strcmp(a, "--limit"))
+      ok = parse_size(v, &limit) && limit > 0;
+    else if (!strcmp(a, "--seed"))
+      ok = parse_size(v, &seed);
     else if (!strcmp(a, "--lr")) {
       char *end;
       lr = strtod(v, &end);
@@ -167,9 +172,12 @@ int main(int argc, char **argv) {
       size_t t;
       ok = parse_size(v, &t) && t >= 1 && t <= 1024;
       threads = (int)t;
-    } else if (!strcmp(a, "--data")) data = v;
-    else if (!strcmp(a, "--save")) save = v;
-    else if (!strcmp(a, "--eval")) eval = v;
+    } else if (!strcmp(a, "--data"))
+      data = v;
+    else if (!strcmp(a, "--save"))
+      save = v;
+    else if (!strcmp(a, "--eval"))
+      eval = v;
     else {
       fprintf(stderr, "lenet5: unknown option '%s' (see --help)\n", a);
       return 2;
@@ -188,8 +196,10 @@ int main(int argc, char **argv) {
   const char *dir = NULL;
   if (data) {
     if (!dir_has_data(data)) {
-      fprintf(stderr, "lenet5: --data %s: missing one of the four IDX files (%s, %s, %s, %s,\n"
-                      "        raw or .gz)\n", data, FILES[0], FILES[1], FILES[2], FILES[3]);
+      fprintf(stderr,
+              "lenet5: --data %s: missing one of the four IDX files (%s, %s, %s, %s,\n"
+              "        raw or .gz)\n",
+              data, FILES[0], FILES[1], FILES[2], FILES[3]);
       return 1;
     }
     dir = data;
@@ -197,12 +207,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < 5 && !dir; i++)
       if (cands[i] && dir_has_data(cands[i])) dir = cands[i];
   if (!dir) {
-    fprintf(stderr,
-            "lenet5: no MNIST-style data found. Looked in: %s%s%sdata/mnist, ../shared/data/mnist,\n"
-            "        /usr/share/datasets/fashion-mnist.\n"
-            "        Get a data set with `make data` (MNIST download, or Debian's Fashion-MNIST),\n"
-            "        or pass --data DIR / set SC_DATA_DIR to a folder with the four IDX files.\n",
-            env && *env ? "$SC_DATA_DIR=" : "", env && *env ? env : "", env && *env ? ", " : "");
+    fprintf(
+        stderr,
+        "lenet5: no MNIST-style data found. Looked in: %s%s%sdata/mnist, ../shared/data/mnist,\n"
+        "        /usr/share/datasets/fashion-mnist.\n"
+        "        Get a data set with `make data` (MNIST download, or Debian's Fashion-MNIST),\n"
+        "        or pass --data DIR / set SC_DATA_DIR to a folder with the four IDX files.\n",
+        env && *env ? "$SC_DATA_DIR=" : "", env && *env ? env : "", env && *env ? ", " : "");
     return 1;
   }
 
@@ -215,18 +226,19 @@ int main(int argc, char **argv) {
   sc_workspace *ws_eval = NULL;
   sc_status st;
   int rc = 1;
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    if ((st = (call)) != SC_OK) {                                                          \
-      fprintf(stderr, "lenet5: %s: %s\n", sc_status_str(st), sc_last_error());             \
-      goto out;                                                                            \
-    }                                                                                      \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    if ((st = (call)) != SC_OK) {                                                                  \
+      fprintf(stderr, "lenet5: %s: %s\n", sc_status_str(st), sc_last_error());                     \
+      goto out;                                                                                    \
+    }                                                                                              \
   } while (0)
   double t_load = now();
   CHECK(sc_idx_load_images(path[2], &xte, &nte, &r, &c, 1.0f / 255));
   CHECK(sc_idx_load_labels(path[3], &yte, &nl, 10));
   if (nl != nte || r != 28 || c != 28) {
-    fprintf(stderr, "lenet5: %s: %zu images of %zux%zu with %zu labels; need 28x28 and one label each\n",
+    fprintf(stderr,
+            "lenet5: %s: %zu images of %zux%zu with %zu labels; need 28x28 and one label each\n",
             dir, nte, r, c, nl);
     goto out;
   }
@@ -234,18 +246,22 @@ int main(int argc, char **argv) {
     CHECK(sc_idx_load_images(path[0], &xtr, &ntr, &r2, &c2, 1.0f / 255));
     CHECK(sc_idx_load_labels(path[1], &ytr, &nl, 10));
     if (nl != ntr || r2 != 28 || c2 != 28) {
-      fprintf(stderr, "lenet5: %s: %zu training images of %zux%zu with %zu labels\n", dir, ntr,
-              r2, c2, nl);
+      fprintf(stderr, "lenet5: %s: %zu training images of %zux%zu with %zu labels\n", dir, ntr, r2,
+              c2, nl);
       goto out;
     }
     if (limit && limit < ntr) ntr = limit;
   }
   t_load = now() - t_load;
 
-  sc_layer layers[] = {sc_conv2d(5, 5, 6, SC_RELU),  sc_maxpool2d(2, 2),
-                       sc_conv2d(5, 5, 16, SC_RELU), sc_maxpool2d(2, 2),
-                       sc_flatten(),                 sc_dense(120, SC_RELU),
-                       sc_dense(84, SC_RELU),        sc_dense(10, SC_IDENTITY)};
+  sc_layer layers[] = {sc_conv2d(5, 5, 6, SC_RELU),
+                       sc_maxpool2d(2, 2),
+                       sc_conv2d(5, 5, 16, SC_RELU),
+                       sc_maxpool2d(2, 2),
+                       sc_flatten(),
+                       sc_dense(120, SC_RELU),
+                       sc_dense(84, SC_RELU),
+                       sc_dense(10, SC_IDENTITY)};
   CHECK(sc_chain_create_image(&chain, 1, 28, 28, layers, sizeof layers / sizeof layers[0]));
   size_t np;
   CHECK(sc_chain_nparams(chain, &np));
@@ -259,8 +275,8 @@ int main(int argc, char **argv) {
     double acc, tl;
     double t0 = now();
     CHECK(sc_evaluate(chain, p, xte, yte, nte, &tl, &acc, ws_eval));
-    printf("lenet5: %s on %zu test images of %s: loss %.4f, accuracy %.2f %% (%.3f s)\n", eval,
-           nte, dir, tl, 100 * acc, now() - t0);
+    printf("lenet5: %s on %zu test images of %s: loss %.4f, accuracy %.2f %% (%.3f s)\n", eval, nte,
+           dir, tl, 100 * acc, now() - t0);
     rc = 0;
     goto out;
   }

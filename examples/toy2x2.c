@@ -104,19 +104,19 @@ static int on_progress(const sc_progress *pr, void *user) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: toy2x2 [options]\n"
-          "Trains 4 -> 32 tanh -> 16 tanh -> 4 to map a 2x2 matrix to its matrix exponential\n"
-          "(full-batch ADAM, squared loss), like the SimpleChains.jl benchmark.\n\n"
-          "  --steps N      ADAM steps (default 10000)\n"
-          "  --samples N    training samples; a separate test set of the same size (default 10000)\n"
-          "  --seed S       seed for data and initial parameters (default 1)\n"
-          "  --lr LR        learning rate (default 1e-3)\n"
-          "  --threads T    threads (default 1); results do not depend on it\n"
-          "  --every N      progress line every N steps (default 1000, 0 = none)\n"
-          "  --save FILE    write the trained parameters (sc_params_save format)\n"
-          "  --quiet        only the final summary\n"
-          "  --help         this text\n");
+  fprintf(
+      f, "usage: toy2x2 [options]\n"
+         "Trains 4 -> 32 tanh -> 16 tanh -> 4 to map a 2x2 matrix to its matrix exponential\n"
+         "(full-batch ADAM, squared loss), like the SimpleChains.jl benchmark.\n\n"
+         "  --steps N      ADAM steps (default 10000)\n"
+         "  --samples N    training samples; a separate test set of the same size (default 10000)\n"
+         "  --seed S       seed for data and initial parameters (default 1)\n"
+         "  --lr LR        learning rate (default 1e-3)\n"
+         "  --threads T    threads (default 1); results do not depend on it\n"
+         "  --every N      progress line every N steps (default 1000, 0 = none)\n"
+         "  --save FILE    write the trained parameters (sc_params_save format)\n"
+         "  --quiet        only the final summary\n"
+         "  --help         this text\n");
 }
 
 static int parse_size(const char *s, size_t *out) {
@@ -148,9 +148,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "toy2x2: %s needs a value (see --help)\n", a);
       return 2;
     }
-    if (!strcmp(a, "--steps")) ok = parse_size(v, &steps) && steps > 0;
-    else if (!strcmp(a, "--samples")) ok = parse_size(v, &samples) && samples > 0;
-    else if (!strcmp(a, "--every")) ok = parse_size(v, &every);
+    if (!strcmp(a, "--steps"))
+      ok = parse_size(v, &steps) && steps > 0;
+    else if (!strcmp(a, "--samples"))
+      ok = parse_size(v, &samples) && samples > 0;
+    else if (!strcmp(a, "--every"))
+      ok = parse_size(v, &every);
     else if (!strcmp(a, "--seed")) {
       size_t s;
       ok = parse_size(v, &s);
@@ -163,7 +166,8 @@ int main(int argc, char **argv) {
       size_t t;
       ok = parse_size(v, &t) && t >= 1 && t <= 1024;
       threads = (int)t;
-    } else if (!strcmp(a, "--save")) save = v;
+    } else if (!strcmp(a, "--save"))
+      save = v;
     else {
       fprintf(stderr, "toy2x2: unknown option '%s' (see --help)\n", a);
       return 2;
@@ -181,12 +185,12 @@ int main(int argc, char **argv) {
   float *x = NULL, *y = NULL, *xt = NULL, *yt = NULL, *p = NULL;
   int rc = 1;
   sc_status st;
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    if ((st = (call)) != SC_OK) {                                                          \
-      fprintf(stderr, "toy2x2: %s: %s\n", sc_status_str(st), sc_last_error());             \
-      goto out;                                                                            \
-    }                                                                                      \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    if ((st = (call)) != SC_OK) {                                                                  \
+      fprintf(stderr, "toy2x2: %s: %s\n", sc_status_str(st), sc_last_error());                     \
+      goto out;                                                                                    \
+    }                                                                                              \
   } while (0)
   CHECK(sc_chain_create(&chain, 4, layers, 3));
   size_t np;
@@ -229,7 +233,8 @@ int main(int argc, char **argv) {
   CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, xt, yt, samples, &test_loss, ws_test));
   /* the training time includes the progress callbacks' test evaluations; report the
    * training throughput on the steps alone */
-  double gflops = TOY_FLOPS_PER_SAMPLE_STEP * (double)samples * (double)rep.steps / rep.seconds * 1e-9;
+  double gflops =
+      TOY_FLOPS_PER_SAMPLE_STEP * (double)samples * (double)rep.steps / rep.seconds * 1e-9;
   printf("done: %zu steps in %.3f s (%.0f steps/s, %.1f GFLOP/s on the matmuls, kernels %s)\n",
          rep.steps, rep.seconds, (double)rep.steps / rep.seconds, gflops, sc_chain_isa(chain));
   printf("train MSE %.5f   test MSE %.5f\n", train_loss / 4, test_loss / 4);

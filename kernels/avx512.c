@@ -1,4 +1,5 @@
-/* kernels/avx512.c — the kernel set for CPUs with AVX512 (built with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma).
+/* kernels/avx512.c — the kernel set for CPUs with AVX512 (built with -mavx512f -mavx512bw
+ * -mavx512vl -mavx512dq -mfma).
  *
  * simplechain.c is compiled once more here with SC__KERNELS_ONLY: its whole per-slice
  * pipeline (input gather, fused dense forward + activation, loss, fused pullback) is

@@ -44,14 +44,14 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
 #define v_min(a, b) ((sc_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))
 #define v_max(a, b) ((sc_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
 /* x >= t ? a : b */
-#define v_ge_sel(x, t, a, b)                                                              \
-  ((sc_vf)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)(x), _mm512_set1_ps(t), _CMP_GE_OQ), \
+#define v_ge_sel(x, t, a, b)                                                                       \
+  ((sc_vf)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)(x), _mm512_set1_ps(t), _CMP_GE_OQ),     \
                                (__m512)(b), (__m512)(a)))
 #else
 #define v_min(a, b) ((sc_vf)_mm256_min_ps((__m256)(a), (__m256)(b)))
 #define v_max(a, b) ((sc_vf)_mm256_max_ps((__m256)(a), (__m256)(b)))
-#define v_ge_sel(x, t, a, b)                                                              \
-  ((sc_vf)_mm256_blendv_ps((__m256)(b), (__m256)(a),                                      \
+#define v_ge_sel(x, t, a, b)                                                                       \
+  ((sc_vf)_mm256_blendv_ps((__m256)(b), (__m256)(a),                                               \
                            _mm256_cmp_ps((__m256)(x), _mm256_set1_ps(t), _CMP_GE_OQ)))
 #endif
 /* the same rational tanh as sc__tanh_f32 in simplechain.c (same coefficients and
@@ -60,18 +60,21 @@ static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
   /* max(x, -9) returns -9 for NaN x: NaN inputs never get here (rejected at the API) */
   sc_vf c = v_min(v_max(x, V_BCAST(-9.0f)), V_BCAST(9.0f));
   sc_vf s = c * c;
-  sc_vf P = (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s +
-             1.338117803e-01f) * s + 9.999999797e-01f;
-  sc_vf Q = (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s +
-             4.671449372e-01f) * s + 1.0f;
+  sc_vf P =
+      (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s + 1.338117803e-01f) *
+          s +
+      9.999999797e-01f;
+  sc_vf Q =
+      (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s + 4.671449372e-01f) *
+          s +
+      1.0f;
   sc_vf y = v_min(v_max(c * P / Q, V_BCAST(-1.0f)), V_BCAST(1.0f));
   /* exactly +-1 for |x| >= 9 (r(9) may round just below 1) */
   return v_ge_sel(x, 9.0f, V_BCAST(1.0f), v_ge_sel(-x, 9.0f, V_BCAST(-1.0f), y));
 }
 
 /* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
-static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
-                                                              float *restrict z,
+static inline __attribute__((always_inline)) void v_act_store(float *restrict a, float *restrict z,
                                                               const sc_vf *acc, sc_act act) {
   int j;
   switch (act) {
@@ -94,29 +97,29 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
 }
 
 /* a = act(W x + b): rows in blocks of NB (NB x NV accumulators in registers) */
-#define V_FWD_BLOCK(NB)                                                                  \
-  for (; o + NB <= O; o += NB) {                                                         \
-    sc_vf acc[NB][NV];                                                                   \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                               \
-      sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                           \
-      for (int j = 0; j < NV; j++) acc[k][j] = bk;                                       \
-    }                                                                                    \
-    const float *w = W + o * I;                                                          \
-    for (size_t i = 0; i < I; i++) {                                                     \
-      sc_vf xv[NV];                                                                      \
-      for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);                     \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                             \
-        sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                        \
-        for (int j = 0; j < NV; j++) acc[k][j] += wk * xv[j];                            \
-      }                                                                                  \
-    }                                                                                    \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++)                                 \
-      v_act_store(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);   \
+#define V_FWD_BLOCK(NB)                                                                            \
+  for (; o + NB <= O; o += NB) {                                                                   \
+    sc_vf acc[NB][NV];                                                                             \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                         \
+      sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                                     \
+      for (int j = 0; j < NV; j++) acc[k][j] = bk;                                                 \
+    }                                                                                              \
+    const float *w = W + o * I;                                                                    \
+    for (size_t i = 0; i < I; i++) {                                                               \
+      sc_vf xv[NV];                                                                                \
+      for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);                               \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
+        sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                                  \
+        for (int j = 0; j < NV; j++) acc[k][j] += wk * xv[j];                                      \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++)                                           \
+        v_act_store(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);           \
   }
 
 static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
-                              const float *restrict b, const float *restrict x, size_t O,
-                              size_t I, sc_act act) {
+                              const float *restrict b, const float *restrict x, size_t O, size_t I,
+                              sc_act act) {
   size_t o = 0;
   V_FWD_BLOCK(VOB)
 #if VOB > 4
@@ -128,35 +131,35 @@ static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float 
 
 /* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block
  * (used for layers too large for the lane form below) */
-#define V_DW_BLOCK(NB)                                                                   \
-  for (; o + NB <= O; o += NB)                                                           \
-    for (size_t i0 = 0; i0 < I; i0 += 16) {                                              \
-      sc_vf acc[NB][NC];                                                                 \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++)  \
-        acc[k][j] = V_BCAST(0.0f);                                                       \
-      const float *d = dz + o * SC__TW;                                                  \
-      for (int t = 0; t < SC__TW; t++) {                                                 \
-        sc_vf xv[NC];                                                                    \
-        for (int j = 0; j < NC; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);         \
-        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                           \
-          sc_vf dk = V_BCAST(d[k * SC__TW + t]);                                         \
-          for (int j = 0; j < NC; j++) acc[k][j] += dk * xv[j];                          \
-        }                                                                                \
-      }                                                                                  \
-      if (i0 + 16 <= I) {                                                                \
-        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++) \
-          ((sc_vfu *)(void *)(gW + (o + k) * I + i0))[j] += acc[k][j];                   \
-      } else {                                                                           \
-        for (int k = 0; k < NB; k++) {                                                   \
-          float tmp[16] __attribute__((aligned(64)));                                    \
-          for (int j = 0; j < NC; j++) V_ROWW(tmp, j) = acc[k][j];                       \
-          for (size_t c = 0; c < I - i0; c++) gW[(o + k) * I + i0 + c] += tmp[c];        \
-        }                                                                                \
-      }                                                                                  \
+#define V_DW_BLOCK(NB)                                                                             \
+  for (; o + NB <= O; o += NB)                                                                     \
+    for (size_t i0 = 0; i0 < I; i0 += 16) {                                                        \
+      sc_vf acc[NB][NC];                                                                           \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++)            \
+          acc[k][j] = V_BCAST(0.0f);                                                               \
+      const float *d = dz + o * SC__TW;                                                            \
+      for (int t = 0; t < SC__TW; t++) {                                                           \
+        sc_vf xv[NC];                                                                              \
+        for (int j = 0; j < NC; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);                   \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf dk = V_BCAST(d[k * SC__TW + t]);                                                   \
+          for (int j = 0; j < NC; j++) acc[k][j] += dk * xv[j];                                    \
+        }                                                                                          \
+      }                                                                                            \
+      if (i0 + 16 <= I) {                                                                          \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++)(         \
+            (sc_vfu *)(void *)(gW + (o + k) * I + i0))[j] += acc[k][j];                            \
+      } else {                                                                                     \
+        for (int k = 0; k < NB; k++) {                                                             \
+          float tmp[16] __attribute__((aligned(64)));                                              \
+          for (int j = 0; j < NC; j++) V_ROWW(tmp, j) = acc[k][j];                                 \
+          for (size_t c = 0; c < I - i0; c++) gW[(o + k) * I + i0 + c] += tmp[c];                  \
+        }                                                                                          \
+      }                                                                                            \
     }
 
-static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz,
-                             const float *restrict xT, size_t O, size_t I, size_t ld) {
+static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const float *restrict xT,
+                             size_t O, size_t I, size_t ld) {
   size_t o = 0;
   V_DW_BLOCK(VOB)
 #if VOB > 4
@@ -166,26 +169,26 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz,
 }
 
 /* dx[i][t] = sum_o W[o][i] dz[o][t]: NB input rows per register block */
-#define V_DX_BLOCK(NB)                                                                   \
-  for (; i + NB <= I; i += NB) {                                                         \
-    sc_vf acc[NB][NV];                                                                   \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)    \
-      acc[k][j] = V_BCAST(0.0f);                                                         \
-    for (size_t o = 0; o < O; o++) {                                                     \
-      sc_vf dv[NV];                                                                      \
-      for (int j = 0; j < NV; j++) dv[j] = V_ROW(dz + o * SC__TW, j);                    \
-      const float *w = W + o * I + i;                                                    \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                             \
-        sc_vf wk = V_BCAST(w[k]);                                                        \
-        for (int j = 0; j < NV; j++) acc[k][j] += wk * dv[j];                            \
-      }                                                                                  \
-    }                                                                                    \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)    \
-      V_ROWW(dx + (i + k) * SC__TW, j) = acc[k][j];                                      \
+#define V_DX_BLOCK(NB)                                                                             \
+  for (; i + NB <= I; i += NB) {                                                                   \
+    sc_vf acc[NB][NV];                                                                             \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++) acc[k][j] =  \
+        V_BCAST(0.0f);                                                                             \
+    for (size_t o = 0; o < O; o++) {                                                               \
+      sc_vf dv[NV];                                                                                \
+      for (int j = 0; j < NV; j++) dv[j] = V_ROW(dz + o * SC__TW, j);                              \
+      const float *w = W + o * I + i;                                                              \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
+        sc_vf wk = V_BCAST(w[k]);                                                                  \
+        for (int j = 0; j < NV; j++) acc[k][j] += wk * dv[j];                                      \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)              \
+        V_ROWW(dx + (i + k) * SC__TW, j) = acc[k][j];                                              \
   }
 
-static void vec_dense_dx_f32(float *restrict dx, const float *restrict W,
-                             const float *restrict dz, size_t O, size_t I) {
+static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
+                             size_t O, size_t I) {
   size_t i = 0;
   V_DX_BLOCK(VOB)
 #if VOB > 4
@@ -197,8 +200,8 @@ static void vec_dense_dx_f32(float *restrict dx, const float *restrict W,
 /* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
  * vectors j of dz[o][j*VW + lane] x[i][j*VW + lane]. Each accumulator is one native
  * vector, loaded and stored once per tile for NV FMAs; four rows share each x load. */
-static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz,
-                              const float *restrict x, size_t O, size_t I) {
+static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
+                              size_t O, size_t I) {
   sc_vf *A = (sc_vf *)(void *)wl;
   size_t o = 0;
   for (; o + 4 <= O; o += 4) {
@@ -248,44 +251,43 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
 #define DW_RB 2
 #endif
 
-#define V_CONV_BLOCK(CB, XB)                                                              \
-  for (; v + XB <= OW; v += XB) {                                                         \
-    sc_vf acc[CB][XB][NV];                                                                \
-    for (int cb = 0; cb < CB; cb++) {                                                     \
-      sc_vf bk = V_BCAST(b ? b[k + cb] : 0.0f);                                           \
-      for (int xb = 0; xb < XB; xb++)                                                     \
-        for (int j = 0; j < NV; j++) acc[cb][xb][j] = bk;                                 \
-    }                                                                                     \
-    const float *base = x + (u * sh * WP + v * sw) * SC__TW;                              \
-    for (size_t r = 0; r < R; r++) {                                                      \
-      const float *xr = base + roff[r] * SC__TW;                                          \
-      sc_vf xv[XB][NV];                                                                   \
-      for (int xb = 0; xb < XB; xb++)                                                     \
-        for (int j = 0; j < NV; j++) xv[xb][j] = V_ROW(xr + (size_t)xb * sw * SC__TW, j); \
-      for (int cb = 0; cb < CB; cb++) {                                                   \
-        sc_vf w = V_BCAST(W[(k + cb) * R + r]);                                           \
-        for (int xb = 0; xb < XB; xb++)                                                   \
-          for (int j = 0; j < NV; j++) acc[cb][xb][j] += w * xv[xb][j];                   \
-      }                                                                                   \
-    }                                                                                     \
-    for (int cb = 0; cb < CB; cb++)                                                       \
-      for (int xb = 0; xb < XB; xb++) {                                                   \
-        size_t o = ((k + cb) * OH + u) * OW + v + xb;                                     \
-        v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc[cb][xb], P->spec.act); \
-      }                                                                                   \
+#define V_CONV_BLOCK(CB, XB)                                                                       \
+  for (; v + XB <= OW; v += XB) {                                                                  \
+    sc_vf acc[CB][XB][NV];                                                                         \
+    for (int cb = 0; cb < CB; cb++) {                                                              \
+      sc_vf bk = V_BCAST(b ? b[k + cb] : 0.0f);                                                    \
+      for (int xb = 0; xb < XB; xb++)                                                              \
+        for (int j = 0; j < NV; j++) acc[cb][xb][j] = bk;                                          \
+    }                                                                                              \
+    const float *base = x + (u * sh * WP + v * sw) * SC__TW;                                       \
+    for (size_t r = 0; r < R; r++) {                                                               \
+      const float *xr = base + roff[r] * SC__TW;                                                   \
+      sc_vf xv[XB][NV];                                                                            \
+      for (int xb = 0; xb < XB; xb++)                                                              \
+        for (int j = 0; j < NV; j++) xv[xb][j] = V_ROW(xr + (size_t)xb * sw * SC__TW, j);          \
+      for (int cb = 0; cb < CB; cb++) {                                                            \
+        sc_vf w = V_BCAST(W[(k + cb) * R + r]);                                                    \
+        for (int xb = 0; xb < XB; xb++)                                                            \
+          for (int j = 0; j < NV; j++) acc[cb][xb][j] += w * xv[xb][j];                            \
+      }                                                                                            \
+    }                                                                                              \
+    for (int cb = 0; cb < CB; cb++)                                                                \
+      for (int xb = 0; xb < XB; xb++) {                                                            \
+        size_t o = ((k + cb) * OH + u) * OW + v + xb;                                              \
+        v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc[cb][xb], P->spec.act);          \
+      }                                                                                            \
   }
 
-#define V_CONV_ROWS(CB)                                                                   \
-  for (; k + CB <= K; k += CB)                                                            \
-    for (size_t u = 0; u < OH; u++) {                                                     \
-      size_t v = 0;                                                                       \
-      V_CONV_BLOCK(CB, CONV_XB)                                                           \
-      V_CONV_BLOCK(CB, 1)                                                                 \
+#define V_CONV_ROWS(CB)                                                                            \
+  for (; k + CB <= K; k += CB)                                                                     \
+    for (size_t u = 0; u < OH; u++) {                                                              \
+      size_t v = 0;                                                                                \
+      V_CONV_BLOCK(CB, CONV_XB)                                                                    \
+      V_CONV_BLOCK(CB, 1)                                                                          \
     }
 
 static void vec_conv_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
-                             const float *restrict b, const float *restrict x,
-                             const sc__lplan *P) {
+                             const float *restrict b, const float *restrict x, const sc__lplan *P) {
   size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
   size_t K = P->oc, k = 0;
   const size_t *roff = P->roff;
@@ -298,37 +300,37 @@ static void vec_conv_fwd_f32(float *restrict a, float *restrict z, const float *
 
 /* conv dW in lane form: one native-vector accumulator per weight; KB channels x RB taps
  * per register block, the sum running over every output position of the tile */
-#define V_CDW_BLOCK(KB, RB)                                                               \
-  for (; r + RB <= R; r += RB) {                                                          \
-    sc_vf acc[KB][RB];                                                                    \
-    for (int kb = 0; kb < KB; kb++)                                                       \
-      for (int rb = 0; rb < RB; rb++) acc[kb][rb] = A[(k + kb) * R + r + rb];             \
-    for (size_t u = 0; u < OH; u++)                                                       \
-      for (size_t v = 0; v < OW; v++) {                                                   \
-        const float *xp = x + (u * sh * WP + v * sw) * SC__TW;                            \
-        const float *dp = dz + (u * OW + v) * SC__TW;                                     \
-        for (int j = 0; j < NV; j++) {                                                    \
-          sc_vf d[KB];                                                                    \
-          for (int kb = 0; kb < KB; kb++) d[kb] = V_ROW(dp + (k + kb) * NPOS * SC__TW, j); \
-          for (int rb = 0; rb < RB; rb++) {                                               \
-            sc_vf xv = V_ROW(xp + roff[r + rb] * SC__TW, j);                              \
-            for (int kb = 0; kb < KB; kb++) acc[kb][rb] += d[kb] * xv;                    \
-          }                                                                               \
-        }                                                                                 \
-      }                                                                                   \
-    for (int kb = 0; kb < KB; kb++)                                                       \
-      for (int rb = 0; rb < RB; rb++) A[(k + kb) * R + r + rb] = acc[kb][rb];             \
+#define V_CDW_BLOCK(KB, RB)                                                                        \
+  for (; r + RB <= R; r += RB) {                                                                   \
+    sc_vf acc[KB][RB];                                                                             \
+    for (int kb = 0; kb < KB; kb++)                                                                \
+      for (int rb = 0; rb < RB; rb++) acc[kb][rb] = A[(k + kb) * R + r + rb];                      \
+    for (size_t u = 0; u < OH; u++)                                                                \
+      for (size_t v = 0; v < OW; v++) {                                                            \
+        const float *xp = x + (u * sh * WP + v * sw) * SC__TW;                                     \
+        const float *dp = dz + (u * OW + v) * SC__TW;                                              \
+        for (int j = 0; j < NV; j++) {                                                             \
+          sc_vf d[KB];                                                                             \
+          for (int kb = 0; kb < KB; kb++) d[kb] = V_ROW(dp + (k + kb) * NPOS * SC__TW, j);         \
+          for (int rb = 0; rb < RB; rb++) {                                                        \
+            sc_vf xv = V_ROW(xp + roff[r + rb] * SC__TW, j);                                       \
+            for (int kb = 0; kb < KB; kb++) acc[kb][rb] += d[kb] * xv;                             \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    for (int kb = 0; kb < KB; kb++)                                                                \
+      for (int rb = 0; rb < RB; rb++) A[(k + kb) * R + r + rb] = acc[kb][rb];                      \
   }
 
-#define V_CDW_ROWS(KB)                                                                    \
-  for (; k + KB <= K; k += KB) {                                                          \
-    size_t r = 0;                                                                         \
-    V_CDW_BLOCK(KB, DW_RB)                                                                \
-    V_CDW_BLOCK(KB, 1)                                                                    \
+#define V_CDW_ROWS(KB)                                                                             \
+  for (; k + KB <= K; k += KB) {                                                                   \
+    size_t r = 0;                                                                                  \
+    V_CDW_BLOCK(KB, DW_RB)                                                                         \
+    V_CDW_BLOCK(KB, 1)                                                                             \
   }
 
-static void vec_conv_dwl_f32(float *restrict wl, const float *restrict dz,
-                             const float *restrict x, const sc__lplan *P) {
+static void vec_conv_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
+                             const sc__lplan *P) {
   size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
   size_t K = P->oc, k = 0, NPOS = OH * OW;
   const size_t *roff = P->roff;
@@ -342,42 +344,42 @@ static void vec_conv_dwl_f32(float *restrict wl, const float *restrict dz,
 
 /* conv input gradient, gathered per input position: CB input channels share each dz
  * load; the taps that reach position (y, x) depend only on (y, x) */
-#define V_CDX_ROWS(CB)                                                                    \
-  for (; c + CB <= C; c += CB)                                                            \
-    for (size_t y = 0; y < IH; y++)                                                       \
-      for (size_t xx = 0; xx < IW; xx++) {                                                \
-        sc_vf acc[CB][NV];                                                                \
-        for (int cb = 0; cb < CB; cb++)                                                   \
-          for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                        \
-        for (size_t i = 0; i < KH; i++) {                                                 \
-          size_t yy = y + ph;                                                             \
-          if (yy < i || (yy - i) % sh) continue;                                          \
-          size_t u = (yy - i) / sh;                                                       \
-          if (u >= OH) continue;                                                          \
-          for (size_t jj = 0; jj < KW; jj++) {                                            \
-            size_t xp = xx + pw;                                                          \
-            if (xp < jj || (xp - jj) % sw) continue;                                      \
-            size_t v = (xp - jj) / sw;                                                    \
-            if (v >= OW) continue;                                                        \
-            const float *dp = dz + (u * OW + v) * SC__TW;                                 \
-            const float *wp = W + (c * KH + i) * KW + jj;                                 \
-            for (size_t k = 0; k < K; k++) {                                              \
-              sc_vf d[NV];                                                                \
-              for (int j = 0; j < NV; j++) d[j] = V_ROW(dp + k * NPOS * SC__TW, j);       \
-              for (int cb = 0; cb < CB; cb++) {                                           \
-                sc_vf w = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);                      \
-                for (int j = 0; j < NV; j++) acc[cb][j] += w * d[j];                      \
-              }                                                                           \
-            }                                                                             \
-          }                                                                               \
-        }                                                                                 \
-        for (int cb = 0; cb < CB; cb++)                                                   \
-          for (int j = 0; j < NV; j++)                                                    \
-            V_ROWW(dx + (((c + cb) * IH + y) * IW + xx) * SC__TW, j) = acc[cb][j];        \
+#define V_CDX_ROWS(CB)                                                                             \
+  for (; c + CB <= C; c += CB)                                                                     \
+    for (size_t y = 0; y < IH; y++)                                                                \
+      for (size_t xx = 0; xx < IW; xx++) {                                                         \
+        sc_vf acc[CB][NV];                                                                         \
+        for (int cb = 0; cb < CB; cb++)                                                            \
+          for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                                 \
+        for (size_t i = 0; i < KH; i++) {                                                          \
+          size_t yy = y + ph;                                                                      \
+          if (yy < i || (yy - i) % sh) continue;                                                   \
+          size_t u = (yy - i) / sh;                                                                \
+          if (u >= OH) continue;                                                                   \
+          for (size_t jj = 0; jj < KW; jj++) {                                                     \
+            size_t xp = xx + pw;                                                                   \
+            if (xp < jj || (xp - jj) % sw) continue;                                               \
+            size_t v = (xp - jj) / sw;                                                             \
+            if (v >= OW) continue;                                                                 \
+            const float *dp = dz + (u * OW + v) * SC__TW;                                          \
+            const float *wp = W + (c * KH + i) * KW + jj;                                          \
+            for (size_t k = 0; k < K; k++) {                                                       \
+              sc_vf d[NV];                                                                         \
+              for (int j = 0; j < NV; j++) d[j] = V_ROW(dp + k * NPOS * SC__TW, j);                \
+              for (int cb = 0; cb < CB; cb++) {                                                    \
+                sc_vf w = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);                               \
+                for (int j = 0; j < NV; j++) acc[cb][j] += w * d[j];                               \
+              }                                                                                    \
+            }                                                                                      \
+          }                                                                                        \
+        }                                                                                          \
+        for (int cb = 0; cb < CB; cb++)                                                            \
+          for (int j = 0; j < NV; j++)                                                             \
+            V_ROWW(dx + (((c + cb) * IH + y) * IW + xx) * SC__TW, j) = acc[cb][j];                 \
       }
 
-static void vec_conv_dx_f32(float *restrict dx, const float *restrict W,
-                            const float *restrict dz, const sc__lplan *P) {
+static void vec_conv_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
+                            const sc__lplan *P) {
   size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
   size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
   size_t IH = P->ih, IW = P->iw, K = P->oc, NPOS = OH * OW, c = 0;
@@ -407,9 +409,8 @@ static void vec_pool_fwd_f32(float *restrict a, const float *restrict x, const s
       }
 }
 
-static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x,
-                             const float *restrict a, const float *restrict dz,
-                             const sc__lplan *P) {
+static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const float *restrict a,
+                             const float *restrict dz, const sc__lplan *P) {
   size_t KH = P->spec.kh, KW = P->spec.kw;
   if (P->oh * KH != P->ih || P->ow * KW != P->iw) memset(dx, 0, P->in * SC__TW * sizeof(float));
   for (size_t c = 0; c < P->oc; c++)

@@ -105,13 +105,21 @@ static sc_chain *make_chain(int kind, size_t *nin, size_t *nout) {
     sc_layer L[] = {sc_dense(16, SC_TANH), sc_dense(8, SC_GELU), sc_dense(3, SC_IDENTITY)};
     SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, 3));
   } else if (kind == 1) {
-    sc_layer L[] = {sc_conv2d(5, 5, 6, SC_RELU), sc_maxpool2d(2, 2), sc_conv2d(5, 5, 16, SC_RELU),
-                    sc_maxpool2d(2, 2), sc_flatten(), sc_dense(120, SC_RELU),
-                    sc_dense(84, SC_RELU), sc_dense(10, SC_IDENTITY)};
+    sc_layer L[] = {sc_conv2d(5, 5, 6, SC_RELU),
+                    sc_maxpool2d(2, 2),
+                    sc_conv2d(5, 5, 16, SC_RELU),
+                    sc_maxpool2d(2, 2),
+                    sc_flatten(),
+                    sc_dense(120, SC_RELU),
+                    sc_dense(84, SC_RELU),
+                    sc_dense(10, SC_IDENTITY)};
     SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 28, 28, L, 8));
   } else {
-    sc_layer L[] = {sc_conv2d_ex(3, 3, 4, SC_TANH, 1, 1, 1, 1), sc_maxpool2d(2, 2),
-                    sc_conv2d_ex(3, 3, 5, SC_RELU, 2, 2, 1, 1), sc_flatten(), sc_dropout(0.25),
+    sc_layer L[] = {sc_conv2d_ex(3, 3, 4, SC_TANH, 1, 1, 1, 1),
+                    sc_maxpool2d(2, 2),
+                    sc_conv2d_ex(3, 3, 5, SC_RELU, 2, 2, 1, 1),
+                    sc_flatten(),
+                    sc_dropout(0.25),
                     sc_dense(3, SC_IDENTITY)};
     SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 10, 10, L, 6));
   }
@@ -295,8 +303,8 @@ static void compute_loop(int threads, int caller_memory) {
       assert_int_equal(sc_valgrad(c, (sc_loss)77, p, x, t, b, &lv, g, gx, ws), SC_ERR_ARG);
     }
     if (allocs() != before)
-      fail_msg("threads %d caller memory %d round %d: %zu allocations in the compute loop",
-               threads, caller_memory, round, allocs() - before);
+      fail_msg("threads %d caller memory %d round %d: %zu allocations in the compute loop", threads,
+               caller_memory, round, allocs() - before);
     assert_int_equal(live(), live_before);
   }
   /* the loop computed something */

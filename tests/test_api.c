@@ -31,8 +31,7 @@ static const char *mark(const char *callstr) {
 
 /* fn: the function the message must start with (NULL: the function named in callstr);
  * needle: a substring the message must contain (NULL: none). */
-static void check_msg(const char *callstr, const char *marker, const char *fn,
-                      const char *needle) {
+static void check_msg(const char *callstr, const char *marker, const char *fn, const char *needle) {
   const char *msg = sc_last_error();
   char name[64];
   size_t k = 0;
@@ -53,29 +52,29 @@ static void check_msg(const char *callstr, const char *marker, const char *fn,
 }
 
 /* a failing call: status, fresh message naming the called function (+ needle) */
-#define EXPECT_FAIL(want, call, needle)                                                   \
-  do {                                                                                    \
-    const char *mk_ = mark(#call);                                                        \
-    SC_EXPECT(want, call);                                                                \
-    check_msg(#call, mk_, NULL, needle);                                                  \
+#define EXPECT_FAIL(want, call, needle)                                                            \
+  do {                                                                                             \
+    const char *mk_ = mark(#call);                                                                 \
+    SC_EXPECT(want, call);                                                                         \
+    check_msg(#call, mk_, NULL, needle);                                                           \
   } while (0)
 /* the same, when the message may name another (library) function */
-#define EXPECT_FAIL_FN(want, call, fn, needle)                                            \
-  do {                                                                                    \
-    const char *mk_ = mark(#call);                                                        \
-    SC_EXPECT(want, call);                                                                \
-    check_msg(#call, mk_, fn, needle);                                                    \
+#define EXPECT_FAIL_FN(want, call, fn, needle)                                                     \
+  do {                                                                                             \
+    const char *mk_ = mark(#call);                                                                 \
+    SC_EXPECT(want, call);                                                                         \
+    check_msg(#call, mk_, fn, needle);                                                             \
   } while (0)
 
 /* either of two status codes (where the header allows both) */
-#define EXPECT_FAIL2(want1, want2, call)                                                  \
-  do {                                                                                    \
-    const char *mk_ = mark(#call);                                                        \
-    sc_status st2_ = (call);                                                              \
-    if (st2_ != (want1) && st2_ != (want2))                                               \
-      fail_msg("%s -> %s, expected %s or %s (%s)", #call, sc_status_str(st2_),            \
-               sc_status_str(want1), sc_status_str(want2), sc_last_error());              \
-    check_msg(#call, mk_, NULL, NULL);                                                    \
+#define EXPECT_FAIL2(want1, want2, call)                                                           \
+  do {                                                                                             \
+    const char *mk_ = mark(#call);                                                                 \
+    sc_status st2_ = (call);                                                                       \
+    if (st2_ != (want1) && st2_ != (want2))                                                        \
+      fail_msg("%s -> %s, expected %s or %s (%s)", #call, sc_status_str(st2_),                     \
+               sc_status_str(want1), sc_status_str(want2), sc_last_error());                       \
+    check_msg(#call, mk_, NULL, NULL);                                                             \
   } while (0)
 
 /* ------------------------------------------------------------------ fixture */
@@ -128,11 +127,11 @@ static int fx_teardown(void **state) {
 /* ------------------------------------------------------------------ status, errors */
 static void test_status_str(void **state) {
   (void)state;
-  static const char *names[] = {"SC_OK",           "SC_ERR_NULL",        "SC_ERR_ARG",
-                                "SC_ERR_SHAPE",    "SC_ERR_OVERFLOW",    "SC_ERR_NOMEM",
-                                "SC_ERR_NONFINITE", "SC_ERR_BATCH",      "SC_ERR_IO",
-                                "SC_ERR_FORMAT",   "SC_ERR_UNSUPPORTED", "SC_ERR_THREAD",
-                                "SC_ERR_STOPPED"};
+  static const char *names[] = {
+      "SC_OK",           "SC_ERR_NULL",   "SC_ERR_ARG",         "SC_ERR_SHAPE",
+      "SC_ERR_OVERFLOW", "SC_ERR_NOMEM",  "SC_ERR_NONFINITE",   "SC_ERR_BATCH",
+      "SC_ERR_IO",       "SC_ERR_FORMAT", "SC_ERR_UNSUPPORTED", "SC_ERR_THREAD",
+      "SC_ERR_STOPPED"};
   const int ncodes = (int)(sizeof names / sizeof names[0]);
   assert_int_equal(ncodes, SC_ERR_STOPPED + 1);
   for (int s = 0; s < ncodes; s++) {
@@ -270,8 +269,10 @@ static void test_chain_create_bad(void **state) {
       setenv("SC_ISA", all[i], 1);
       EXPECT_FAIL(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, ok2, 2), all[i]);
     }
-    if (saved) setenv("SC_ISA", keep, 1);
-    else unsetenv("SC_ISA");
+    if (saved)
+      setenv("SC_ISA", keep, 1);
+    else
+      unsetenv("SC_ISA");
   }
   /* the good list still works, and agrees with what it was given */
   SC_OK_OR_FAIL(sc_chain_create(&c, 3, ok2, 2));
@@ -334,8 +335,7 @@ static void test_chain_overflow(void **state) {
   EXPECT_FAIL(SC_ERR_OVERFLOW, sc_optimizer_bytes(&o, SIZE_MAX / 2, &bytes), NULL);
   EXPECT_FAIL(SC_ERR_OVERFLOW, sc_optimizer_create(&opt, &o, SIZE_MAX / 4), NULL);
   unsigned char mem[64];
-  EXPECT_FAIL(SC_ERR_OVERFLOW, sc_optimizer_init(&opt, &o, SIZE_MAX / 3, mem, sizeof mem),
-              NULL);
+  EXPECT_FAIL(SC_ERR_OVERFLOW, sc_optimizer_init(&opt, &o, SIZE_MAX / 3, mem, sizeof mem), NULL);
 }
 
 /* Huge but representable sizes: malloc fails -> SC_ERR_NOMEM. AddressSanitizer aborts on
@@ -393,8 +393,7 @@ static void test_chain_queries_bad(void **state) {
   /* sc_chain_isa: "?" for NULL, a known name otherwise */
   assert_string_equal(sc_chain_isa(NULL), "?");
   const char *isa = sc_chain_isa(f->c);
-  assert_true(strcmp(isa, "scalar") == 0 || strcmp(isa, "avx2") == 0 ||
-              strcmp(isa, "avx512") == 0);
+  assert_true(strcmp(isa, "scalar") == 0 || strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0);
 }
 
 static void test_summary(void **state) {
@@ -477,10 +476,14 @@ static void test_params_init_bad(void **state) {
   double a0 = sqrt(6.0 / (FI + FH)), a1 = sqrt(6.0 / (FH + FO));
   for (size_t k = 0; k < f->np; k++) {
     assert_true(p[k] == (float)pd[k]);
-    if (k < FI * FH) assert_true(fabs(pd[k]) <= a0);
-    else if (k < FI * FH + FH) assert_true(pd[k] == 0);
-    else if (k < FI * FH + FH + FH * FO) assert_true(fabs(pd[k]) <= a1);
-    else assert_true(pd[k] == 0);
+    if (k < FI * FH)
+      assert_true(fabs(pd[k]) <= a0);
+    else if (k < FI * FH + FH)
+      assert_true(pd[k] == 0);
+    else if (k < FI * FH + FH + FH * FO)
+      assert_true(fabs(pd[k]) <= a1);
+    else
+      assert_true(pd[k] == 0);
   }
 }
 
@@ -585,11 +588,11 @@ static void test_params_file_bad(void **state) {
   unsigned char *b = malloc(len + 1);
   assert_non_null(b);
   /* each corruption: the status, and q is left exactly as it was */
-#define CORRUPT(want, needle)                                                             \
-  do {                                                                                    \
-    for (size_t k_ = 0; k_ < 32; k_++) q[k_] = -7.0f;                                     \
-    EXPECT_FAIL(want, sc_params_load(f->c, q, f->np, bad), needle);                       \
-    for (size_t k_ = 0; k_ < 32; k_++) assert_true(q[k_] == -7.0f);                       \
+#define CORRUPT(want, needle)                                                                      \
+  do {                                                                                             \
+    for (size_t k_ = 0; k_ < 32; k_++) q[k_] = -7.0f;                                              \
+    EXPECT_FAIL(want, sc_params_load(f->c, q, f->np, bad), needle);                                \
+    for (size_t k_ = 0; k_ < 32; k_++) assert_true(q[k_] == -7.0f);                                \
   } while (0)
   memcpy(b, good, len);
   b[0] = 'X'; /* magic */
@@ -691,28 +694,51 @@ static void test_valgrad_bad(void **state) {
   const sc_loss SQ = SC_LOSS_SQUARED;
   float l = 0;
   double ld = 0;
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(NULL, SQ, f->p, f->x, f->t, 2, &l, f->g, f->gx, f->ws), "chain");
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(f->c, SQ, NULL, f->x, f->t, 2, &l, f->g, f->gx, f->ws), "'p'");
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(f->c, SQ, f->p, NULL, f->t, 2, &l, f->g, f->gx, f->ws), "'x'");
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(f->c, SQ, f->p, f->x, NULL, 2, &l, f->g, f->gx, f->ws), "target");
+  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(NULL, SQ, f->p, f->x, f->t, 2, &l, f->g, f->gx, f->ws),
+              "chain");
+  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(f->c, SQ, NULL, f->x, f->t, 2, &l, f->g, f->gx, f->ws),
+              "'p'");
+  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(f->c, SQ, f->p, NULL, f->t, 2, &l, f->g, f->gx, f->ws),
+              "'x'");
+  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(f->c, SQ, f->p, f->x, NULL, 2, &l, f->g, f->gx, f->ws),
+              "target");
   EXPECT_FAIL(SC_ERR_NULL, sc_valgrad(f->c, SQ, f->p, f->x, f->t, 2, &l, f->g, f->gx, NULL), "ws");
-  EXPECT_FAIL(SC_ERR_BATCH, sc_valgrad(f->c, SQ, f->p, f->x, f->t, 0, &l, f->g, f->gx, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_BATCH, sc_valgrad(f->c, SQ, f->p, f->x, f->t, FB + 1, &l, f->g, f->gx, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_ARG, sc_valgrad(f->c, SQ, f->p, f->x, f->t, 2, &l, f->g, f->gx, f->ws_other), "chain");
+  EXPECT_FAIL(SC_ERR_BATCH, sc_valgrad(f->c, SQ, f->p, f->x, f->t, 0, &l, f->g, f->gx, f->ws),
+              "batch");
+  EXPECT_FAIL(SC_ERR_BATCH, sc_valgrad(f->c, SQ, f->p, f->x, f->t, FB + 1, &l, f->g, f->gx, f->ws),
+              "batch");
+  EXPECT_FAIL(SC_ERR_ARG, sc_valgrad(f->c, SQ, f->p, f->x, f->t, 2, &l, f->g, f->gx, f->ws_other),
+              "chain");
   const int losses[] = {0, SC_LOSS_LOGIT_CROSSENTROPY + 1, -1, 99};
   for (size_t i = 0; i < 4; i++) {
-    EXPECT_FAIL(SC_ERR_ARG, sc_valgrad(f->c, (sc_loss)losses[i], f->p, f->x, f->t, 2, &l, f->g, f->gx, f->ws), "loss");
-    EXPECT_FAIL(SC_ERR_ARG, sc_valgrad_f64(f->c, (sc_loss)losses[i], f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws), "loss");
-    EXPECT_FAIL(SC_ERR_ARG, sc_loss_value(f->c, (sc_loss)losses[i], f->p, f->x, f->t, 2, &l, f->ws), "loss");
+    EXPECT_FAIL(SC_ERR_ARG,
+                sc_valgrad(f->c, (sc_loss)losses[i], f->p, f->x, f->t, 2, &l, f->g, f->gx, f->ws),
+                "loss");
+    EXPECT_FAIL(
+        SC_ERR_ARG,
+        sc_valgrad_f64(f->c, (sc_loss)losses[i], f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws),
+        "loss");
+    EXPECT_FAIL(SC_ERR_ARG, sc_loss_value(f->c, (sc_loss)losses[i], f->p, f->x, f->t, 2, &l, f->ws),
+                "loss");
   }
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad_f64(NULL, SQ, f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws), "chain");
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad_f64(f->c, SQ, NULL, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws), "'p'");
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad_f64(f->c, SQ, f->pd, NULL, f->td, 2, &ld, f->gd, f->gxd, f->ws), "'x'");
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad_f64(f->c, SQ, f->pd, f->xd, NULL, 2, &ld, f->gd, f->gxd, f->ws), "target");
-  EXPECT_FAIL(SC_ERR_NULL, sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, NULL), "ws");
-  EXPECT_FAIL(SC_ERR_BATCH, sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, 0, &ld, f->gd, f->gxd, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_BATCH, sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, FB + 1, &ld, f->gd, f->gxd, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_ARG, sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws_other), "chain");
+  EXPECT_FAIL(SC_ERR_NULL,
+              sc_valgrad_f64(NULL, SQ, f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws), "chain");
+  EXPECT_FAIL(SC_ERR_NULL,
+              sc_valgrad_f64(f->c, SQ, NULL, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws), "'p'");
+  EXPECT_FAIL(SC_ERR_NULL,
+              sc_valgrad_f64(f->c, SQ, f->pd, NULL, f->td, 2, &ld, f->gd, f->gxd, f->ws), "'x'");
+  EXPECT_FAIL(SC_ERR_NULL,
+              sc_valgrad_f64(f->c, SQ, f->pd, f->xd, NULL, 2, &ld, f->gd, f->gxd, f->ws), "target");
+  EXPECT_FAIL(SC_ERR_NULL,
+              sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, NULL), "ws");
+  EXPECT_FAIL(SC_ERR_BATCH,
+              sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, 0, &ld, f->gd, f->gxd, f->ws), "batch");
+  EXPECT_FAIL(SC_ERR_BATCH,
+              sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, FB + 1, &ld, f->gd, f->gxd, f->ws),
+              "batch");
+  EXPECT_FAIL(SC_ERR_ARG,
+              sc_valgrad_f64(f->c, SQ, f->pd, f->xd, f->td, 2, &ld, f->gd, f->gxd, f->ws_other),
+              "chain");
 
   EXPECT_FAIL(SC_ERR_NULL, sc_loss_value(NULL, SQ, f->p, f->x, f->t, 2, &l, f->ws), "chain");
   EXPECT_FAIL(SC_ERR_NULL, sc_loss_value(f->c, SQ, NULL, f->x, f->t, 2, &l, f->ws), "'p'");
@@ -750,8 +776,11 @@ static void test_crossentropy_labels(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     memcpy(lab, f->lab, sizeof lab);
     lab[3] = bad[i];
-    EXPECT_FAIL(SC_ERR_ARG, sc_valgrad(f->c, CE, f->p, f->x, lab, FB, &l, f->g, NULL, f->ws), "sample 3");
-    EXPECT_FAIL(SC_ERR_ARG, sc_valgrad_f64(f->c, CE, f->pd, f->xd, lab, FB, &ld, f->gd, NULL, f->ws), "sample 3");
+    EXPECT_FAIL(SC_ERR_ARG, sc_valgrad(f->c, CE, f->p, f->x, lab, FB, &l, f->g, NULL, f->ws),
+                "sample 3");
+    EXPECT_FAIL(SC_ERR_ARG,
+                sc_valgrad_f64(f->c, CE, f->pd, f->xd, lab, FB, &ld, f->gd, NULL, f->ws),
+                "sample 3");
     EXPECT_FAIL(SC_ERR_ARG, sc_loss_value(f->c, CE, f->p, f->x, lab, FB, &l, f->ws), "sample 3");
     /* only the batch's own labels are checked: a batch of 3 does not see sample 3 */
     SC_OK_OR_FAIL(sc_valgrad(f->c, CE, f->p, f->x, lab, 3, &l, f->g, NULL, f->ws));
@@ -777,16 +806,26 @@ static void test_pullback_bad(void **state) {
   EXPECT_FAIL(SC_ERR_NULL, sc_pullback(f->c, f->p, f->x, NULL, 2, f->g, f->gx, f->ws), "dy");
   EXPECT_FAIL(SC_ERR_NULL, sc_pullback(f->c, f->p, f->x, f->dy, 2, f->g, f->gx, NULL), "ws");
   EXPECT_FAIL(SC_ERR_BATCH, sc_pullback(f->c, f->p, f->x, f->dy, 0, f->g, f->gx, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_BATCH, sc_pullback(f->c, f->p, f->x, f->dy, FB + 1, f->g, f->gx, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_ARG, sc_pullback(f->c, f->p, f->x, f->dy, 2, f->g, f->gx, f->ws_other), "chain");
-  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(NULL, f->pd, f->xd, f->dyd, 2, f->gd, f->gxd, f->ws), "chain");
-  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, NULL, f->xd, f->dyd, 2, f->gd, f->gxd, f->ws), "'p'");
-  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, f->pd, NULL, f->dyd, 2, f->gd, f->gxd, f->ws), "'x'");
-  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, f->pd, f->xd, NULL, 2, f->gd, f->gxd, f->ws), "dy");
-  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, 2, f->gd, f->gxd, NULL), "ws");
-  EXPECT_FAIL(SC_ERR_BATCH, sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, 0, f->gd, f->gxd, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_BATCH, sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, FB + 1, f->gd, f->gxd, f->ws), "batch");
-  EXPECT_FAIL(SC_ERR_ARG, sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, 2, f->gd, f->gxd, f->ws_other), "chain");
+  EXPECT_FAIL(SC_ERR_BATCH, sc_pullback(f->c, f->p, f->x, f->dy, FB + 1, f->g, f->gx, f->ws),
+              "batch");
+  EXPECT_FAIL(SC_ERR_ARG, sc_pullback(f->c, f->p, f->x, f->dy, 2, f->g, f->gx, f->ws_other),
+              "chain");
+  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(NULL, f->pd, f->xd, f->dyd, 2, f->gd, f->gxd, f->ws),
+              "chain");
+  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, NULL, f->xd, f->dyd, 2, f->gd, f->gxd, f->ws),
+              "'p'");
+  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, f->pd, NULL, f->dyd, 2, f->gd, f->gxd, f->ws),
+              "'x'");
+  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, f->pd, f->xd, NULL, 2, f->gd, f->gxd, f->ws),
+              "dy");
+  EXPECT_FAIL(SC_ERR_NULL, sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, 2, f->gd, f->gxd, NULL),
+              "ws");
+  EXPECT_FAIL(SC_ERR_BATCH, sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, 0, f->gd, f->gxd, f->ws),
+              "batch");
+  EXPECT_FAIL(SC_ERR_BATCH,
+              sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, FB + 1, f->gd, f->gxd, f->ws), "batch");
+  EXPECT_FAIL(SC_ERR_ARG,
+              sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, 2, f->gd, f->gxd, f->ws_other), "chain");
   /* g and gx may both be NULL (nothing to compute); a failing call leaves g alone */
   SC_OK_OR_FAIL(sc_pullback(f->c, f->p, f->x, f->dy, FB, NULL, NULL, f->ws));
   SC_OK_OR_FAIL(sc_pullback_f64(f->c, f->pd, f->xd, f->dyd, FB, NULL, NULL, f->ws));
@@ -821,33 +860,51 @@ static void test_nonfinite(void **state) {
     EXPECT_FAIL(SC_ERR_NONFINITE, sc_forward(f->c, f->p, x, FB, f->y, f->ws), "sample 5");
     assert_non_null(strstr(sc_last_error(), names[v]));
     EXPECT_FAIL(SC_ERR_NONFINITE, sc_forward_f64(f->c, f->pd, xd, FB, f->yd, f->ws), "sample 5");
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SQ, f->p, x, f->t, FB, &l, f->g, f->gx, f->ws), "sample 5");
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SQ, f->p, x, f->t, FB, &l, f->g, f->gx, f->ws),
+                "sample 5");
     assert_non_null(strstr(sc_last_error(), "input"));
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad_f64(f->c, SQ, f->pd, xd, f->td, FB, &ld, f->gd, f->gxd, f->ws), "sample 5");
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_loss_value(f->c, SQ, f->p, x, f->t, FB, &l, f->ws), "sample 5");
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_pullback(f->c, f->p, x, f->dy, FB, f->g, f->gx, f->ws), "sample 5");
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_pullback_f64(f->c, f->pd, xd, f->dyd, FB, f->gd, f->gxd, f->ws), "sample 5");
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SC_LOSS_LOGIT_CROSSENTROPY, f->p, x, f->lab, FB, &l, f->g, NULL, f->ws), "sample 5");
+    EXPECT_FAIL(SC_ERR_NONFINITE,
+                sc_valgrad_f64(f->c, SQ, f->pd, xd, f->td, FB, &ld, f->gd, f->gxd, f->ws),
+                "sample 5");
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_loss_value(f->c, SQ, f->p, x, f->t, FB, &l, f->ws),
+                "sample 5");
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_pullback(f->c, f->p, x, f->dy, FB, f->g, f->gx, f->ws),
+                "sample 5");
+    EXPECT_FAIL(SC_ERR_NONFINITE,
+                sc_pullback_f64(f->c, f->pd, xd, f->dyd, FB, f->gd, f->gxd, f->ws), "sample 5");
+    EXPECT_FAIL(
+        SC_ERR_NONFINITE,
+        sc_valgrad(f->c, SC_LOSS_LOGIT_CROSSENTROPY, f->p, x, f->lab, FB, &l, f->g, NULL, f->ws),
+        "sample 5");
     /* outside the batch it is not looked at */
     SC_OK_OR_FAIL(sc_forward(f->c, f->p, x, 5, f->y, f->ws));
     /* target: sample 6, element 0 (the last sample: FB - 1 = 7 is also checked) */
     t[6 * FO] = vals[v];
     td[6 * FO] = vals[v];
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SQ, f->p, f->x, t, FB, &l, f->g, f->gx, f->ws), "sample 6");
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SQ, f->p, f->x, t, FB, &l, f->g, f->gx, f->ws),
+                "sample 6");
     assert_non_null(strstr(sc_last_error(), "target"));
     assert_non_null(strstr(sc_last_error(), names[v]));
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SC_LOSS_ABSOLUTE, f->p, f->x, t, FB, &l, NULL, NULL, f->ws), "sample 6");
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad_f64(f->c, SQ, f->pd, f->xd, td, FB, &ld, f->gd, f->gxd, f->ws), "sample 6");
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_loss_value(f->c, SQ, f->p, f->x, t, FB, &l, f->ws), "sample 6");
+    EXPECT_FAIL(SC_ERR_NONFINITE,
+                sc_valgrad(f->c, SC_LOSS_ABSOLUTE, f->p, f->x, t, FB, &l, NULL, NULL, f->ws),
+                "sample 6");
+    EXPECT_FAIL(SC_ERR_NONFINITE,
+                sc_valgrad_f64(f->c, SQ, f->pd, f->xd, td, FB, &ld, f->gd, f->gxd, f->ws),
+                "sample 6");
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_loss_value(f->c, SQ, f->p, f->x, t, FB, &l, f->ws),
+                "sample 6");
     memcpy(t, f->t, sizeof t);
     t[(FB - 1) * FO + 1] = vals[v];
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SQ, f->p, f->x, t, FB, &l, f->g, f->gx, f->ws), "sample 7");
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SQ, f->p, f->x, t, FB, &l, f->g, f->gx, f->ws),
+                "sample 7");
     /* cotangent: sample 0, element 1 */
     dy[1] = vals[v];
     dyd[1] = vals[v];
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_pullback(f->c, f->p, f->x, dy, FB, f->g, f->gx, f->ws), "sample 0");
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_pullback(f->c, f->p, f->x, dy, FB, f->g, f->gx, f->ws),
+                "sample 0");
     assert_non_null(strstr(sc_last_error(), "dy"));
-    EXPECT_FAIL(SC_ERR_NONFINITE, sc_pullback_f64(f->c, f->pd, f->xd, dyd, FB, f->gd, f->gxd, f->ws), "sample 0");
+    EXPECT_FAIL(SC_ERR_NONFINITE,
+                sc_pullback_f64(f->c, f->pd, f->xd, dyd, FB, f->gd, f->gxd, f->ws), "sample 0");
   }
 }
 
@@ -880,15 +937,21 @@ static void test_optim_bad(void **state) {
   sc_optim bad[32];
   const char *why[32];
   int nb = 0;
-#define BAD(expr, w)                                                                      \
-  do {                                                                                    \
-    bad[nb] = (expr);                                                                     \
-    why[nb++] = (w);                                                                      \
+#define BAD(expr, w)                                                                               \
+  do {                                                                                             \
+    bad[nb] = (expr);                                                                              \
+    why[nb++] = (w);                                                                               \
   } while (0)
   sc_optim o;
-  o = a; o.kind = (sc_optim_kind)0; BAD(o, "kind");
-  o = a; o.kind = (sc_optim_kind)(SC_SGD + 1); BAD(o, "kind");
-  o = a; o.kind = (sc_optim_kind)-1; BAD(o, "kind");
+  o = a;
+  o.kind = (sc_optim_kind)0;
+  BAD(o, "kind");
+  o = a;
+  o.kind = (sc_optim_kind)(SC_SGD + 1);
+  BAD(o, "kind");
+  o = a;
+  o.kind = (sc_optim_kind)-1;
+  BAD(o, "kind");
   BAD(sc_adam(0), "rate");
   BAD(sc_adam(-1e-3), "rate");
   BAD(sc_adam(NAN), "rate");
@@ -899,19 +962,39 @@ static void test_optim_bad(void **state) {
   BAD(sc_adamw(1e-3, -0.1), "weight_decay");
   BAD(sc_adamw(1e-3, NAN), "weight_decay");
   BAD(sc_adamw(1e-3, INFINITY), "weight_decay");
-  o = sc_sgd(0.1, 0); o.weight_decay = -1; BAD(o, "weight_decay");
+  o = sc_sgd(0.1, 0);
+  o.weight_decay = -1;
+  BAD(o, "weight_decay");
   BAD(sc_sgd(0.1, -0.1), "momentum");
   BAD(sc_sgd(0.1, 1.0), "momentum");
   BAD(sc_sgd(0.1, NAN), "momentum");
-  o = a; o.beta1 = 1.0; BAD(o, "beta");
-  o = a; o.beta1 = -0.1; BAD(o, "beta");
-  o = a; o.beta2 = 1.0; BAD(o, "beta");
-  o = a; o.beta2 = NAN; BAD(o, "beta");
-  o = aw; o.beta1 = 1.5; BAD(o, "beta");
-  o = a; o.eps = 0; BAD(o, "eps");
-  o = a; o.eps = -1e-8; BAD(o, "eps");
-  o = a; o.eps = NAN; BAD(o, "eps");
-  o = a; o.eps = INFINITY; BAD(o, "eps");
+  o = a;
+  o.beta1 = 1.0;
+  BAD(o, "beta");
+  o = a;
+  o.beta1 = -0.1;
+  BAD(o, "beta");
+  o = a;
+  o.beta2 = 1.0;
+  BAD(o, "beta");
+  o = a;
+  o.beta2 = NAN;
+  BAD(o, "beta");
+  o = aw;
+  o.beta1 = 1.5;
+  BAD(o, "beta");
+  o = a;
+  o.eps = 0;
+  BAD(o, "eps");
+  o = a;
+  o.eps = -1e-8;
+  BAD(o, "eps");
+  o = a;
+  o.eps = NAN;
+  BAD(o, "eps");
+  o = a;
+  o.eps = INFINITY;
+  BAD(o, "eps");
 #undef BAD
   unsigned char mem[4096];
   for (int i = 0; i < nb; i++) {

@@ -122,19 +122,13 @@ static void net_shapes(const net *n, lshape *s) {
       o->ow = (w + 2 * L->pw - L->kw) / L->sw + 1;
       o->np = L->outputs * c * L->kh * L->kw + (L->bias ? L->outputs : 0);
       break;
-    case SC_LAYER_MAXPOOL2D:
-      o->oc = c, o->oh = h / L->kh, o->ow = w / L->kw;
-      break;
-    case SC_LAYER_FLATTEN:
-      o->oc = c * h * w, o->oh = 1, o->ow = 1;
-      break;
+    case SC_LAYER_MAXPOOL2D: o->oc = c, o->oh = h / L->kh, o->ow = w / L->kw; break;
+    case SC_LAYER_FLATTEN: o->oc = c * h * w, o->oh = 1, o->ow = 1; break;
     case SC_LAYER_DENSE:
       o->oc = L->outputs, o->oh = 1, o->ow = 1;
       o->np = L->outputs * c * h * w + (L->bias ? L->outputs : 0);
       break;
-    default: /* dropout */
-      o->oc = c, o->oh = h, o->ow = w;
-      break;
+    default: /* dropout */ o->oc = c, o->oh = h, o->ow = w; break;
     }
     off += o->np;
     c = o->oc, h = o->oh, w = o->ow;
@@ -157,14 +151,12 @@ static size_t net_maxfeat(const net *n) {
   net_shapes(n, s);
   size_t m = net_in(n);
   for (size_t l = 0; l < n->nl; l++)
-    if (s[l].oc * s[l].oh * s[l].ow > m)
-      m = s[l].oc * s[l].oh * s[l].ow;
+    if (s[l].oc * s[l].oh * s[l].ow > m) m = s[l].oc * s[l].oh * s[l].ow;
   return m;
 }
 static int net_has_dropout(const net *n) {
   for (size_t l = 0; l < n->nl; l++)
-    if (n->L[l].kind == SC_LAYER_DROPOUT && n->L[l].rate > 0)
-      return 1;
+    if (n->L[l].kind == SC_LAYER_DROPOUT && n->L[l].rate > 0) return 1;
   return 0;
 }
 
@@ -180,22 +172,15 @@ static void net_desc(const net *n, char *buf, size_t cap) {
       m = snprintf(b, r, " -> conv %zux%zu K%zu s%zux%zu p%zux%zu %s%s", L->kh, L->kw, L->outputs,
                    L->sh, L->sw, L->ph, L->pw, sc_act_name(L->act), L->bias ? "" : " nobias");
       break;
-    case SC_LAYER_MAXPOOL2D:
-      m = snprintf(b, r, " -> maxpool %zux%zu", L->kh, L->kw);
-      break;
-    case SC_LAYER_FLATTEN:
-      m = snprintf(b, r, " -> flatten");
-      break;
+    case SC_LAYER_MAXPOOL2D: m = snprintf(b, r, " -> maxpool %zux%zu", L->kh, L->kw); break;
+    case SC_LAYER_FLATTEN: m = snprintf(b, r, " -> flatten"); break;
     case SC_LAYER_DENSE:
       m = snprintf(b, r, " -> dense %zu %s%s", L->outputs, sc_act_name(L->act),
                    L->bias ? "" : " nobias");
       break;
-    default:
-      m = snprintf(b, r, " -> dropout %g", L->rate);
-      break;
+    default: m = snprintf(b, r, " -> dropout %g", L->rate); break;
     }
-    if (m < 0)
-      break;
+    if (m < 0) break;
     k += m;
   }
 }
@@ -231,18 +216,15 @@ static void ref_forward1(const net *n, const double *p, const double *x, double 
             for (size_t c = 0; c < q->ic; c++)
               for (size_t i = 0; i < L->kh; i++) {
                 long yy = (long)(u * L->sh + i) - (long)L->ph;
-                if (yy < 0 || yy >= (long)q->ih)
-                  continue;
+                if (yy < 0 || yy >= (long)q->ih) continue;
                 for (size_t j = 0; j < L->kw; j++) {
                   long xx = (long)(v * L->sw + j) - (long)L->pw;
-                  if (xx < 0 || xx >= (long)q->iw)
-                    continue;
+                  if (xx < 0 || xx >= (long)q->iw) continue;
                   z += W[((k * q->ic + c) * L->kh + i) * L->kw + j] *
                        cur[(c * q->ih + (size_t)yy) * q->iw + (size_t)xx];
                 }
               }
-            if (L->act == SC_RELU && fabs(z) < m->relu)
-              m->relu = fabs(z);
+            if (L->act == SC_RELU && fabs(z) < m->relu) m->relu = fabs(z);
             nxt[(k * q->oh + u) * q->ow + v] = tu_ref_act(L->act, z);
           }
       break;
@@ -263,8 +245,7 @@ static void ref_forward1(const net *n, const double *p, const double *x, double 
                 }
               }
             nxt[(c * q->oh + u) * q->ow + v] = best;
-            if (!(best == 0 && second == 0) && best - second < m->gap)
-              m->gap = best - second;
+            if (!(best == 0 && second == 0) && best - second < m->gap) m->gap = best - second;
           }
       break;
     case SC_LAYER_DENSE: {
@@ -272,17 +253,13 @@ static void ref_forward1(const net *n, const double *p, const double *x, double 
       const double *b = L->bias ? W + O * I : NULL;
       for (size_t o = 0; o < O; o++) {
         double z = b ? b[o] : 0;
-        for (size_t i = 0; i < I; i++)
-          z += W[o * I + i] * cur[i];
-        if (L->act == SC_RELU && fabs(z) < m->relu)
-          m->relu = fabs(z);
+        for (size_t i = 0; i < I; i++) z += W[o * I + i] * cur[i];
+        if (L->act == SC_RELU && fabs(z) < m->relu) m->relu = fabs(z);
         nxt[o] = tu_ref_act(L->act, z);
       }
       break;
     }
-    default: /* flatten, dropout */
-      memcpy(nxt, cur, q->ic * q->ih * q->iw * sizeof *nxt);
-      break;
+    default: /* flatten, dropout */ memcpy(nxt, cur, q->ic * q->ih * q->iw * sizeof *nxt); break;
     }
     double *t = cur;
     cur = nxt;
@@ -300,15 +277,12 @@ static double ref_loss(sc_loss loss, const double *yhat, const void *target, siz
     if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
       int32_t lab = ((const int32_t *)target)[b];
       double m = y[0], se = 0;
-      for (size_t o = 1; o < O; o++)
-        m = fmax(m, y[o]);
-      for (size_t o = 0; o < O; o++)
-        se += exp(y[o] - m);
+      for (size_t o = 1; o < O; o++) m = fmax(m, y[o]);
+      for (size_t o = 0; o < O; o++) se += exp(y[o] - m);
       s += m + log(se) - y[lab];
     } else {
       const double *t = (const double *)target + b * O;
-      for (size_t o = 0; o < O; o++)
-        s += (y[o] - t[o]) * (y[o] - t[o]);
+      for (size_t o = 0; o < O; o++) s += (y[o] - t[o]) * (y[o] - t[o]);
     }
   }
   return s / (double)B;
@@ -328,8 +302,7 @@ static sc_chain *mk_chain(const char *isa, const net *n) {
   sc_status st = sc_chain_create_image(&c, n->c, n->h, n->w, n->L, n->nl);
   if (st != SC_OK)
     fail_msg("sc_chain_create_image(%s) -> %s: %s", d, sc_status_str(st), sc_last_error());
-  if (isa)
-    assert_string_equal(sc_chain_isa(c), isa);
+  if (isa) assert_string_equal(sc_chain_isa(c), isa);
   lshape s[MAXL];
   net_shapes(n, s);
   size_t nl = 0, np = 0, in = 0, out = 0;
@@ -377,8 +350,7 @@ static void mk_params(const sc_chain *c, const net *n, double *p, uint64_t seed)
   uint64_t r = seed * 31 + 7;
   for (size_t l = 0; l < n->nl; l++)
     if (s[l].np && n->L[l].bias)
-      for (size_t o = 0; o < s[l].oc; o++)
-        p[s[l].off + s[l].np - s[l].oc + o] = 0.5 * tu_unif(&r);
+      for (size_t o = 0; o < s[l].oc; o++) p[s[l].off + s[l].np - s[l].oc + o] = 0.5 * tu_unif(&r);
 }
 
 /* Inputs in [-1, 1), redrawn sample by sample until the sample is >= margin away from
@@ -392,12 +364,10 @@ static void mk_inputs(const net *n, const double *p, double *x, size_t batch, ui
   for (size_t b = 0; b < batch; b++) {
     for (int tries = 0;; tries++) {
       assert_true(tries < 2000);
-      for (size_t i = 0; i < in; i++)
-        x[b * in + i] = tu_unif(&s);
+      for (size_t i = 0; i < in; i++) x[b * in + i] = tu_unif(&s);
       margins m;
       ref_forward1(n, p, x + b * in, y, &m);
-      if (m.relu >= margin && m.gap >= margin)
-        break;
+      if (m.relu >= margin && m.gap >= margin) break;
     }
   }
   free(y);
@@ -424,8 +394,7 @@ static void check_forward(const char *isa, const net *n, size_t batch, uint64_t 
   tu_fill_f64(x, batch * in, seed + 1, 1.0);
   sc_workspace *ws = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&ws, c, batch));
-  for (size_t k = 0; k < batch * out; k++)
-    y[k] = NAN;
+  for (size_t k = 0; k < batch * out; k++) y[k] = NAN;
   SC_OK_OR_FAIL(sc_forward_f64(c, p, x, batch, y, ws));
   margins m;
   for (size_t b = 0; b < batch; b++) {
@@ -435,27 +404,22 @@ static void check_forward(const char *isa, const net *n, size_t batch, uint64_t 
       if (!(e <= FWD_RTOL))
         fail_msg("isa=%s %s batch=%zu: y[%zu][%zu] = %.17g, reference %.17g (err %.3g > %g)", isa,
                  d, batch, b, o, a, r[o], e, FWD_RTOL);
-      if (e > worst[0])
-        worst[0] = e;
+      if (e > worst[0]) worst[0] = e;
     }
   }
   /* float: the same reference on the float-rounded values */
-  for (size_t k = 0; k < np; k++)
-    pf[k] = (float)p[k], pr[k] = pf[k];
-  for (size_t k = 0; k < batch * in; k++)
-    xf[k] = (float)x[k];
+  for (size_t k = 0; k < np; k++) pf[k] = (float)p[k], pr[k] = pf[k];
+  for (size_t k = 0; k < batch * in; k++) xf[k] = (float)x[k];
   SC_OK_OR_FAIL(sc_forward(c, pf, xf, batch, yf, ws));
   for (size_t b = 0; b < batch; b++) {
-    for (size_t i = 0; i < in; i++)
-      xr[i] = xf[b * in + i];
+    for (size_t i = 0; i < in; i++) xr[i] = xf[b * in + i];
     ref_forward1(n, pr, xr, r, &m);
     for (size_t o = 0; o < out; o++) {
       double a = yf[b * out + o], e = fabs(a - r[o]) / fmax(fabs(r[o]), 1);
       if (!(e <= FWD_RTOL_F32))
         fail_msg("isa=%s %s batch=%zu: float y[%zu][%zu] = %.9g, reference %.9g (err %.3g > %g)",
                  isa, d, batch, b, o, a, r[o], e, FWD_RTOL_F32);
-      if (e > worst[1])
-        worst[1] = e;
+      if (e > worst[1]) worst[1] = e;
     }
   }
   sc_workspace_destroy(ws);
@@ -479,14 +443,12 @@ static void test_forward_reference(void **state) {
       for (size_t si = 0; si < 3; si++)
         for (size_t pi = 0; pi < 5; pi++) {
           size_t kh = KER[ki][0], kw = KER[ki][1], ph = PAD[pi][0], pw = PAD[pi][1];
-          if (ph >= kh || pw >= kw)
-            continue;
+          if (ph >= kh || pw >= kw) continue;
           if (si == 2 && pi > 1) /* mixed strides: a few paddings suffice */
             continue;
           size_t i = idx++;
           size_t C = CH[i % 3], H = 5 + i % 5, W = 5 + (i * 3 + 2) % 5, K = KOUT[i % 4];
-          if (H + 2 * ph < kh || W + 2 * pw < kw)
-            continue;
+          if (H + 2 * ph < kh || W + 2 * pw < kw) continue;
           net n = mk_net(C, H, W);
           sc_layer conv = sc_conv2d_ex(kh, kw, K, ACTS[i % 6], STR[si][0], STR[si][1], ph, pw);
           add(&n, (i & 1) ? nobias(conv) : conv);
@@ -510,8 +472,7 @@ static void test_forward_reference(void **state) {
     add(&n, sc_dropout(0.5));
     add(&n, sc_flatten());
     add(&n, sc_dense(5, SC_SIGMOID));
-    for (size_t b = 0; b < 3; b++)
-      check_forward(isas[is], &n, BATCH[b], 900 + b, worst), cases++;
+    for (size_t b = 0; b < 3; b++) check_forward(isas[is], &n, BATCH[b], 900 + b, worst), cases++;
     net m = mk_net(1, 12, 12);
     add(&m, sc_conv2d(3, 3, 4, SC_RELU));
     add(&m, sc_maxpool2d(2, 2));
@@ -547,8 +508,7 @@ static double fd_eval(const fdctx *F, const double *p, const double *x) {
   if (F->k == FD_PULLBACK) {
     SC_OK_OR_FAIL(sc_forward_f64(F->c, p, x, F->batch, F->y, F->ws));
     double s = 0;
-    for (size_t k = 0; k < F->batch * F->out; k++)
-      s += F->dy[k] * F->y[k];
+    for (size_t k = 0; k < F->batch * F->out; k++) s += F->dy[k] * F->y[k];
     return s;
   }
   /* the same dropout mask for every evaluation */
@@ -571,16 +531,13 @@ static void fd_cmp(const char *what, const char *ctx, size_t k, double an, doubl
   if (!(err <= FD_RTOL))
     fail_msg("%s: %s[%zu]: analytic %.15g, finite difference %.15g, rel err %.3g > %g", ctx, what,
              k, an, fd, err, FD_RTOL);
-  if (err > st->worst)
-    st->worst = err;
-  if (fabs(an - fd) > st->worst_abs)
-    st->worst_abs = fabs(an - fd);
+  if (err > st->worst) st->worst = err;
+  if (fabs(an - fd) > st->worst_abs) st->worst_abs = fabs(an - fd);
   st->checked++;
 }
 
 static int want_index(size_t k, size_t n, const unsigned char *always) {
-  if (n <= MAX_CHECKS)
-    return 1;
+  if (n <= MAX_CHECKS) return 1;
   size_t stride = (n + MAX_CHECKS - 1) / MAX_CHECKS;
   return k % stride == 0 || (always && always[k]);
 }
@@ -610,8 +567,7 @@ static void check_fd(const char *isa, const net *n, fdkind kind, size_t batch, u
     if (s[l].np) {
       size_t nw = s[l].np - (n->L[l].bias ? s[l].oc : 0);
       always[s[l].off] = always[s[l].off + nw - 1] = 1;
-      for (size_t k = nw; k < s[l].np; k++)
-        always[s[l].off + k] = 1;
+      for (size_t k = nw; k < s[l].np; k++) always[s[l].off + k] = 1;
     }
 
   sc_workspace *ws = NULL;
@@ -632,8 +588,7 @@ static void check_fd(const char *isa, const net *n, fdkind kind, size_t batch, u
   const void *target = NULL;
   if (kind == FD_XENT) {
     assert_true(out >= 2);
-    for (size_t b = 0; b < batch; b++)
-      lab[b] = (int32_t)((b * 7 + seed) % out);
+    for (size_t b = 0; b < batch; b++) lab[b] = (int32_t)((b * 7 + seed) % out);
     target = lab;
   } else {
     tu_fill_f64(tf, ny, seed ^ 0x5151, 1.0);
@@ -643,15 +598,13 @@ static void check_fd(const char *isa, const net *n, fdkind kind, size_t batch, u
   fdctx F = {c, ws, kind, target, dy, ybuf, batch, out, seed * 3 + 1, seed % 5 + 2};
 
   /* analytic gradients */
-  for (size_t k = 0; k < nx; k++)
-    gx[k] = 1e6; /* overwritten */
+  for (size_t k = 0; k < nx; k++) gx[k] = 1e6; /* overwritten */
   if (kind == FD_PULLBACK) {
     tu_fill_f64(g0, np, seed + 6, 2.0); /* pullback adds into g */
     memcpy(g, g0, np * sizeof *g);
     SC_OK_OR_FAIL(sc_pullback_f64(c, p, x, dy, batch, g, gx, ws));
   } else {
-    for (size_t k = 0; k < np; k++)
-      g[k] = 1e3, g0[k] = 0; /* overwritten, not accumulated */
+    for (size_t k = 0; k < np; k++) g[k] = 1e3, g0[k] = 0; /* overwritten, not accumulated */
     double lv = NAN;
     SC_OK_OR_FAIL(sc_workspace_set_dropout(ws, F.dseed, F.dstep));
     SC_OK_OR_FAIL(sc_valgrad_f64(c,
@@ -667,8 +620,7 @@ static void check_fd(const char *isa, const net *n, fdkind kind, size_t batch, u
 
   memcpy(pp, p, np * sizeof *p);
   for (size_t k = 0; k < np; k++) {
-    if (!want_index(k, np, always))
-      continue;
+    if (!want_index(k, np, always)) continue;
     pp[k] = p[k] + FD_H;
     double fp = fd_eval(&F, pp, x);
     pp[k] = p[k] - FD_H;
@@ -679,8 +631,7 @@ static void check_fd(const char *isa, const net *n, fdkind kind, size_t batch, u
   }
   memcpy(xx, x, nx * sizeof *x);
   for (size_t k = 0; k < nx; k++) {
-    if (!want_index(k, nx, NULL) && k < nx - in)
-      continue;
+    if (!want_index(k, nx, NULL) && k < nx - in) continue;
     xx[k] = x[k] + FD_H;
     double fp = fd_eval(&F, p, xx);
     xx[k] = x[k] - FD_H;
@@ -723,8 +674,7 @@ static void test_fd_conv(void **state) {
         size_t i = a * 2 + (size_t)bias;
         const convcfg *q = &FD_CONV[(i + (size_t)is) % 6];
         sc_layer conv = sc_conv2d_ex(q->kh, q->kw, q->k, ACTS[a], q->sh, q->sw, q->ph, q->pw);
-        if (!bias)
-          conv = nobias(conv);
+        if (!bias) conv = nobias(conv);
         net n = mk_net(q->c, q->h, q->w);
         add(&n, conv);
         check_fd(isas[is], &n, FD_SQUARED, BATCH[i % 4], 10 + i, &st);
@@ -868,10 +818,8 @@ static void isa_run(const char *isa, const net *n, sc_loss loss, size_t batch, c
   sc_workspace *ws = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&ws, c, batch));
   SC_OK_OR_FAIL(sc_forward(c, p, x, batch, r->y, ws));
-  for (size_t k = 0; k < np; k++)
-    r->g[k] = 99.0f;
-  for (size_t k = 0; k < nx; k++)
-    r->gx[k] = 99.0f, r->pgx[k] = -99.0f;
+  for (size_t k = 0; k < np; k++) r->g[k] = 99.0f;
+  for (size_t k = 0; k < nx; k++) r->gx[k] = 99.0f, r->pgx[k] = -99.0f;
   SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, target, batch, &r->loss, r->g, r->gx, ws));
   float lv = 0;
   SC_OK_OR_FAIL(sc_loss_value(c, loss, p, x, target, batch, &lv, ws));
@@ -891,8 +839,7 @@ typedef struct diffstats {
 static void isa_cmp(const char *what, const char *ctx, const float *v, const float *r, size_t n,
                     diffstats *ds) {
   double scale = 0;
-  for (size_t k = 0; k < n; k++)
-    scale = fmax(scale, fabs((double)r[k]));
+  for (size_t k = 0; k < n; k++) scale = fmax(scale, fabs((double)r[k]));
   for (size_t k = 0; k < n; k++) {
     if (!isfinite(r[k]))
       fail_msg("%s: scalar %s[%zu] = %g is not finite", ctx, what, k, (double)r[k]);
@@ -902,8 +849,7 @@ static void isa_cmp(const char *what, const char *ctx, const float *v, const flo
     if (!(rel <= ISA_RTOL))
       fail_msg("%s: %s[%zu] = %.9g, scalar reference %.9g (relative difference %.3g > %g)", ctx,
                what, k, (double)v[k], (double)r[k], rel, ISA_RTOL);
-    if (rel > ds->worst)
-      ds->worst = rel;
+    if (rel > ds->worst) ds->worst = rel;
     ds->compared++;
   }
 }
@@ -932,8 +878,7 @@ static void mk_fdata(const net *n, size_t nmax, uint64_t seed, fdata *D) {
   for (size_t l = 0; l < n->nl; l++)
     if (s[l].np && n->L[l].bias)
       tu_fill_f32(D->p + s[l].off + s[l].np - s[l].oc, s[l].oc, seed + l, 0.3);
-  for (size_t k = 0; k < np; k++)
-    pd[k] = D->p[k];
+  for (size_t k = 0; k < np; k++) pd[k] = D->p[k];
   uint64_t r = seed * 7 + 3;
   for (size_t b = 0; b < nmax; b++)
     for (int tries = 0;; tries++) {
@@ -942,13 +887,11 @@ static void mk_fdata(const net *n, size_t nmax, uint64_t seed, fdata *D) {
         D->x[b * in + i] = (float)tu_unif(&r), xd[i] = D->x[b * in + i];
       margins m;
       ref_forward1(n, pd, xd, y, &m);
-      if (m.relu >= ISA_MARGIN && m.gap >= ISA_MARGIN)
-        break;
+      if (m.relu >= ISA_MARGIN && m.gap >= ISA_MARGIN) break;
     }
   tu_fill_f32(D->t, nmax * out, seed + 11, 1.0);
   tu_fill_f32(D->dy, nmax * out, seed + 12, 1.0);
-  for (size_t b = 0; b < nmax; b++)
-    D->lab[b] = (int32_t)((b * 5 + seed) % out);
+  for (size_t b = 0; b < nmax; b++) D->lab[b] = (int32_t)((b * 5 + seed) % out);
   free(pd), free(xd), free(y);
 }
 static void fdata_free(fdata *D) { free(D->p), free(D->x), free(D->t), free(D->dy), free(D->lab); }
@@ -1034,8 +977,7 @@ static void test_dropout_rate0_identity(void **state) {
   mk_params(ca, &a, p, 5);
   tu_fill_f64(x, nx, 6, 1.0);
   int32_t lab[40];
-  for (size_t i = 0; i < B; i++)
-    lab[i] = (int32_t)(i % 3);
+  for (size_t i = 0; i < B; i++) lab[i] = (int32_t)(i % 3);
   sc_workspace *wa = NULL, *wb = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&wa, ca, B));
   SC_OK_OR_FAIL(sc_workspace_create(&wb, cb, B));
@@ -1081,13 +1023,10 @@ static void test_dropout_identity_outside_training(void **state) {
   mk_params(ca, &a, p, 8);
   tu_fill_f64(x, nx, 9, 1.0);
   tu_fill_f64(dy, ny, 10, 1.0);
-  for (size_t k = 0; k < np; k++)
-    pf[k] = (float)p[k];
-  for (size_t k = 0; k < nx; k++)
-    xf[k] = (float)x[k];
+  for (size_t k = 0; k < np; k++) pf[k] = (float)p[k];
+  for (size_t k = 0; k < nx; k++) xf[k] = (float)x[k];
   int32_t lab[33];
-  for (size_t i = 0; i < B; i++)
-    lab[i] = (int32_t)(i % 10);
+  for (size_t i = 0; i < B; i++) lab[i] = (int32_t)(i % 10);
   sc_workspace *wa = NULL, *wb = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&wa, ca, B));
   SC_OK_OR_FAIL(sc_workspace_create(&wb, cb, B));
@@ -1175,8 +1114,7 @@ static sc_chain *dm_chain(double rate) {
 
 static size_t count_kept(const unsigned char *m, size_t from, size_t to) {
   size_t n = 0;
-  for (size_t k = from; k < to; k++)
-    n += m[k];
+  for (size_t k = from; k < to; k++) n += m[k];
   return n;
 }
 
@@ -1189,8 +1127,7 @@ static void test_dropout_mask(void **state) {
   unsigned char *m1 = malloc(N), *m2 = malloc(N), *m3 = malloc(N), *m4 = malloc(N);
   assert_true(x && t && gx && gx2 && xf && tf && gxf && m1 && m2 && m3 && m4);
   dm_data(x, t, N);
-  for (size_t k = 0; k < N; k++)
-    xf[k] = (float)x[k], tf[k] = (float)t[k];
+  for (size_t k = 0; k < N; k++) xf[k] = (float)x[k], tf[k] = (float)t[k];
   double p0 = 0; /* no parameters; any non-NULL pointer */
 
   sc_chain *c = dm_chain(0.5);
@@ -1212,12 +1149,10 @@ static void test_dropout_mask(void **state) {
   size_t const_cols = 0, same_rows = 0;
   for (size_t f = 0; f < DM_F; f++) {
     size_t kept = 0;
-    for (size_t b = 0; b < 32; b++)
-      kept += m1[b * DM_F + f];
+    for (size_t b = 0; b < 32; b++) kept += m1[b * DM_F + f];
     const_cols += kept == 0 || kept == 32;
   }
-  for (size_t b = 1; b < B; b++)
-    same_rows += memcmp(m1, m1 + b * DM_F, DM_F) == 0;
+  for (size_t b = 1; b < B; b++) same_rows += memcmp(m1, m1 + b * DM_F, DM_F) == 0;
   assert_int_equal(const_cols, 0);
   assert_int_equal(same_rows, 0);
 
@@ -1245,16 +1180,14 @@ static void test_dropout_mask(void **state) {
   dm_check("rate 0.5 step 8 (set)", 0.5, x, t, B, lv, gx, m3);
   assert_memory_equal(m2, m3, N);
   size_t diff = 0;
-  for (size_t k = 0; k < N; k++)
-    diff += m1[k] != m2[k];
+  for (size_t k = 0; k < N; k++) diff += m1[k] != m2[k];
   assert_true(diff > N / 3 && diff < 2 * N / 3); /* independent masks: ~half differ */
   /* another seed, same step: another mask */
   SC_OK_OR_FAIL(sc_workspace_set_dropout(ws, 1235, 7));
   SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, &p0, x, t, B, &lv, NULL, gx, ws));
   dm_check("rate 0.5 seed 1235", 0.5, x, t, B, lv, gx, m3);
   diff = 0;
-  for (size_t k = 0; k < N; k++)
-    diff += m1[k] != m3[k];
+  for (size_t k = 0; k < N; k++) diff += m1[k] != m3[k];
   assert_true(diff > N / 3 && diff < 2 * N / 3);
 
   /* float: the same mask as double (it depends on seed, step, sample, element only) */
@@ -1263,8 +1196,7 @@ static void test_dropout_mask(void **state) {
   SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, (const float *)(const void *)&p0, xf, tf, B, &lvf,
                            NULL, gxf, ws));
   for (size_t k = 0; k < N; k++) {
-    if ((gxf[k] != 0) != m1[k])
-      fail_msg("float mask differs from double mask at element %zu", k);
+    if ((gxf[k] != 0) != m1[k]) fail_msg("float mask differs from double mask at element %zu", k);
     if (m1[k]) {
       double kept = 2 * (2 * (double)xf[k] - tf[k]) * 2 / (double)B;
       assert_true(fabs(gxf[k] - kept) <= 1e-6 * fabs(kept));
@@ -1338,8 +1270,7 @@ static void test_dropout_threads(void **state) {
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
   tu_fill_f32(x, nx, 4, 1.0);
   int32_t lab[100];
-  for (size_t i = 0; i < B; i++)
-    lab[i] = (int32_t)(i * 3 % 10);
+  for (size_t i = 0; i < B; i++) lab[i] = (int32_t)(i * 3 % 10);
   sc_workspace *w1 = NULL, *w2 = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&w1, c, B));
   SC_OK_OR_FAIL(sc_workspace_create(&w2, c, B));
@@ -1430,8 +1361,7 @@ static void test_shape_errors(void **state) {
                    sc_conv2d_ex(3, 3, 2, SC_RELU, 1, 0, 0, 0),
                    sc_conv2d(3, 3, 0, SC_RELU),
                    sc_maxpool2d(0, 2)};
-  for (int i = 0; i < 6; i++)
-    expect_shape_error(2, 8, 8, z + i, 1, SC_ERR_SHAPE, NULL);
+  for (int i = 0; i < 6; i++) expect_shape_error(2, 8, 8, z + i, 1, SC_ERR_SHAPE, NULL);
   sc_layer z2[1] = {sc_maxpool2d(2, 0)};
   expect_shape_error(2, 8, 8, z2, 1, SC_ERR_SHAPE, NULL);
   /* max-pool window larger than its input */
@@ -1480,8 +1410,7 @@ static void test_shape_errors(void **state) {
     SC_OK_OR_FAIL(sc_workspace_create(&w2, c2, 3));
     SC_OK_OR_FAIL(sc_forward_f64(c1, p, x, 3, y1, w1));
     SC_OK_OR_FAIL(sc_forward_f64(c2, p, x, 3, y2, w2));
-    for (int k = 0; k < 6; k++)
-      assert_true(fabs(y1[k] - y2[k]) <= 1e-14);
+    for (int k = 0; k < 6; k++) assert_true(fabs(y1[k] - y2[k]) <= 1e-14);
     sc_workspace_destroy(w1), sc_workspace_destroy(w2);
     sc_chain_destroy(c1), sc_chain_destroy(c2);
     free(p);
@@ -1554,10 +1483,8 @@ static void evaluate_identity(const char *isa) {
   double loss_want = 0;
   for (int i = 0; i < N; i++) {
     double m = x[i * 3], se = 0;
-    for (int o = 1; o < 3; o++)
-      m = fmax(m, x[i * 3 + o]);
-    for (int o = 0; o < 3; o++)
-      se += exp(x[i * 3 + o] - m);
+    for (int o = 1; o < 3; o++) m = fmax(m, x[i * 3 + o]);
+    for (int o = 0; o < 3; o++) se += exp(x[i * 3 + o] - m);
     loss_want += m + log(se) - x[i * 3 + lab[i]];
   }
   loss_want /= N;
@@ -1589,8 +1516,7 @@ static void test_evaluate_identity(void **state) {
   (void)state;
   const char *isas[3];
   int nisa = tu_isas(isas);
-  for (int is = 0; is < nisa; is++)
-    evaluate_identity(isas[is]);
+  for (int is = 0; is < nisa; is++) evaluate_identity(isas[is]);
   unsetenv("SC_ISA");
 }
 
@@ -1613,8 +1539,7 @@ static void test_evaluate_convnet(void **state) {
   for (size_t b = 0; b < N; b += 3) {
     int32_t am = 0;
     for (int32_t o = 1; o < 10; o++)
-      if (y[b * 10 + (size_t)o] > y[b * 10 + (size_t)am])
-        am = o;
+      if (y[b * 10 + (size_t)o] > y[b * 10 + (size_t)am]) am = o;
     D.lab[b] = am;
   }
   SC_OK_OR_FAIL(sc_loss_value(c, SC_LOSS_LOGIT_CROSSENTROPY, D.p, D.x, D.lab, N, &lv, wn));
@@ -1622,8 +1547,7 @@ static void test_evaluate_convnet(void **state) {
   for (size_t b = 0; b < N; b++) {
     size_t am = 0;
     for (size_t o = 1; o < 10; o++)
-      if (y[b * 10 + o] > y[b * 10 + am])
-        am = o;
+      if (y[b * 10 + o] > y[b * 10 + am]) am = o;
     right += (int32_t)am == D.lab[b];
   }
   assert_true(right >= 11);
@@ -1663,8 +1587,7 @@ static void test_maxpool_ties_first(void **state) {
     SC_OK_OR_FAIL(sc_workspace_create(&ws, c, 1));
     double y[4], dy[4] = {1, 2, 3, 4}, gx[30];
     float xf[30], yf[4], dyf[4] = {1, 2, 3, 4}, gxf[30];
-    for (int k = 0; k < 30; k++)
-      xf[k] = (float)x[k];
+    for (int k = 0; k < 30; k++) xf[k] = (float)x[k];
     double pd = 0;
     float pf = 0;
     SC_OK_OR_FAIL(sc_forward_f64(c, &pd, x, 1, y, ws));
@@ -1678,8 +1601,7 @@ static void test_maxpool_ties_first(void **state) {
     for (size_t k = 0; k < 30; k++) {
       double want = 0;
       for (int w = 0; w < 4; w++)
-        if (first[w] == k)
-          want = dy[w];
+        if (first[w] == k) want = dy[w];
       if (gx[k] != want || gxf[k] != (float)want)
         fail_msg("isa=%s: gx[%zu] = %g (float %g), expected %g (gradient to the first maximum)",
                  isas[is], k, gx[k], (double)gxf[k], want);

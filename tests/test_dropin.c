@@ -120,7 +120,8 @@ static int have_cc(void) { return system("command -v cc >/dev/null 2>&1") == 0; 
 
 static int exit_code(int status) {
   if (status == -1) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /* builds and runs the app with extra compiler flags; expects it to print DROPIN OK */
@@ -163,7 +164,8 @@ static void build_and_run(const char *extra_flags) {
   int st = exit_code(system(cmd));
   snprintf(path, sizeof path, "%s/build.log", dir);
   char *log = slurp(path);
-  if (st != 0) fail_msg("drop-in build (%s) failed with status %d:\n%s", extra_flags, st, log ? log : "");
+  if (st != 0)
+    fail_msg("drop-in build (%s) failed with status %d:\n%s", extra_flags, st, log ? log : "");
   /* -Werror already guarantees it; an empty log says no diagnostics at all */
   assert_non_null(log);
   if (log[0]) fail_msg("drop-in build (%s) printed diagnostics:\n%s", extra_flags, log);
@@ -177,7 +179,9 @@ static void build_and_run(const char *extra_flags) {
   char *err = slurp(path);
   assert_non_null(out);
   assert_non_null(err);
-  if (st != 0) fail_msg("drop-in app (%s) exited with %d\nstdout:\n%s\nstderr:\n%s", extra_flags, st, out, err);
+  if (st != 0)
+    fail_msg("drop-in app (%s) exited with %d\nstdout:\n%s\nstderr:\n%s", extra_flags, st, out,
+             err);
   /* the last line is exactly DROPIN OK, and the portable kernels were used */
   size_t n = strlen(out);
   assert_true(n >= 10);

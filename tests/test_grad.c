@@ -66,8 +66,7 @@ static size_t net_out(const netdef *n) { return n->L[n->nl - 1].outputs; }
 static size_t net_maxw(const netdef *n) {
   size_t m = n->in;
   for (size_t l = 0; l < n->nl; l++)
-    if (n->L[l].outputs > m)
-      m = n->L[l].outputs;
+    if (n->L[l].outputs > m) m = n->L[l].outputs;
   return m;
 }
 
@@ -84,10 +83,8 @@ static double ref_forward1(const netdef *n, const double *p, const double *x, do
     const double *W = p + off, *b = n->L[l].bias ? p + off + O * w : NULL;
     for (size_t o = 0; o < O; o++) {
       double z = b ? b[o] : 0;
-      for (size_t i = 0; i < w; i++)
-        z += W[o * w + i] * cur[i];
-      if (n->L[l].act == SC_RELU && fabs(z) < minz)
-        minz = fabs(z);
+      for (size_t i = 0; i < w; i++) z += W[o * w + i] * cur[i];
+      if (n->L[l].act == SC_RELU && fabs(z) < minz) minz = fabs(z);
       nxt[o] = tu_ref_act(n->L[l].act, z);
     }
     off += O * w + (b ? O : 0);
@@ -118,8 +115,7 @@ static void mk_params(const sc_chain *c, const netdef *n, double *p, uint64_t se
   for (size_t l = 0; l < n->nl; l++) {
     sc_layer_info li;
     SC_OK_OR_FAIL(sc_chain_layer_info(c, l, &li));
-    if (!li.layer.bias)
-      continue;
+    if (!li.layer.bias) continue;
     for (size_t o = 0; o < li.outputs; o++)
       p[li.param_offset + li.inputs * li.outputs + o] = 0.5 * tu_unif(&s);
   }
@@ -132,10 +128,8 @@ static void mk_inputs(const netdef *n, const double *p, double *x, size_t batch,
   for (size_t b = 0; b < batch; b++) {
     int tries = 0;
     for (;;) {
-      for (size_t i = 0; i < n->in; i++)
-        x[b * n->in + i] = tu_unif(&s);
-      if (ref_forward1(n, p, x + b * n->in, y) >= KINK_MARGIN)
-        break;
+      for (size_t i = 0; i < n->in; i++) x[b * n->in + i] = tu_unif(&s);
+      if (ref_forward1(n, p, x + b * n->in, y) >= KINK_MARGIN) break;
       assert_true(++tries < 1000);
     }
   }
@@ -154,17 +148,14 @@ static void fd_check(const char *what, const char *ctx, size_t k, double an, dou
   if (!(err <= FD_RTOL))
     fail_msg("%s: %s[%zu]: analytic %.15g, finite difference %.15g, rel err %.3g > %g", ctx, what,
              k, an, fd, err, FD_RTOL);
-  if (err > st->worst)
-    st->worst = err;
-  if (fabs(an - fd) > st->worst_abs)
-    st->worst_abs = fabs(an - fd);
+  if (err > st->worst) st->worst = err;
+  if (fabs(an - fd) > st->worst_abs) st->worst_abs = fabs(an - fd);
   st->checked++;
 }
 
 /* which of n components to check: all if few, else a stride plus the marked ones */
 static int want_index(size_t k, size_t n, const unsigned char *always) {
-  if (n <= MAX_CHECKS)
-    return 1;
+  if (n <= MAX_CHECKS) return 1;
   size_t stride = (n + MAX_CHECKS - 1) / MAX_CHECKS;
   return k % stride == 0 || (always && always[k]);
 }
@@ -179,8 +170,7 @@ static unsigned char *mk_always(const sc_chain *c, const netdef *n) {
     SC_OK_OR_FAIL(sc_chain_layer_info(c, l, &li));
     size_t nw = li.inputs * li.outputs;
     m[li.param_offset] = m[li.param_offset + nw - 1] = 1;
-    for (size_t k = nw; k < li.nparams; k++)
-      m[li.param_offset + k] = 1;
+    for (size_t k = nw; k < li.nparams; k++) m[li.param_offset + k] = 1;
   }
   return m;
 }
@@ -208,10 +198,8 @@ static double ref_loss(sc_loss loss, const double *yhat, const void *target, siz
     if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
       int32_t lab = ((const int32_t *)target)[b];
       double m = y[0], se = 0;
-      for (size_t o = 1; o < O; o++)
-        m = fmax(m, y[o]);
-      for (size_t o = 0; o < O; o++)
-        se += exp(y[o] - m);
+      for (size_t o = 1; o < O; o++) m = fmax(m, y[o]);
+      for (size_t o = 0; o < O; o++) se += exp(y[o] - m);
       s += m + log(se) - y[lab];
     } else {
       const double *t = (const double *)target + b * O;
@@ -269,8 +257,7 @@ static void check_valgrad(const char *isa, const netdef *n, sc_loss loss, size_t
   uint64_t ts = seed ^ 0x5151;
   const void *target = NULL;
   if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
-    for (size_t b = 0; b < batch; b++)
-      lab[b] = (int32_t)((b * 7 + seed) % out);
+    for (size_t b = 0; b < batch; b++) lab[b] = (int32_t)((b * 7 + seed) % out);
     target = lab;
   } else {
     for (size_t k = 0; k < batch * out; k++) {
@@ -283,10 +270,8 @@ static void check_valgrad(const char *isa, const netdef *n, sc_loss loss, size_t
 
   /* loss value matches the documented formula */
   double lv = NAN, lr = ref_loss(loss, yhat, target, batch, out);
-  for (size_t k = 0; k < np; k++)
-    g[k] = 1e3; /* must be overwritten, not accumulated */
-  for (size_t k = 0; k < nx; k++)
-    gx[k] = -1e3;
+  for (size_t k = 0; k < np; k++) g[k] = 1e3; /* must be overwritten, not accumulated */
+  for (size_t k = 0; k < nx; k++) gx[k] = -1e3;
   SC_OK_OR_FAIL(sc_valgrad_f64(c, loss, p, x, target, batch, &lv, g, gx, ws));
   if (!(fabs(lv - lr) <= 1e-12 * fmax(1, fabs(lr))))
     fail_msg("%s: loss %.17g, documented formula gives %.17g", ctx, lv, lr);
@@ -306,8 +291,7 @@ static void check_valgrad(const char *isa, const netdef *n, sc_loss loss, size_t
   unsigned char *always = mk_always(c, n);
   memcpy(pp, p, np * sizeof *p);
   for (size_t k = 0; k < np; k++) {
-    if (!want_index(k, np, always))
-      continue;
+    if (!want_index(k, np, always)) continue;
     pp[k] = p[k] + FD_H;
     double lp = loss_at(&L, pp, x);
     pp[k] = p[k] - FD_H;
@@ -319,8 +303,7 @@ static void check_valgrad(const char *isa, const netdef *n, sc_loss loss, size_t
    * sits in a partly filled tile) */
   memcpy(xx, x, nx * sizeof *x);
   for (size_t k = 0; k < nx; k++) {
-    if (!want_index(k, nx, NULL) && k < nx - in)
-      continue;
+    if (!want_index(k, nx, NULL) && k < nx - in) continue;
     xx[k] = x[k] + FD_H;
     double lp = loss_at(&L, p, xx);
     xx[k] = x[k] - FD_H;
@@ -329,10 +312,8 @@ static void check_valgrad(const char *isa, const netdef *n, sc_loss loss, size_t
     fd_check("dL/dx", ctx, k, gx[k], (lp - lm) / (2 * FD_H), &st);
   }
   assert_true(st.checked > 0);
-  if (st.worst > worst[0])
-    worst[0] = st.worst;
-  if (st.worst_abs > worst[1])
-    worst[1] = st.worst_abs;
+  if (st.worst > worst[0]) worst[0] = st.worst;
+  if (st.worst_abs > worst[1]) worst[1] = st.worst_abs;
 
   free(always);
   sc_workspace_destroy(ws);
@@ -349,8 +330,7 @@ static netdef case_net(size_t i, sc_act act, sc_loss loss) {
   n.in = WIDTHS[i % 6];
   n.nl = 3;
   size_t h1 = WIDTHS[(i + 2) % 6], h2 = WIDTHS[(i + 4) % 6], out = OUTS[i % 4];
-  if (loss == SC_LOSS_LOGIT_CROSSENTROPY && out < 2)
-    out = 2;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY && out < 2) out = 2;
   n.L[0] = sc_dense(h1, act);
   n.L[1] = (i & 1) ? sc_dense_nobias(h2, act) : sc_dense(h2, act);
   /* cross-entropy wants logits; otherwise the activation also sits on the output */
@@ -448,8 +428,7 @@ typedef struct pbctx {
 static double dot_dy_y(const pbctx *P, const double *p, const double *x) {
   SC_OK_OR_FAIL(sc_forward_f64(P->c, p, x, P->batch, P->y, P->ws));
   double s = 0;
-  for (size_t k = 0; k < P->batch * P->out; k++)
-    s += P->dy[k] * P->y[k];
+  for (size_t k = 0; k < P->batch * P->out; k++) s += P->dy[k] * P->y[k];
   return s;
 }
 
@@ -471,8 +450,7 @@ static void check_pullback(const char *isa, const netdef *n, size_t batch, uint6
   tu_fill_f64(dy, batch * out, seed + 5, 1.0);
   tu_fill_f64(g0, np, seed + 6, 2.0); /* pullback adds into g */
   memcpy(g, g0, np * sizeof *g);
-  for (size_t k = 0; k < nx; k++)
-    gx[k] = 1e6; /* gx is overwritten */
+  for (size_t k = 0; k < nx; k++) gx[k] = 1e6; /* gx is overwritten */
 
   sc_workspace *ws = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&ws, c, batch + 3));
@@ -483,8 +461,7 @@ static void check_pullback(const char *isa, const netdef *n, size_t batch, uint6
   unsigned char *always = mk_always(c, n);
   memcpy(pp, p, np * sizeof *p);
   for (size_t k = 0; k < np; k++) {
-    if (!want_index(k, np, always))
-      continue;
+    if (!want_index(k, np, always)) continue;
     pp[k] = p[k] + FD_H;
     double fp = dot_dy_y(&P, pp, x);
     pp[k] = p[k] - FD_H;
@@ -494,8 +471,7 @@ static void check_pullback(const char *isa, const netdef *n, size_t batch, uint6
   }
   memcpy(xx, x, nx * sizeof *x);
   for (size_t k = 0; k < nx; k++) {
-    if (!want_index(k, nx, NULL) && k < nx - in)
-      continue;
+    if (!want_index(k, nx, NULL) && k < nx - in) continue;
     xx[k] = x[k] + FD_H;
     double fp = dot_dy_y(&P, p, xx);
     xx[k] = x[k] - FD_H;
@@ -503,10 +479,8 @@ static void check_pullback(const char *isa, const netdef *n, size_t batch, uint6
     xx[k] = x[k];
     fd_check("gx", ctx, k, gx[k], (fp - fm) / (2 * FD_H), &st);
   }
-  if (st.worst > worst[0])
-    worst[0] = st.worst;
-  if (st.worst_abs > worst[1])
-    worst[1] = st.worst_abs;
+  if (st.worst > worst[0]) worst[0] = st.worst;
+  if (st.worst_abs > worst[1]) worst[1] = st.worst_abs;
 
   /* a second call adds the same vector-Jacobian product once more */
   double *g1 = malloc(np * sizeof *g1);
@@ -520,8 +494,7 @@ static void check_pullback(const char *isa, const netdef *n, size_t batch, uint6
                want);
   }
   /* gx alone equals gx computed together with g */
-  for (size_t k = 0; k < nx; k++)
-    gx2[k] = -5;
+  for (size_t k = 0; k < nx; k++) gx2[k] = -5;
   SC_OK_OR_FAIL(sc_pullback_f64(c, p, x, dy, batch, NULL, gx2, ws));
   for (size_t k = 0; k < nx; k++)
     if (!(fabs(gx2[k] - gx[k]) <= 1e-13 * fmax(1, fabs(gx[k]))))
@@ -593,8 +566,7 @@ static void test_valgrad_equals_pullback_of_loss_cotangent(void **state) {
     SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
     SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, p, x, t, B, NULL, g, gx, ws));
     SC_OK_OR_FAIL(sc_forward_f64(c, p, x, B, y, ws));
-    for (size_t k = 0; k < B * O; k++)
-      dy[k] = 2 * (y[k] - t[k]) / (double)B;
+    for (size_t k = 0; k < B * O; k++) dy[k] = 2 * (y[k] - t[k]) / (double)B;
     SC_OK_OR_FAIL(sc_pullback_f64(c, p, x, dy, B, gp, gxp, ws));
     for (size_t k = 0; k < np; k++)
       if (!(fabs(g[k] - gp[k]) <= 1e-13 * fmax(1e-3, fabs(g[k]))))

@@ -472,8 +472,11 @@ static void test_bad_type(void **state) {
   static const struct {
     unsigned char t;
     const char *name;
-  } other[] = {{0x09, "signed byte"}, {0x0B, "int16"},   {0x0C, "int32"},
-               {0x0D, "float32"},     {0x0E, "float64"}};
+  } other[] = {{0x09, "signed byte"},
+               {0x0B, "int16"},
+               {0x0C, "int32"},
+               {0x0D, "float32"},
+               {0x0E, "float64"}};
   for (size_t k = 0; k < sizeof other / sizeof other[0]; k++) {
     char hex[8];
     snprintf(hex, sizeof hex, "0x%02x", other[k].t);
@@ -570,7 +573,8 @@ static void test_short_header(void **state) {
 #endif
     for (size_t k = 0; k < 16; k++) {
 #ifdef SC_HAVE_ZLIB
-      if (gz) write_gz(path, b, k);
+      if (gz)
+        write_gz(path, b, k);
       else
 #endif
         write_all(path, b, k);
@@ -581,7 +585,8 @@ static void test_short_header(void **state) {
     }
     for (size_t k = 0; k < 8; k++) {
 #ifdef SC_HAVE_ZLIB
-      if (gz) write_gz(path, l, k);
+      if (gz)
+        write_gz(path, l, k);
       else
 #endif
         write_all(path, l, k);
@@ -694,7 +699,8 @@ static void test_truncated_body(void **state) {
 #endif
     for (size_t k = 16; k < len; k++) {
 #ifdef SC_HAVE_ZLIB
-      if (gz) write_gz(path, b, k);
+      if (gz)
+        write_gz(path, b, k);
       else
 #endif
         write_all(path, b, k);
@@ -708,7 +714,8 @@ static void test_truncated_body(void **state) {
     }
     for (size_t k = 8; k < llen; k++) {
 #ifdef SC_HAVE_ZLIB
-      if (gz) write_gz(path, l, k);
+      if (gz)
+        write_gz(path, l, k);
       else
 #endif
         write_all(path, l, k);
@@ -739,7 +746,8 @@ static void test_trailing_bytes(void **state) {
 #endif
     for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
 #ifdef SC_HAVE_ZLIB
-      if (gz) write_gz(path, big, len + extra[k]);
+      if (gz)
+        write_gz(path, big, len + extra[k]);
       else
 #endif
         write_all(path, big, len + extra[k]);
@@ -843,9 +851,8 @@ static void test_gz_damage(void **state) {
   msg_has("incorrect data check");
   g[glen - 8] ^= 0x55;
   /* a corrupt deflate stream with nothing useful in it */
-  static const unsigned char junk[] = {0x1f, 0x8b, 0x08, 0,    0,    0,    0,    0,
-                                       0,    3,    0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                       0,    0,    0,    0,    0,    0,    0,    0};
+  static const unsigned char junk[] = {0x1f, 0x8b, 0x08, 0,    0, 0, 0, 0, 0, 3, 0xff, 0xff,
+                                       0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0,    0};
   write_all(path, junk, sizeof junk);
   expect_images(SC_ERR_FORMAT, path);
   msg_has("zlib");

@@ -47,8 +47,7 @@ static sc_chain *mk_chain(const char *isa, const netdef *n) {
     unsetenv("SC_ISA");
   sc_chain *c = NULL;
   SC_OK_OR_FAIL(sc_chain_create(&c, n->in, n->L, n->nl));
-  if (isa)
-    assert_string_equal(sc_chain_isa(c), isa);
+  if (isa) assert_string_equal(sc_chain_isa(c), isa);
   return c;
 }
 
@@ -82,25 +81,21 @@ static void run_path(const char *isa, const netdef *n, sc_loss loss, size_t batc
   tu_fill_f32(x, r->nx, seed + 11, 2.0);
   tu_fill_f32(t, r->ny, seed + 12, 1.0);
   tu_fill_f32(dy, r->ny, seed + 13, 1.0);
-  for (size_t b = 0; b < batch; b++)
-    lab[b] = (int32_t)((b * 5 + seed) % (out < 2 ? 2 : out));
+  for (size_t b = 0; b < batch; b++) lab[b] = (int32_t)((b * 5 + seed) % (out < 2 ? 2 : out));
   const void *target = loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t;
 
   sc_workspace *ws = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&ws, c, batch));
   SC_OK_OR_FAIL(sc_forward(c, p, x, batch, r->y, ws));
-  for (size_t k = 0; k < np; k++)
-    r->g[k] = 99.0f; /* overwritten */
-  for (size_t k = 0; k < r->nx; k++)
-    r->gx[k] = 99.0f;
+  for (size_t k = 0; k < np; k++) r->g[k] = 99.0f; /* overwritten */
+  for (size_t k = 0; k < r->nx; k++) r->gx[k] = 99.0f;
   SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, target, batch, &r->loss, r->g, r->gx, ws));
   float lv = 0;
   SC_OK_OR_FAIL(sc_loss_value(c, loss, p, x, target, batch, &lv, ws));
   if (!(fabsf(lv - r->loss) <= 1e-6f * fmaxf(1, fabsf(lv))))
     fail_msg("isa=%s: sc_loss_value %.9g but sc_valgrad loss %.9g", isa, lv, r->loss);
   tu_fill_f32(r->pg, np, seed + 14, 1.0); /* pullback accumulates into g */
-  for (size_t k = 0; k < r->nx; k++)
-    r->pgx[k] = -99.0f;
+  for (size_t k = 0; k < r->nx; k++) r->pgx[k] = -99.0f;
   SC_OK_OR_FAIL(sc_pullback(c, p, x, dy, batch, r->pg, r->pgx, ws));
 
   sc_workspace_destroy(ws);
@@ -116,8 +111,7 @@ typedef struct diffstats {
 static void compare(const char *what, const char *ctx, const float *v, const float *r, size_t n,
                     diffstats *ds) {
   double scale = 0;
-  for (size_t k = 0; k < n; k++)
-    scale = fmax(scale, fabs((double)r[k]));
+  for (size_t k = 0; k < n; k++) scale = fmax(scale, fabs((double)r[k]));
   for (size_t k = 0; k < n; k++) {
     assert_true(isfinite(r[k]));
     double den = fmax(fabs((double)r[k]), ISA_FLOOR * scale);
@@ -126,8 +120,7 @@ static void compare(const char *what, const char *ctx, const float *v, const flo
     if (!(rel <= ISA_RTOL))
       fail_msg("%s: %s[%zu] = %.9g, scalar reference %.9g (relative difference %.3g > %g)", ctx,
                what, k, (double)v[k], (double)r[k], rel, ISA_RTOL);
-    if (rel > ds->worst)
-      ds->worst = rel;
+    if (rel > ds->worst) ds->worst = rel;
     ds->compared++;
   }
 }
@@ -176,8 +169,7 @@ static void test_sizes_grid(void **state) {
       n.L[1] = (i + j) % 2 ? sc_dense_nobias(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % 6])
                            : sc_dense(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % 6]);
       sc_loss loss = (sc_loss)(SC_LOSS_SQUARED + (int)((i + 2 * j) % 3));
-      if (loss == SC_LOSS_LOGIT_CROSSENTROPY && out < 2)
-        out = 3;
+      if (loss == SC_LOSS_LOGIT_CROSSENTROPY && out < 2) out = 3;
       n.L[2] = loss == SC_LOSS_LOGIT_CROSSENTROPY ? sc_dense(out, SC_IDENTITY)
                                                   : sc_dense(out, ACTS[(i + 3 * j + 2) % 6]);
       compare_all_isas(&n, loss, SIZES[(3 * i + j) % 7], 100 * i + j + 1, &ds);
@@ -265,10 +257,8 @@ static void test_isa_unavailable(void **state) {
   const char *missing = NULL;
   for (int a = 0; a < 2 && !missing; a++) {
     int have = 0;
-    for (int i = 0; i < nisa; i++)
-      have |= strcmp(isas[i], all[a]) == 0;
-    if (!have)
-      missing = all[a];
+    for (int i = 0; i < nisa; i++) have |= strcmp(isas[i], all[a]) == 0;
+    if (!have) missing = all[a];
   }
   if (!missing) {
     print_message("  every ISA path is available on this CPU: nothing to test\n");

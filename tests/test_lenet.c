@@ -51,8 +51,8 @@ static void test_short_training_run(void **state) {
   }
   static char out[1 << 16];
   char cmd[4096], params[512];
-  snprintf(params, sizeof params, "%s/test_lenet_%ld.scp", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-           (long)getpid());
+  snprintf(params, sizeof params, "%s/test_lenet_%ld.scp",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
   snprintf(cmd, sizeof cmd, "%s/lenet5 --data %s --epochs 2 --threads 2 --quiet --save %s",
            build_dir, data_dir, params);
   int rc = run(cmd, out, sizeof out);
@@ -79,7 +79,8 @@ static void test_flags_and_errors(void **state) {
   assert_int_equal(run(cmd, out, sizeof out), 0);
   assert_non_null(strstr(out, "--epochs"));
   assert_non_null(strstr(out, "--data"));
-  const char *bad[] = {"--epochs 0", "--batch x", "--lr -1", "--threads 0", "--bogus 1", "--epochs"};
+  const char *bad[] = {"--epochs 0",  "--batch x", "--lr -1",
+                       "--threads 0", "--bogus 1", "--epochs"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     snprintf(cmd, sizeof cmd, "%s/lenet5 %s", build_dir, bad[i]);
     int rc = run(cmd, out, sizeof out);

@@ -62,10 +62,8 @@ static double ref_gelu(double x) {
 
 static double ulp_at(double r) {
   r = fabs(r);
-  if (r < FLT_MIN)
-    return 0x1p-149;
-  if (r > FLT_MAX)
-    r = FLT_MAX;
+  if (r < FLT_MIN) return 0x1p-149;
+  if (r > FLT_MAX) r = FLT_MAX;
   int e;
   frexp(r, &e); /* r = m 2^e, 0.5 <= m < 1 */
   return ldexp(1.0, e - 24);
@@ -121,8 +119,7 @@ static float *sweep_points(size_t *n, uint32_t band_stride) {
   float *x = malloc(cap * sizeof *x);
   assert_non_null(x);
   size_t k = 0;
-  for (size_t i = 0; i < sizeof special / sizeof *special; i++)
-    x[k++] = special[i];
+  for (size_t i = 0; i < sizeof special / sizeof *special; i++) x[k++] = special[i];
   for (size_t i = 0; i < ngrid; i++)
     x[k++] = (float)(-12.0 + 24.0 * (double)i / (double)(ngrid - 1));
   for (uint32_t b = 0; b <= b12; b += stride) {
@@ -151,10 +148,8 @@ typedef struct errstats {
 static void stats_add(errstats *s, float x, float y, double r) {
   double d = fabs((double)y - r);
   double u = d / ulp_at(r);
-  if (u > s->max_ulp)
-    s->max_ulp = u, s->max_ulp_x = x;
-  if (r != 0 && d / fabs(r) > s->max_rel)
-    s->max_rel = d / fabs(r), s->max_rel_x = x;
+  if (u > s->max_ulp) s->max_ulp = u, s->max_ulp_x = x;
+  if (r != 0 && d / fabs(r) > s->max_rel) s->max_rel = d / fabs(r), s->max_rel_x = x;
   s->n++;
 }
 
@@ -165,8 +160,7 @@ static void test_tanh_ulp(void **state) {
   float *x = sweep_points(&n, 1), *y = malloc(n * sizeof *y);
   double *r = malloc(n * sizeof *r);
   assert_true(y && r);
-  for (size_t i = 0; i < n; i++)
-    r[i] = ref_tanh(x[i]);
+  for (size_t i = 0; i < n; i++) r[i] = ref_tanh(x[i]);
   const char *isas[3];
   int nisa = tu_isas(isas);
   double worst = 0;
@@ -183,8 +177,7 @@ static void test_tanh_ulp(void **state) {
     assert_true(y[0] == 0.0f && y[1] == 0.0f);
     print_message("  tanh [%s]: max error %.3f ULP at x = %.9g (%zu points; bound %.0f)\n",
                   isas[is], s.max_ulp, s.max_ulp_x, s.n, TANH_MAX_ULP);
-    if (s.max_ulp > worst)
-      worst = s.max_ulp;
+    if (s.max_ulp > worst) worst = s.max_ulp;
     ev_close(&ev);
   }
   free(x), free(y), free(r);
@@ -198,8 +191,7 @@ static void test_tanh_range_and_symmetry(void **state) {
   float *x = sweep_points(&n, 1), *y = malloc(n * sizeof *y), *ny = malloc(n * sizeof *ny);
   float *nx = malloc(n * sizeof *nx);
   assert_true(y && ny && nx);
-  for (size_t i = 0; i < n; i++)
-    nx[i] = -x[i];
+  for (size_t i = 0; i < n; i++) nx[i] = -x[i];
   const char *isas[3];
   int nisa = tu_isas(isas);
   for (int is = 0; is < nisa; is++) {
@@ -210,8 +202,7 @@ static void test_tanh_range_and_symmetry(void **state) {
     size_t out_of_range = 0, first = n;
     for (size_t i = 0; i < n; i++) {
       if (!(y[i] >= -1.0f && y[i] <= 1.0f)) {
-        if (first == n)
-          first = i;
+        if (first == n) first = i;
         out_of_range++;
       }
       if (y[i] != -ny[i])
@@ -261,8 +252,7 @@ static void check_act(sc_act act, const char *name, ref_fn ref, bound_fn bound) 
   float *x = sweep_points(&n, 17), *y = malloc(n * sizeof *y);
   double *r = malloc(n * sizeof *r);
   assert_true(y && r);
-  for (size_t i = 0; i < n; i++)
-    r[i] = ref(x[i]);
+  for (size_t i = 0; i < n; i++) r[i] = ref(x[i]);
   const char *isas[3];
   int nisa = tu_isas(isas);
   for (int is = 0; is < nisa; is++) {
@@ -280,8 +270,7 @@ static void check_act(sc_act act, const char *name, ref_fn ref, bound_fn bound) 
       if (!(q <= 1))
         fail_msg("[%s] %s(%.9g) = %.9g, reference %.17g: error %.3g > bound %.3g", isas[is], name,
                  (double)x[i], (double)y[i], r[i], fabs((double)y[i] - r[i]), bd);
-      if (q > worst)
-        worst = q, worst_x = x[i];
+      if (q > worst) worst = q, worst_x = x[i];
       if (fabs(r[i]) >= 1e-36 || r[i] == 0) /* not the results allowed to flush */
         stats_add(&s, x[i], y[i], r[i]);
     }
@@ -323,8 +312,7 @@ static void check_range(sc_act act, const char *name) {
   for (int is = 0; is < nisa; is++) {
     evaluator ev;
     float yp[NBIG], ym[NBIG], neg[NBIG];
-    for (int i = 0; i < NBIG; i++)
-      neg[i] = -BIG[i];
+    for (int i = 0; i < NBIG; i++) neg[i] = -BIG[i];
     ev_open(&ev, isas[is], act);
     ev_run(&ev, BIG, yp, NBIG);
     ev_run(&ev, neg, ym, NBIG);
@@ -334,8 +322,7 @@ static void check_range(sc_act act, const char *name) {
       float want = act == SC_SIGMOID ? 1.0f : BIG[i];
       int okp = act == SC_GELU ? fabs((double)yp[i] - want) <= 0x1p-21 * want : yp[i] == want;
       int okm = fabsf(ym[i]) <= FLT_MIN;
-      if (act == SC_SIGMOID || act == SC_SOFTPLUS)
-        okm = okm && ym[i] >= 0.0f;
+      if (act == SC_SIGMOID || act == SC_SOFTPLUS) okm = okm && ym[i] >= 0.0f;
       if (!okp)
         print_message("  [%s] %s(%g) = %.9g, expected %.9g\n", isas[is], name, (double)BIG[i],
                       (double)yp[i], (double)want);
@@ -354,8 +341,7 @@ static void check_range(sc_act act, const char *name) {
         ok = y[i] >= 0.0f && y[i] >= x[i];
       else
         ok = x[i] <= 0 ? y[i] <= 0.0f : (y[i] >= 0.0f && y[i] <= x[i]);
-      if (!ok && bad++ == 0)
-        first = i;
+      if (!ok && bad++ == 0) first = i;
     }
     if (bad)
       print_message("  [%s] %s sign/range violated at %zu of %zu points, e.g. %s(%.9g) = %.9g\n",
@@ -432,28 +418,24 @@ static double dref(sc_act act, double x) {
     double e = exp(-fabs(x));
     return e / ((1 + e) * (1 + e));
   }
-  case SC_SOFTPLUS:
-    return ref_sigmoid(x);
+  case SC_SOFTPLUS: return ref_sigmoid(x);
   case SC_GELU: { /* with s = sigmoid(2u): 0.5 (1 + tanh u) = s, 1 - tanh^2 = 4 s (1 - s) */
     double s = 1 / (1 + exp(-2 * u_of(x))), sm = 1 / (1 + exp(2 * u_of(x)));
     return s + 2 * x * s * sm * du_of(x);
   }
-  default:
-    return NAN;
+  default: return NAN;
   }
 }
 
 static double dbound(sc_act act, double x, double r) {
   switch (act) {
-  case SC_TANH:
-    return 1e-5 * fabs(r) + 0x1p-20;
+  case SC_TANH: return 1e-5 * fabs(r) + 0x1p-20;
   case SC_GELU: { /* relative to the sum of the magnitudes of the two terms of r */
     double t = 2 * u_of(x), sg = 1 / (1 + exp(-t)), sm = 1 / (1 + exp(t));
     double terms = sg + fabs(2 * x * sg * sm * du_of(x));
     return (1e-5 + 0x1p-21 * fabs(t) * sm) * terms + 1e-30;
   }
-  default:
-    return 1e-5 * fabs(r) + 0x1p-22;
+  default: return 1e-5 * fabs(r) + 0x1p-22;
   }
 }
 
@@ -462,12 +444,10 @@ static void check_derivative(sc_act act, const char *name) {
   float *x0 = sweep_points(&n0, act == SC_TANH ? 1 : 17), *x = malloc(n0 * sizeof *x);
   assert_non_null(x);
   for (size_t i = 0; i < n0; i++)
-    if (fabsf(x0[i]) <= 1e6f)
-      x[n++] = x0[i];
+    if (fabsf(x0[i]) <= 1e6f) x[n++] = x0[i];
   float *d = malloc(n * sizeof *d), *ones = malloc(CHUNK * sizeof *ones);
   assert_true(d && ones);
-  for (size_t i = 0; i < CHUNK; i++)
-    ones[i] = 1.0f;
+  for (size_t i = 0; i < CHUNK; i++) ones[i] = 1.0f;
   const char *isas[3];
   int nisa = tu_isas(isas);
   size_t bad_total = 0;
@@ -492,8 +472,7 @@ static void check_derivative(sc_act act, const char *name) {
         bad++;
         neg += !sign_ok;
       }
-      if (q > worst)
-        worst = q, worst_x = x[i], worst_d = d[i];
+      if (q > worst) worst = q, worst_x = x[i], worst_d = d[i];
     }
     print_message("  %s' [%s]: worst error / bound %.3g at x = %.9g (%s' = %.9g, reference "
                   "%.9g); %zu of %zu points out of bounds, %zu with a negative derivative\n",
@@ -536,10 +515,8 @@ static void test_nonfinite_rejected(void **state) {
       ev_open(&ev, isas[is], acts[a]);
       float x[37], y[37];
       for (int b = 0; b < 3; b++) {
-        for (int i = 0; i < 37; i++)
-          x[i] = 0.25f * (float)(i - 18);
-        for (int i = 0; i < 37; i++)
-          y[i] = 42.0f;
+        for (int i = 0; i < 37; i++) x[i] = 0.25f * (float)(i - 18);
+        for (int i = 0; i < 37; i++) y[i] = 42.0f;
         size_t at = (size_t)(5 + 13 * b);
         x[at] = bad[b];
         SC_EXPECT(SC_ERR_NONFINITE, sc_forward(ev.c, ev.p, x, 37, y, ev.ws));
@@ -550,8 +527,7 @@ static void test_nonfinite_rejected(void **state) {
         /* finite inputs work again on the same workspace */
         x[at] = 0.5f;
         SC_OK_OR_FAIL(sc_forward(ev.c, ev.p, x, 37, y, ev.ws));
-        for (int i = 0; i < 37; i++)
-          assert_true(isfinite(y[i]));
+        for (int i = 0; i < 37; i++) assert_true(isfinite(y[i]));
       }
       ev_close(&ev);
     }

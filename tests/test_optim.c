@@ -30,8 +30,8 @@ typedef struct ref_opt {
   sc_optim cfg;
   size_t n;
   unsigned long t;
-  double *m, *v;  /* ADAM moments; SGD: m = momentum buffer */
-  double *mabs;   /* the first moment / buffer of the magnitudes (for the tolerance) */
+  double *m, *v; /* ADAM moments; SGD: m = momentum buffer */
+  double *mabs;  /* the first moment / buffer of the magnitudes (for the tolerance) */
 } ref_opt;
 
 static void ref_init(ref_opt *r, const sc_optim *cfg, size_t n) {
@@ -347,9 +347,15 @@ static void test_sgd_weight_decay(void **state) {
 static sc_optim kind_cfg(int i) {
   sc_optim c;
   switch (i) {
-  case 0: c = sc_adam(0.01); c.weight_decay = 0.01; return c;
+  case 0:
+    c = sc_adam(0.01);
+    c.weight_decay = 0.01;
+    return c;
   case 1: return sc_adamw(0.01, 0.1);
-  case 2: c = sc_sgd(0.05, 0.9); c.weight_decay = 0.01; return c;
+  case 2:
+    c = sc_sgd(0.05, 0.9);
+    c.weight_decay = 0.01;
+    return c;
   default: return sc_sgd(0.05, 0.0);
   }
 }
@@ -417,7 +423,8 @@ static void test_caller_memory(void **state) {
     for (size_t k = 0; k < n; k++) pin[k] = pr[k] = p[k];
     ref_step(&r, pr, g, mag);
     SC_OK_OR_FAIL(sc_optimizer_step(o, p, g, n));
-    for (size_t k = 0; k < n; k++) check_delta("SGD caller memory", t, k, pin[k], p[k], pr[k], mag[k]);
+    for (size_t k = 0; k < n; k++)
+      check_delta("SGD caller memory", t, k, pin[k], p[k], pr[k], mag[k]);
   }
   ref_free(&r);
   free(mem);
@@ -454,10 +461,12 @@ static void test_reset(void **state) {
     tu_fill_f32(p1, n, 4, 1.0);
     memcpy(p2, p1, sizeof p1);
     make_grad(g, n, 60, 0);
-    SC_OK_OR_FAIL(sc_optimizer_step(used, p1, g, n)); /* used: t = 6 */
+    SC_OK_OR_FAIL(sc_optimizer_step(used, p1, g, n));  /* used: t = 6 */
     SC_OK_OR_FAIL(sc_optimizer_step(fresh, p2, g, n)); /* fresh: t = 1 */
-    if (kind != 3) assert_memory_not_equal(p1, p2, sizeof p1);
-    else assert_memory_equal(p1, p2, sizeof p1); /* plain SGD has no state */
+    if (kind != 3)
+      assert_memory_not_equal(p1, p2, sizeof p1);
+    else
+      assert_memory_equal(p1, p2, sizeof p1); /* plain SGD has no state */
     sc_optimizer_destroy(used);
     sc_optimizer_destroy(fresh);
   }

@@ -55,7 +55,8 @@ static void test_roundtrip(void **state) {
   assert_int_equal(len, 32 + 4 * n + 8);
   assert_memory_equal(b, "SCPARAMS", 8);
   /* values are little-endian float32 right after the 32-byte header */
-  uint32_t u = (uint32_t)b[32] | (uint32_t)b[33] << 8 | (uint32_t)b[34] << 16 | (uint32_t)b[35] << 24;
+  uint32_t u =
+      (uint32_t)b[32] | (uint32_t)b[33] << 8 | (uint32_t)b[34] << 16 | (uint32_t)b[35] << 24;
   float f0;
   memcpy(&f0, &u, sizeof f0);
   assert_true(f0 == p[0]);
@@ -112,7 +113,8 @@ static void test_truncated_everywhere(void **state) {
     write_all(cut, b, k);
     for (size_t j = 0; j < n; j++) q[j] = 42.0f;
     sc_status st = sc_params_load(c, q, n, cut);
-    if (st != SC_ERR_FORMAT) fail_msg("truncated to %zu bytes: got %s (%s)", k, sc_status_str(st), sc_last_error());
+    if (st != SC_ERR_FORMAT)
+      fail_msg("truncated to %zu bytes: got %s (%s)", k, sc_status_str(st), sc_last_error());
     assert_true(strstr(sc_last_error(), "offset") != NULL);
     for (size_t j = 0; j < n; j++) assert_true(q[j] == 42.0f);
   }
@@ -150,9 +152,9 @@ static void test_corrupt_fields(void **state) {
     sc_status want;
     const char *words;
   } cases[] = {
-      {0, 'X', SC_ERR_FORMAT, "magic"},       {8, 2, SC_ERR_FORMAT, "version"},
-      {12, 2, SC_ERR_FORMAT, "element type"}, {16, 0xFF, SC_ERR_SHAPE, "parameters"},
-      {24, 0x5A, SC_ERR_SHAPE, "shape"},      {40, 0x01, SC_ERR_FORMAT, "checksum"},
+      {0, 'X', SC_ERR_FORMAT, "magic"},           {8, 2, SC_ERR_FORMAT, "version"},
+      {12, 2, SC_ERR_FORMAT, "element type"},     {16, 0xFF, SC_ERR_SHAPE, "parameters"},
+      {24, 0x5A, SC_ERR_SHAPE, "shape"},          {40, 0x01, SC_ERR_FORMAT, "checksum"},
       {len - 1, 0x77, SC_ERR_FORMAT, "checksum"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -229,7 +231,9 @@ static void test_init(void **state) {
   /* the first draw is pinned: same numbers on every machine */
   uint32_t bits;
   memcpy(&bits, &a[0], sizeof bits);
-  if (bits != 0xbea004e5u) fail_msg("first Glorot draw for seed 5 is %.9g (0x%08x), pinned 0xbea004e5", a[0], (unsigned)bits);
+  if (bits != 0xbea004e5u)
+    fail_msg("first Glorot draw for seed 5 is %.9g (0x%08x), pinned 0xbea004e5", a[0],
+             (unsigned)bits);
   free(a);
   free(b);
   free(d);
@@ -238,9 +242,12 @@ static void test_init(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip),   cmocka_unit_test(test_wrong_chain),
-      cmocka_unit_test(test_truncated_everywhere), cmocka_unit_test(test_corrupt_fields),
-      cmocka_unit_test(test_bad_args),    cmocka_unit_test(test_init),
+      cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_wrong_chain),
+      cmocka_unit_test(test_truncated_everywhere),
+      cmocka_unit_test(test_corrupt_fields),
+      cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_init),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,8 +89,8 @@ static void out_alloc(out *o, size_t np) {
   o->gxd_sq = malloc(MAXB * NI * sizeof(double));
   o->gd_pb = malloc(np * sizeof(double));
   o->gxd_pb = malloc(MAXB * NI * sizeof(double));
-  assert_true(o->y && o->g_sq && o->gx_sq && o->g_ce && o->g_pb && o->gx_pb && o->yd &&
-              o->gd_sq && o->gxd_sq && o->gd_pb && o->gxd_pb);
+  assert_true(o->y && o->g_sq && o->gx_sq && o->g_ce && o->g_pb && o->gx_pb && o->yd && o->gd_sq &&
+              o->gxd_sq && o->gd_pb && o->gxd_pb);
 }
 static void out_free(out *o) {
   free(o->y), free(o->g_sq), free(o->gx_sq), free(o->g_ce), free(o->g_pb), free(o->gx_pb);
@@ -116,18 +116,18 @@ static void compute_all(prep *P, const inputs *in, size_t b, out *o) {
   o->l_sq = o->l_ce = o->l_val = NAN;
   o->ld_sq = NAN;
   SC_OK_OR_FAIL(sc_forward(c, in->p, in->x, b, o->y, before_call(P)));
-  SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, in->p, in->x, in->t, b, &o->l_sq, o->g_sq,
-                           o->gx_sq, before_call(P)));
+  SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, in->p, in->x, in->t, b, &o->l_sq, o->g_sq, o->gx_sq,
+                           before_call(P)));
   SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, in->p, in->x, in->lab, b, &o->l_ce,
                            o->g_ce, NULL, before_call(P)));
-  SC_OK_OR_FAIL(sc_loss_value(c, SC_LOSS_ABSOLUTE, in->p, in->x, in->t, b, &o->l_val,
-                              before_call(P)));
+  SC_OK_OR_FAIL(
+      sc_loss_value(c, SC_LOSS_ABSOLUTE, in->p, in->x, in->t, b, &o->l_val, before_call(P)));
   SC_OK_OR_FAIL(sc_pullback(c, in->p, in->x, in->dy, b, o->g_pb, o->gx_pb, before_call(P)));
   SC_OK_OR_FAIL(sc_forward_f64(c, in->pd, in->xd, b, o->yd, before_call(P)));
-  SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, in->pd, in->xd, in->td, b, &o->ld_sq,
-                               o->gd_sq, o->gxd_sq, before_call(P)));
-  SC_OK_OR_FAIL(sc_pullback_f64(c, in->pd, in->xd, in->dyd, b, o->gd_pb, o->gxd_pb,
-                                before_call(P)));
+  SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, in->pd, in->xd, in->td, b, &o->ld_sq, o->gd_sq,
+                               o->gxd_sq, before_call(P)));
+  SC_OK_OR_FAIL(
+      sc_pullback_f64(c, in->pd, in->xd, in->dyd, b, o->gd_pb, o->gxd_pb, before_call(P)));
 }
 
 static void all_finite_f32(const float *v, size_t n, const char *what) {
@@ -225,7 +225,8 @@ static void run_isa(const char *isa) {
     SC_OK_OR_FAIL(sc_params_init(c, in.p, np, 5));
     SC_OK_OR_FAIL(sc_params_init_f64(c, in.pd, np, 5));
     /* nonzero biases, so that padded lanes of a tile are not all zero either */
-    for (size_t k = NI * NH1; k < NI * NH1 + NH1; k++) in.pd[k] = in.p[k] = 0.1f * (float)(k % 5) - 0.2f;
+    for (size_t k = NI * NH1; k < NI * NH1 + NH1; k++)
+      in.pd[k] = in.p[k] = 0.1f * (float)(k % 5) - 0.2f;
     tu_fill_f32(in.x, MAXB * NI, 21, 1.5);
     tu_fill_f64(in.xd, MAXB * NI, 21, 1.5);
     tu_fill_f32(in.t, MAXB * NO, 22, 1.0);
@@ -311,8 +312,10 @@ static void test_poisoned_workspace(void **state) {
     setenv("SC_ISA", isas[i], 1);
     run_isa(isas[i]);
   }
-  if (saved) setenv("SC_ISA", keep, 1);
-  else unsetenv("SC_ISA");
+  if (saved)
+    setenv("SC_ISA", keep, 1);
+  else
+    unsetenv("SC_ISA");
 }
 
 /* the layout the "slices" mode relies on: the returned workspace pointer is the 64-byte

@@ -92,8 +92,7 @@ static void check_train(sc_loss loss, size_t batch_size, size_t epochs, sc_optim
   for (int i = 1; i < 4; i++) {
     if (memcmp(runs[0].p, runs[i].p, np * sizeof(float)) != 0) {
       size_t k = 0;
-      while (k < np && memcmp(&runs[0].p[k], &runs[i].p[k], sizeof(float)) == 0)
-        k++;
+      while (k < np && memcmp(&runs[0].p[k], &runs[i].p[k], sizeof(float)) == 0) k++;
       fail_msg("threads=%d: p[%zu] = %.9g, with 1 thread %.9g (batch %zu)", THREADS[i], k,
                (double)runs[i].p[k], (double)runs[0].p[k], bs);
     }
@@ -108,8 +107,7 @@ static void check_train(sc_loss loss, size_t batch_size, size_t epochs, sc_optim
     assert_memory_not_equal(runs[0].p, other.p, np * sizeof(float));
     free(other.p);
   }
-  for (int i = 0; i < 4; i++)
-    free(runs[i].p);
+  for (int i = 0; i < 4; i++) free(runs[i].p);
   sc_workspace_destroy(ws);
   sc_chain_destroy(c);
   free(p0), free(x), free(y), free(lab);
@@ -151,10 +149,8 @@ static void run_workspace_threads(const char *isa) {
 
   double *xd = malloc(NS * NIN * sizeof *xd), *yd = malloc(NS * NOUT * sizeof *yd);
   assert_true(xd && yd);
-  for (size_t k = 0; k < NS * NIN; k++)
-    xd[k] = x[k];
-  for (size_t k = 0; k < NS * NOUT; k++)
-    yd[k] = y[k];
+  for (size_t k = 0; k < NS * NIN; k++) xd[k] = x[k];
+  for (size_t k = 0; k < NS * NOUT; k++) yd[k] = y[k];
 
   /* per thread count: after NSTEP SGD steps: p, last loss, last gx, forward, pullback */
   float *P[4], *GX[4], *Y[4], *PG[4], *PGX[4], L[4];
@@ -181,12 +177,10 @@ static void run_workspace_threads(const char *isa) {
         size_t off = ((size_t)s * 131) % (NS - B + 1);
         SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, P[ti], x + off * NIN, y + off * NOUT, B,
                                  &L[ti], g, GX[ti], ws));
-        for (size_t k = 0; k < np; k++)
-          P[ti][k] -= 0.05f * g[k];
+        for (size_t k = 0; k < np; k++) P[ti][k] -= 0.05f * g[k];
         SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, PD[ti], xd + off * NIN, yd + off * NOUT, B,
                                      &LD[ti], GD[ti], NULL, ws));
-        for (size_t k = 0; k < np; k++)
-          PD[ti][k] -= 0.05 * GD[ti][k];
+        for (size_t k = 0; k < np; k++) PD[ti][k] -= 0.05 * GD[ti][k];
       }
       SC_OK_OR_FAIL(sc_forward(c, P[ti], x, B, Y[ti], ws));
       /* pullback twice: accumulation happens in the same order too */
@@ -198,22 +192,16 @@ static void run_workspace_threads(const char *isa) {
     for (int ti = 1; ti < 4; ti++) {
       char ctx[80];
       snprintf(ctx, sizeof ctx, "isa %s, batch %zu, %d threads", isa, B, THREADS[ti]);
-      if (memcmp(P[0], P[ti], np * sizeof(float)) != 0)
-        fail_msg("%s: float p differs", ctx);
+      if (memcmp(P[0], P[ti], np * sizeof(float)) != 0) fail_msg("%s: float p differs", ctx);
       if (memcmp(&L[0], &L[ti], sizeof(float)) != 0)
         fail_msg("%s: loss %.9g vs %.9g", ctx, (double)L[ti], (double)L[0]);
-      if (memcmp(GX[0], GX[ti], B * NIN * sizeof(float)) != 0)
-        fail_msg("%s: gx differs", ctx);
-      if (memcmp(Y[0], Y[ti], B * NOUT * sizeof(float)) != 0)
-        fail_msg("%s: forward differs", ctx);
-      if (memcmp(PG[0], PG[ti], np * sizeof(float)) != 0)
-        fail_msg("%s: pullback g differs", ctx);
+      if (memcmp(GX[0], GX[ti], B * NIN * sizeof(float)) != 0) fail_msg("%s: gx differs", ctx);
+      if (memcmp(Y[0], Y[ti], B * NOUT * sizeof(float)) != 0) fail_msg("%s: forward differs", ctx);
+      if (memcmp(PG[0], PG[ti], np * sizeof(float)) != 0) fail_msg("%s: pullback g differs", ctx);
       if (memcmp(PGX[0], PGX[ti], B * NIN * sizeof(float)) != 0)
         fail_msg("%s: pullback gx differs", ctx);
-      if (memcmp(PD[0], PD[ti], np * sizeof(double)) != 0)
-        fail_msg("%s: double p differs", ctx);
-      if (memcmp(&LD[0], &LD[ti], sizeof(double)) != 0)
-        fail_msg("%s: double loss differs", ctx);
+      if (memcmp(PD[0], PD[ti], np * sizeof(double)) != 0) fail_msg("%s: double p differs", ctx);
+      if (memcmp(&LD[0], &LD[ti], sizeof(double)) != 0) fail_msg("%s: double loss differs", ctx);
     }
     /* the steps did move p */
     float *pi = malloc(np * sizeof(float));
@@ -236,8 +224,7 @@ static void test_workspace_threads(void **state) {
   (void)state;
   const char *isas[3];
   int nisa = tu_isas(isas);
-  for (int i = 0; i < nisa; i++)
-    run_workspace_threads(isas[i]);
+  for (int i = 0; i < nisa; i++) run_workspace_threads(isas[i]);
 }
 
 /* One workspace, its thread count changed between calls: 2 -> 1 -> 3 -> 2 give the same

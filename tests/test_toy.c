@@ -49,12 +49,13 @@ static result run_result(const char *args) {
   if (!line) fail_msg("toy2x2 %s printed no RESULT line:\n%s", args, out);
   result r;
   memset(&r, 0, sizeof r);
-  int n = sscanf(line,
-                 "RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%lf "
-                 "train_mse=%lf test_mse=%lf gflops=%lf",
-                 &r.steps, &r.samples, &r.threads, &r.seconds, &r.train_mse, &r.test_mse,
-                 &r.gflops);
-  if (n != 7) fail_msg("toy2x2 %s: RESULT line not in the expected format (%d fields):\n%s", args, n, line);
+  int n =
+      sscanf(line,
+             "RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%lf "
+             "train_mse=%lf test_mse=%lf gflops=%lf",
+             &r.steps, &r.samples, &r.threads, &r.seconds, &r.train_mse, &r.test_mse, &r.gflops);
+  if (n != 7)
+    fail_msg("toy2x2 %s: RESULT line not in the expected format (%d fields):\n%s", args, n, line);
   /* exactly one RESULT line */
   assert_null(strstr(line + 1, "RESULT "));
   free(out);
@@ -110,9 +111,9 @@ static void test_toy_bad_args(void **state) {
   static const struct {
     const char *args, *needle;
   } cases[] = {
-      {"--steps abc", "abc"},       {"--steps 0", "--steps"},     {"--steps -5", "-5"},
-      {"--samples 12x", "12x"},     {"--threads 0", "--threads"}, {"--lr -1", "--lr"},
-      {"--bogus 1", "--bogus"},     {"--steps", "--steps"},
+      {"--steps abc", "abc"},   {"--steps 0", "--steps"},     {"--steps -5", "-5"},
+      {"--samples 12x", "12x"}, {"--threads 0", "--threads"}, {"--lr -1", "--lr"},
+      {"--bogus 1", "--bogus"}, {"--steps", "--steps"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *out = NULL;
@@ -120,7 +121,8 @@ static void test_toy_bad_args(void **state) {
     if (rc == 0) fail_msg("toy2x2 %s exited with 0:\n%s", cases[i].args, out);
     if (rc >= 128) fail_msg("toy2x2 %s crashed (%d):\n%s", cases[i].args, rc, out);
     if (!strstr(out, cases[i].needle))
-      fail_msg("toy2x2 %s: message does not mention '%s':\n%s", cases[i].args, cases[i].needle, out);
+      fail_msg("toy2x2 %s: message does not mention '%s':\n%s", cases[i].args, cases[i].needle,
+               out);
     assert_null(strstr(out, "RESULT"));
     free(out);
   }
@@ -129,7 +131,8 @@ static void test_toy_bad_args(void **state) {
 int main(void) {
   FILE *f = fopen(toy_path(), "rb");
   if (!f) {
-    fprintf(stderr, "test_toy: %s not found (run through `make test`, which builds it)\n", toy_path());
+    fprintf(stderr, "test_toy: %s not found (run through `make test`, which builds it)\n",
+            toy_path());
     return 1;
   }
   fclose(f);

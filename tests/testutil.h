@@ -24,20 +24,20 @@
 #include "simplechain.h"
 
 /* Fails the test, printing the status and sc_last_error(), if call is not SC_OK. */
-#define SC_OK_OR_FAIL(call)                                                               \
-  do {                                                                                    \
-    sc_status st_ = (call);                                                               \
-    if (st_ != SC_OK) fail_msg("%s -> %s: %s", #call, sc_status_str(st_), sc_last_error()); \
+#define SC_OK_OR_FAIL(call)                                                                        \
+  do {                                                                                             \
+    sc_status st_ = (call);                                                                        \
+    if (st_ != SC_OK) fail_msg("%s -> %s: %s", #call, sc_status_str(st_), sc_last_error());        \
   } while (0)
 
 /* Asserts that call returns the status `want` and leaves a non-empty message. */
-#define SC_EXPECT(want, call)                                                             \
-  do {                                                                                    \
-    sc_status st_ = (call);                                                               \
-    if (st_ != (want))                                                                    \
-      fail_msg("%s -> %s, expected %s (%s)", #call, sc_status_str(st_), sc_status_str(want), \
-               sc_last_error());                                                          \
-    if ((want) != SC_OK) assert_true(strlen(sc_last_error()) > 0);                        \
+#define SC_EXPECT(want, call)                                                                      \
+  do {                                                                                             \
+    sc_status st_ = (call);                                                                        \
+    if (st_ != (want))                                                                             \
+      fail_msg("%s -> %s, expected %s (%s)", #call, sc_status_str(st_), sc_status_str(want),       \
+               sc_last_error());                                                                   \
+    if ((want) != SC_OK) assert_true(strlen(sc_last_error()) > 0);                                 \
   } while (0)
 
 /* Deterministic test data: splitmix64 uniform in [-1, 1). */
@@ -69,8 +69,10 @@ static inline int tu_isas(const char *names[3]) {
     if (sc_chain_create(&c, 1, &l, 1) == SC_OK) names[n++] = all[i];
     sc_chain_destroy(c);
   }
-  if (saved) setenv("SC_ISA", keep, 1);
-  else unsetenv("SC_ISA");
+  if (saved)
+    setenv("SC_ISA", keep, 1);
+  else
+    unsetenv("SC_ISA");
   return n;
 }
 
