@@ -25,8 +25,10 @@ override LDLIBS += $(ZLIB_LIBS)
 ifndef SC_SLEEF
   SC_SLEEF := $(if $(wildcard /usr/include/sleef.h /usr/include/*/sleef.h),1,0)
 endif
+# SC_TANH=sleef: the float tanh of the AVX2/AVX-512 builds from SLEEF (tanhf u35, 3.5 ULP)
+# instead of our rational approximation (faster, about 5.7 ULP); see bench/RESULTS.md
 ifeq ($(SC_SLEEF),1)
-  SLEEF_DEFS := -DSC_HAVE_SLEEF
+  SLEEF_DEFS := -DSC_HAVE_SLEEF $(if $(filter sleef,$(SC_TANH)),-DSC_TANH_SLEEF)
   override LDLIBS += -lsleef
 endif
 AVX2_FLAGS   := -mavx2 -mfma -ffp-contract=fast -fno-math-errno -Wno-psabi

@@ -53,4 +53,11 @@ SC__SLEEF_DEF(sc__sleef_tanh_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_st
 #endif
 #undef SC__SLEEF_DEF
 
+/* the float tanh on one native vector (used only with SC_TANH_SLEEF) */
+#if defined(__AVX512F__)
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf16_u35avx512f((__m512)(v)))
+#else
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf8_u35avx2((__m256)(v)))
+#endif
+
 #endif

@@ -85,7 +85,12 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
     for (j = 0; j < NV; j++) V_ROWW(a, j) = v_max(acc[j], V_BCAST(0.0f));
     return;
   case SC_TANH:
+#if defined(SC_TANH_SLEEF) && defined(SC__SLEEF)
+    /* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of our rational one */
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = SC__SLEEF_TANHF(acc[j]);
+#else
     for (j = 0; j < NV; j++) V_ROWW(a, j) = v_tanh(acc[j]);
+#endif
     return;
   default: { /* not hot: the portable row function */
     float tmp[SC__TW] __attribute__((aligned(64)));
