@@ -102,8 +102,9 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
 }
 
 /* a = act(W x + b): rows in blocks of NB (NB x NV accumulators in registers) */
-#define V_FWD_BLOCK(NB)                                                                            \
-  for (; o + NB <= O; o += NB) {                                                                   \
+/* exactly NB output rows starting at o (NB x NV accumulators in registers); o += NB */
+#define V_FWD_BODY(NB)                                                                             \
+  {                                                                                                \
     sc_vf acc[NB][NV];                                                                             \
     _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                         \
       sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                                     \
@@ -120,18 +121,36 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
     }                                                                                              \
     _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++)                                           \
         v_act_store(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);           \
+    o += NB;                                                                                       \
   }
 
+/* a = act(W x + b). The O rows are cut into ceil(O / VOB) blocks of nearly equal size
+ * (84 rows: 7 x 8 + 4 x 7, 10 rows: 2 x 5), so no block is left with a few accumulators
+ * waiting on FMA latency. Each output's sum runs over i in the same order whatever the
+ * blocking, so the results do not depend on it. */
 static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
                               const float *restrict b, const float *restrict x, size_t O, size_t I,
                               sc_act act) {
-  size_t o = 0;
-  V_FWD_BLOCK(VOB)
+  size_t nb = (O + VOB - 1) / VOB, base = O / nb, extra = O % nb, o = 0;
+  if (extra == 0 && base == VOB) { /* the common case: whole blocks of VOB rows */
+    while (o < O) V_FWD_BODY(VOB)
+    return;
+  }
+  for (size_t bi = 0; bi < nb; bi++) {
+    switch (base + (bi < extra ? 1 : 0)) {
+    case 1: V_FWD_BODY(1) break;
+    case 2: V_FWD_BODY(2) break;
+    case 3: V_FWD_BODY(3) break;
+    case 4: V_FWD_BODY(4) break;
 #if VOB > 4
-  V_FWD_BLOCK(4)
+    case 5: V_FWD_BODY(5) break;
+    case 6: V_FWD_BODY(6) break;
+    case 7: V_FWD_BODY(7) break;
+    case 8: V_FWD_BODY(8) break;
 #endif
-  V_FWD_BLOCK(2)
-  V_FWD_BLOCK(1)
+    default: break; /* not reached: blocks hold 1..VOB rows */
+    }
+  }
 }
 
 /* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block
@@ -490,7 +509,7 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
 }
 #endif
 
-#undef V_FWD_BLOCK
+#undef V_FWD_BODY
 #undef V_DW_BLOCK
 #undef V_DX_BLOCK
 #endif
