@@ -143,21 +143,12 @@ typedef struct fdstats {
 
 static void fd_check(const char *what, const char *ctx, size_t k, double an, double fd,
                      fdstats *st) {
-  double den = fmax(fmax(fabs(an), fabs(fd)), FD_FLOOR);
-  double err = fabs(an - fd) / den;
-  if (!(err <= FD_RTOL))
-    fail_msg("%s: %s[%zu]: analytic %.15g, finite difference %.15g, rel err %.3g > %g", ctx, what,
-             k, an, fd, err, FD_RTOL);
-  if (err > st->worst) st->worst = err;
-  if (fabs(an - fd) > st->worst_abs) st->worst_abs = fabs(an - fd);
-  st->checked++;
+  tu_fd_compare(ctx, what, k, an, fd, FD_RTOL, FD_FLOOR, &st->worst, &st->worst_abs, &st->checked);
 }
 
 /* which of n components to check: all if few, else a stride plus the marked ones */
 static int want_index(size_t k, size_t n, const unsigned char *always) {
-  if (n <= MAX_CHECKS) return 1;
-  size_t stride = (n + MAX_CHECKS - 1) / MAX_CHECKS;
-  return k % stride == 0 || (always && always[k]);
+  return tu_fd_want(k, n, MAX_CHECKS, always);
 }
 
 /* first and last weight and all biases of every layer */

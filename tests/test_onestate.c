@@ -420,14 +420,7 @@ typedef struct stats {
 } stats;
 
 static void fd_check(const char *ctx, const char *what, size_t k, double an, double fd, stats *st) {
-  double den = fmax(fmax(fabs(an), fabs(fd)), FD_FLOOR);
-  double err = fabs(an - fd) / den;
-  if (!(err <= FD_RTOL))
-    fail_msg("%s: %s[%zu]: analytic %.15g, finite difference %.15g, rel err %.3g > %g", ctx, what,
-             k, an, fd, err, FD_RTOL);
-  st->fd_rel = fmax(st->fd_rel, err);
-  st->fd_abs = fmax(st->fd_abs, fabs(an - fd));
-  st->fd_checked++;
+  tu_fd_compare(ctx, what, k, an, fd, FD_RTOL, FD_FLOOR, &st->fd_rel, &st->fd_abs, &st->fd_checked);
 }
 
 /* components checked by finite differences: all of them up to MAX_FD, else a stride

@@ -123,4 +123,28 @@ static inline int tu_run(const char *cmd, char **out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* Finite differences: the comparison every gradient test uses. Fails the test unless
+ * |an - fd| / max(|an|, |fd|, floor) <= rtol (an absolute bound for tiny components);
+ * *worst_rel / *worst_abs keep the largest errors seen, *checked counts comparisons. */
+static inline void tu_fd_compare(const char *ctx, const char *what, size_t k, double an, double fd,
+                                 double rtol, double floor, double *worst_rel, double *worst_abs,
+                                 size_t *checked) {
+  double den = fmax(fmax(fabs(an), fabs(fd)), floor);
+  double err = fabs(an - fd) / den;
+  if (!(err <= rtol))
+    fail_msg("%s: %s[%zu]: analytic %.15g, finite difference %.15g, rel err %.3g > %g", ctx, what,
+             k, an, fd, err, rtol);
+  if (err > *worst_rel) *worst_rel = err;
+  if (fabs(an - fd) > *worst_abs) *worst_abs = fabs(an - fd);
+  (*checked)++;
+}
+
+/* Which of n components a finite-difference check visits: all when n <= max, else every
+ * stride-th one plus those marked in always (may be NULL). */
+static inline int tu_fd_want(size_t k, size_t n, size_t max, const unsigned char *always) {
+  if (n <= max) return 1;
+  size_t stride = (n + max - 1) / max;
+  return k % stride == 0 || (always && always[k]);
+}
+
 #endif
