@@ -65,15 +65,17 @@ float FN(uint64_t iters, float seed, double *flops) {
   a0 = c + seed;
 #define I(i, j) a##i = a##j + c;
   I(1, 0)
-  I(2, 1) I(3, 2) I(4, 3) I(5, 4) I(6, 5) I(7, 6) I(8, 7) I(9, 8) I(10, 9) I(11, 10) I(12, 11)
-      I(13, 12) I(14, 13) I(15, 14)
+  I(2, 1)
+  I(3, 2) I(4, 3) I(5, 4) I(6, 5) I(7, 6) I(8, 7) I(9, 8) I(10, 9) I(11, 10) I(12, 11) I(13, 12)
+      I(14, 13) I(15, 14)
 #undef I
           (void) a12,
       (void)a13, (void)a14, (void)a15; /* unused with 12 accumulators */
   for (uint64_t it = 0; it < iters; it++) {
 #define F(i) a##i = FMA(a##i, m, c);
     F(0)
-    F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
+    F(1)
+    F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
 #if NA > 12
         F(12) F(13) F(14) F(15)
 #endif
