@@ -2523,10 +2523,12 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
       continue;
     }
-    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD) SC__TN(sc__loss_tile)
-    (J, lanes, J->mode == SC__VALGRAD ? cur : NULL, yhat, tm + c->t_off, b0, n);
-    else /* pullback: the cotangent is given */
-        SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n);
+    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD) {
+      SC__T *dl = J->mode == SC__VALGRAD ? cur : NULL;
+      SC__TN(sc__loss_tile)(J, lanes, dl, yhat, tm + c->t_off, b0, n);
+    } else { /* pullback: the cotangent is given */
+      SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n);
+    }
     if (!backward) continue;
     for (size_t l = L; l-- > 0;) {
       const sc__lplan *P = &c->L[l];

@@ -63,31 +63,27 @@ float FN(uint64_t iters, float seed, double *flops) {
     c[k] = 1e-7f * seed;
   }
   a0 = c + seed;
+  // clang-format off
 #define I(i, j) a##i = a##j + c;
-  I(1, 0)
-  I(2, 1)
-  I(3, 2) I(4, 3) I(5, 4) I(6, 5) I(7, 6) I(8, 7) I(9, 8) I(10, 9) I(11, 10) I(12, 11) I(13, 12)
-      I(14, 13) I(15, 14)
+  I(1, 0) I(2, 1) I(3, 2) I(4, 3) I(5, 4) I(6, 5) I(7, 6) I(8, 7)
+  I(9, 8) I(10, 9) I(11, 10) I(12, 11) I(13, 12) I(14, 13) I(15, 14)
 #undef I
-          (void) a12,
-      (void)a13, (void)a14, (void)a15; /* unused with 12 accumulators */
+  (void)a12, (void)a13, (void)a14, (void)a15; /* unused with 12 accumulators */
   for (uint64_t it = 0; it < iters; it++) {
 #define F(i) a##i = FMA(a##i, m, c);
-    F(0)
-    F(1)
-    F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
+    F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
 #if NA > 12
-        F(12) F(13) F(14) F(15)
+    F(12) F(13) F(14) F(15)
 #endif
 #undef F
-        /* an empty asm that "modifies" the accumulators: nothing is hoisted out of the loop or
-         * folded across iterations, and the accumulators stay in registers */
-        __asm__ volatile(""
-                         : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+    /* an empty asm that "modifies" the accumulators: nothing is hoisted out of the loop or
+     * folded across iterations, and the accumulators stay in registers */
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
     __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
 #if NA > 12
     __asm__ volatile("" : "+v"(a12), "+v"(a13), "+v"(a14), "+v"(a15));
 #endif
+    // clang-format on
   }
   vf s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
 #if NA > 12
