@@ -14,13 +14,15 @@
 #include <math.h>
 #include <sleef.h>
 
-#if defined(__AVX512F__)
+/* y[k] = fn(x[k]): W lanes at a time, libm for the tail */
 #define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
   static __attribute__((noinline)) void name(T *y, const T *x, size_t n) {                         \
     size_t k = 0;                                                                                  \
     for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
     for (; k < n; k++) y[k] = tail(x[k]);                                                          \
   }
+
+#if defined(__AVX512F__)
 SC__SLEEF_DEF(sc__sleef_exp_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
               Sleef_expf16_u10avx512f, expf)
 SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
@@ -32,12 +34,6 @@ SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_s
 SC__SLEEF_DEF(sc__sleef_tanh_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
               Sleef_tanhd8_u10avx512f, tanh)
 #elif defined(__AVX2__)
-#define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
-  static __attribute__((noinline)) void name(T *y, const T *x, size_t n) {                         \
-    size_t k = 0;                                                                                  \
-    for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
-    for (; k < n; k++) y[k] = tail(x[k]);                                                          \
-  }
 SC__SLEEF_DEF(sc__sleef_exp_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
               Sleef_expf8_u10avx2, expf)
 SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,

@@ -269,25 +269,6 @@ static void ref_forward1(const net *n, const double *p, const double *x, double 
   free(A), free(B);
 }
 
-/* documented loss formulas */
-static double ref_loss(sc_loss loss, const double *yhat, const void *target, size_t B, size_t O) {
-  double s = 0;
-  for (size_t b = 0; b < B; b++) {
-    const double *y = yhat + b * O;
-    if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
-      int32_t lab = ((const int32_t *)target)[b];
-      double m = y[0], se = 0;
-      for (size_t o = 1; o < O; o++) m = fmax(m, y[o]);
-      for (size_t o = 0; o < O; o++) se += exp(y[o] - m);
-      s += m + log(se) - y[lab];
-    } else {
-      const double *t = (const double *)target + b * O;
-      for (size_t o = 0; o < O; o++) s += (y[o] - t[o]) * (y[o] - t[o]);
-    }
-  }
-  return s / (double)B;
-}
-
 /* ================================================================ chain, params, data */
 /* Builds the chain on `isa` (NULL: the default path) and checks every layer's shapes,
  * parameter count and offset against the test's own arithmetic. */
@@ -601,9 +582,10 @@ static void check_fd(const char *isa, const net *n, fdkind kind, size_t batch, u
     SC_OK_OR_FAIL(sc_valgrad_f64(c,
                                  kind == FD_SQUARED ? SC_LOSS_SQUARED : SC_LOSS_LOGIT_CROSSENTROPY,
                                  p, x, target, batch, &lv, g, gx, ws));
-    double want = drop ? fd_eval(&F, p, x)
-                       : ref_loss(kind == FD_SQUARED ? SC_LOSS_SQUARED : SC_LOSS_LOGIT_CROSSENTROPY,
-                                  yhat, target, batch, out);
+    double want =
+        drop ? fd_eval(&F, p, x)
+             : tu_ref_loss(kind == FD_SQUARED ? SC_LOSS_SQUARED : SC_LOSS_LOGIT_CROSSENTROPY, yhat,
+                           target, batch, out);
     if (!(fabs(lv - want) <= 1e-12 * fmax(1, fabs(want))))
       fail_msg("%s: loss %.17g, expected %.17g (%s)", ctx, lv, want,
                drop ? "loss-only sc_valgrad_f64, same mask" : "documented formula");

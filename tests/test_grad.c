@@ -181,26 +181,6 @@ static double loss_at(const lossctx *L, const double *p, const double *x) {
   return v;
 }
 
-/* documented loss formulas, from the library's forward output yhat */
-static double ref_loss(sc_loss loss, const double *yhat, const void *target, size_t B, size_t O) {
-  double s = 0;
-  for (size_t b = 0; b < B; b++) {
-    const double *y = yhat + b * O;
-    if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
-      int32_t lab = ((const int32_t *)target)[b];
-      double m = y[0], se = 0;
-      for (size_t o = 1; o < O; o++) m = fmax(m, y[o]);
-      for (size_t o = 0; o < O; o++) se += exp(y[o] - m);
-      s += m + log(se) - y[lab];
-    } else {
-      const double *t = (const double *)target + b * O;
-      for (size_t o = 0; o < O; o++)
-        s += loss == SC_LOSS_SQUARED ? (y[o] - t[o]) * (y[o] - t[o]) : fabs(y[o] - t[o]);
-    }
-  }
-  return s / (double)B;
-}
-
 static const char *loss_name(sc_loss l) {
   return l == SC_LOSS_SQUARED ? "squared" : l == SC_LOSS_ABSOLUTE ? "absolute" : "logit-xent";
 }
@@ -260,7 +240,7 @@ static void check_valgrad(const char *isa, const netdef *n, sc_loss loss, size_t
   lossctx L = {c, loss, target, batch, ws};
 
   /* loss value matches the documented formula */
-  double lv = NAN, lr = ref_loss(loss, yhat, target, batch, out);
+  double lv = NAN, lr = tu_ref_loss(loss, yhat, target, batch, out);
   for (size_t k = 0; k < np; k++) g[k] = 1e3; /* must be overwritten, not accumulated */
   for (size_t k = 0; k < nx; k++) gx[k] = -1e3;
   SC_OK_OR_FAIL(sc_valgrad_f64(c, loss, p, x, target, batch, &lv, g, gx, ws));

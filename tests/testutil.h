@@ -147,4 +147,26 @@ static inline int tu_fd_want(size_t k, size_t n, size_t max, const unsigned char
   return k % stride == 0 || (always && always[k]);
 }
 
+/* The losses exactly as documented in simplechain.h (mean over the batch), in double, from
+ * outputs yhat (B x O); target: B x O doubles, or B int32_t labels for cross-entropy. */
+static inline double tu_ref_loss(sc_loss loss, const double *yhat, const void *target, size_t B,
+                                 size_t O) {
+  double s = 0;
+  for (size_t b = 0; b < B; b++) {
+    const double *y = yhat + b * O;
+    if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+      int32_t lab = ((const int32_t *)target)[b];
+      double m = y[0], se = 0;
+      for (size_t o = 1; o < O; o++) m = fmax(m, y[o]);
+      for (size_t o = 0; o < O; o++) se += exp(y[o] - m);
+      s += m + log(se) - y[lab];
+    } else {
+      const double *t = (const double *)target + b * O;
+      for (size_t o = 0; o < O; o++)
+        s += loss == SC_LOSS_SQUARED ? (y[o] - t[o]) * (y[o] - t[o]) : fabs(y[o] - t[o]);
+    }
+  }
+  return s / (double)B;
+}
+
 #endif
