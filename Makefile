@@ -99,7 +99,7 @@ $(BUILD)/neural_ode: examples/neural_ode.c $(LIB) simplechain.h
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -I. $< $(LIB) -o $@ $(CMOCKA_LIBS) $(LDLIBS) \
+	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) $(if $(filter 1,$(SC_SLEEF)),-DSC_TEST_SLEEF) -I. $< $(LIB) -o $@ $(CMOCKA_LIBS) $(LDLIBS) \
 	  $(if $(findstring test_alloc,$@),-Wl$(comma)--wrap=malloc$(comma)--wrap=calloc$(comma)--wrap=realloc$(comma)--wrap=free)
 comma := ,
 

@@ -1921,23 +1921,53 @@ done:
 #endif
 
 #if SC__F32
-/* tanh(x) = x P(x^2) / Q(x^2) on [-9, 9], +-1 beyond (exact in float there). A
- * rational minimax-style fit of our own (weighted least squares on relative error);
- * plain arithmetic, so compilers vectorize it. Max error: see tests/test_math.c. */
+/* The float tanh, our own (vectorizable; kernels/vec_f32.h has the same steps on
+ * vectors). With a = 2 min(|x|, 9) and E = expm1(a),
+ *     tanh|x| = E / (E + 2)                      for |x| >= 0.35,
+ *     tanh|x| = |x| + |x|^3 P(x^2)               for |x| <  0.35,
+ * and the sign of x put back (so tanh is odd and +-0 maps to +-0). E is computed as
+ * 2^n expm1(r) + (2^n - 1), r = a - n ln2 (|r| <= ln2/2, ln2 split in two so that n ln2hi
+ * is exact), expm1(r) = r + r^2 q(r). E / (E + 2) has a relative condition number
+ * 2 / (E + 2) <= 1 in E, so the error of E is not amplified; for small |x| the odd
+ * polynomial avoids the rounding of E + 2. q and P are minimax-style fits of our own
+ * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
+ * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
+ * exactly +-1 from |x| = 9 on, never outside [-1, 1]. Non-finite x never gets here (the
+ * API rejects it); +-inf would give +-1. */
+static inline uint32_t sc__fbits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float sc__fof(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+/* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
+static inline float sc__fsel(int c, float a, float b) {
+  uint32_t m = (uint32_t)0 - (uint32_t)c;
+  return sc__fof((sc__fbits(a) & m) | (sc__fbits(b) & ~m));
+}
 static inline float sc__tanh_f32(float x) {
-  float c = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x);
-  float s = c * c;
-  float P =
-      (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s + 1.338117803e-01f) *
-          s +
-      9.999999797e-01f;
-  float Q =
-      (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s + 4.671449372e-01f) *
-          s +
-      1.0f;
-  float y = c * P / Q;
-  y = y > 1.0f ? 1.0f : (y < -1.0f ? -1.0f : y);      /* never outside [-1, 1] */
-  return x >= 9.0f ? 1.0f : (x <= -9.0f ? -1.0f : y); /* exactly +-1 in the tails */
+  float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
+  float a = 2.0f * sc__fsel(ax < 9.0f, ax, 9.0f); /* 9 for NaN too */
+  float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
+  float n = t - 12582912.0f;
+  float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
+  r = r - n * 1.42860677e-06f;    /* ln2 low part */
+  float q = (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+            4.99999970e-1f;
+  float p = (r * r) * q + r;                               /* expm1(r) */
+  float s = sc__fof((sc__fbits(t) << 23) + 0x3f800000u); /* 2^n */
+  float E = s * p + (s - 1.0f);                            /* expm1(a) */
+  float y = E / (E + 2.0f);
+  float z = ax * ax;
+  float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = sc__fsel(ax < 0.35f, ys, y);
+  return sc__fof(sc__fbits(y) | (sc__fbits(x) & 0x80000000u));
 }
 #define SC__TANH(v) sc__tanh_f32(v)
 #define SC__EXPMAX 80.0f /* exp of this is finite in float */
@@ -2052,6 +2082,35 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       d[k] *= sg + (w == 0 ? 0 : v * 2 * du * w);
     }
     break;
+  }
+}
+
+/* sc__act_bwd, and bl[k] += d[k] (the bias gradient in lane form) in the same pass over
+ * d; the same operations as act_bwd followed by the sum, so the same bits */
+SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
+                                          const SC__T *restrict a, const SC__T *restrict z,
+                                          size_t n, sc_act act) {
+  size_t k;
+  switch (act) {
+  case SC_IDENTITY:
+    for (k = 0; k < n; k++) bl[k] += d[k];
+    return;
+  case SC_RELU:
+    for (k = 0; k < n; k++) {
+      SC__T v = a[k] > 0 ? d[k] : 0;
+      d[k] = v, bl[k] += v;
+    }
+    return;
+  case SC_TANH:
+    for (k = 0; k < n; k++) {
+      SC__T v = d[k] * (1 - a[k] * a[k]);
+      d[k] = v, bl[k] += v;
+    }
+    return;
+  default:
+    SC__TN(sc__act_bwd)(d, a, z, n, act);
+    for (k = 0; k < n; k++) bl[k] += d[k];
+    return;
   }
 }
 
@@ -2538,12 +2597,11 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       int need_dx = l > 0 || J->gx;
       switch (P->spec.kind) {
       case SC_LAYER_DENSE:
-        SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+        if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out * SC__TW, P->spec.act);
+        else
+          SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
         if (want_g) {
-          if (P->lane_off != SIZE_MAX) {
-            SC__T *bl = tm + P->lane_off;
-            for (size_t k = 0; k < P->out * SC__TW; k++) bl[k] += cur[k];
-          }
           if (P->dwl_off != SIZE_MAX)
             SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in);
           else {

@@ -30,6 +30,7 @@
 typedef float sc_vf __attribute__((vector_size(VW * 4), aligned(VW * 4)));
 typedef float sc_vfu __attribute__((vector_size(VW * 4), aligned(4), may_alias));
 typedef int32_t sc_vi __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+typedef uint32_t sc_vu __attribute__((vector_size(VW * 4), aligned(VW * 4)));
 
 #define V_BCAST(s) ((sc_vf){0} + (float)(s))
 #define V_ROW(ptr, j) (((const sc_vf *)(const void *)(ptr))[j])
@@ -54,23 +55,28 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
   ((sc_vf)_mm256_blendv_ps((__m256)(b), (__m256)(a),                                               \
                            _mm256_cmp_ps((__m256)(x), _mm256_set1_ps(t), _CMP_GE_OQ)))
 #endif
-/* the same rational tanh as sc__tanh_f32 in simplechain.c (same coefficients and
- * operation order), so every path computes the same function */
+/* the float tanh of sc__tanh_f32 in simplechain.c, the same steps and coefficients on
+ * vectors (see there for the method and its error) */
 static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
-  /* max(x, -9) returns -9 for NaN x: NaN inputs never get here (rejected at the API) */
-  sc_vf c = v_min(v_max(x, V_BCAST(-9.0f)), V_BCAST(9.0f));
-  sc_vf s = c * c;
-  sc_vf P =
-      (((1.335851876e-08f * s + 2.061197209e-05f) * s + 3.495767660e-03f) * s + 1.338117803e-01f) *
-          s +
-      9.999999797e-01f;
-  sc_vf Q =
-      (((7.778169815e-07f * s + 3.285925754e-04f) * s + 2.587766901e-02f) * s + 4.671449372e-01f) *
-          s +
-      1.0f;
-  sc_vf y = v_min(v_max(c * P / Q, V_BCAST(-1.0f)), V_BCAST(1.0f));
-  /* exactly +-1 for |x| >= 9 (r(9) may round just below 1) */
-  return v_ge_sel(x, 9.0f, V_BCAST(1.0f), v_ge_sel(-x, 9.0f, V_BCAST(-1.0f), y));
+  sc_vu sign = (sc_vu)x & 0x80000000u;
+  sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
+  sc_vf a = 2.0f * v_min(ax, V_BCAST(9.0f));
+  sc_vf t = a * 1.44269504f + 12582912.0f;
+  sc_vf n = t - 12582912.0f;
+  sc_vf r = a - n * 0.693145752f;
+  r = r - n * 1.42860677e-06f;
+  sc_vf q = (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+            4.99999970e-1f;
+  sc_vf p = (r * r) * q + r;
+  sc_vf s = (sc_vf)(((sc_vu)t << 23) + 0x3f800000u);
+  sc_vf E = s * p + (s - 1.0f);
+  sc_vf y = E / (E + 2.0f);
+  sc_vf z = ax * ax;
+  sc_vf ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = v_ge_sel(ax, 0.35f, y, ys);
+  return (sc_vf)((sc_vu)y | sign);
 }
 
 /* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
@@ -86,7 +92,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
     return;
   case SC_TANH:
 #if defined(SC_TANH_SLEEF) && defined(SC__SLEEF)
-    /* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of our rational one */
+    /* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of ours */
     for (j = 0; j < NV; j++) V_ROWW(a, j) = SC__SLEEF_TANHF(acc[j]);
 #else
     for (j = 0; j < NV; j++) V_ROWW(a, j) = v_tanh(acc[j]);

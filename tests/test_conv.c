@@ -16,7 +16,7 @@
  *    channels, every activation, with and without bias, half of them followed by
  *    maxpool -> flatten -> dense; batches 1, 5 and 33 (33 spans two 32-sample tiles).
  *    The float forward is checked against the same reference, fed the float-rounded p
- *    and x, at FWD_RTOL_F32 = 1e-5 (float sums of <= 175 terms, the ~6-ulp float tanh;
+ *    and x, at FWD_RTOL_F32 = 1e-5 (float sums of <= 175 terms, the 1.5-ulp float tanh;
  *    measured worst 4.3e-7).
  *
  * 2. Finite differences in double. sc_valgrad_f64 (squared loss; logit cross-entropy
