@@ -117,6 +117,10 @@ static inline uint32_t sc__drop_word(uint64_t seed, uint64_t step, size_t b0, si
 }
 
 /* ---------------------------------------------------------------- plans (shared with kernels/) */
+/* libxsmm 1.17's float GEMM kernel type (libxsmm_smmfunction), declared here so that the
+ * plan needs no libxsmm header */
+typedef void (*sc__xsmm_fn)(const float *a, const float *b, float *c, ...);
+
 typedef struct sc__lplan {
   sc_layer spec;
   size_t ic, ih, iw;  /* input shape */
@@ -136,6 +140,7 @@ typedef struct sc__lplan {
   size_t R;           /* conv: taps per output channel, ic*kh*kw */
   const size_t *roff; /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
   size_t mask_off;    /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
+  sc__xsmm_fn xfwd;   /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
 } sc__lplan;
 
 struct sc_chain {
@@ -385,6 +390,40 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
 
 const char *sc_chain_isa(const sc_chain *chain) { return chain ? chain->kf->name : "?"; }
 
+/* libxsmm, when make finds libxsmm-dev (SC_HAVE_XSMM): the float forward GEMM of the dense
+ * layers where it measured faster than our fused kernel (bench/xsmm_dense.c, make
+ * bench-xsmm: faster by 3-7 % from 84 inputs up, slower by 2-34 % at 32 inputs and below),
+ * so: dense layers with at least SC__XSMM_MIN_IN inputs, on the AVX-512 kernel set only
+ * (libxsmm JITs for the CPU it finds; the AVX2 and scalar paths stay what they say).
+ * The rule depends on the shape only, never on a timing taken at run time, so results
+ * stay reproducible: a slice computes the same GEMM whatever the thread count. SC_XSMM=0
+ * in the environment turns it off. The bias and activation follow in a second pass. */
+#define SC__XSMM_MIN_IN 64
+#if defined(SC_HAVE_XSMM) && defined(SC_HAVE_KERNELS)
+#include <libxsmm.h>
+static void sc__xsmm_plan(sc_chain *c) {
+  const char *off = getenv("SC_XSMM");
+  if (c->kf != &sc__kt_f32_avx512 || (off && strcmp(off, "0") == 0)) return;
+  for (size_t l = 0; l < c->nlayers; l++) {
+    sc__lplan *P = &c->L[l];
+    if (P->spec.kind != SC_LAYER_DENSE || P->in < SC__XSMM_MIN_IN || P->in > INT_MAX ||
+        P->out > INT_MAX)
+      continue;
+    /* (libxsmm initializes itself, once per process, on the first call) */
+    if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX512) return;
+    /* row-major a (out x TW) = W (out x in) x (in x TW) is the column-major
+     * a^T (TW x out) = x^T (TW x in) W^T (in x out): m = TW, n = out, k = in */
+    libxsmm_blasint m = SC__TW, n = (libxsmm_blasint)P->out, k = (libxsmm_blasint)P->in;
+    float alpha = 1, beta = 0;
+    int flags = LIBXSMM_GEMM_FLAG_NONE;
+    libxsmm_smmfunction f = libxsmm_smmdispatch(m, n, k, &m, &k, &m, &alpha, &beta, &flags, NULL);
+    P->xfwd = (sc__xsmm_fn)f; /* NULL (no JIT for it): our kernel */
+  }
+}
+#else
+static void sc__xsmm_plan(sc_chain *c) { (void)c; }
+#endif
+
 static size_t sc__tile_alloc(size_t *cursor, size_t elems, int *ok) {
   size_t at = *cursor;
   *cursor = sc__roundup(sc__add(at, elems, ok), 16, ok);
@@ -606,6 +645,7 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
     free(c);
     return st;
   }
+  sc__xsmm_plan(c);
   *out = c;
   return SC_OK;
 }
@@ -703,7 +743,8 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
     const char *act = "-";
     switch (P->spec.kind) {
     case SC_LAYER_DENSE:
-      snprintf(type, sizeof type, "%s", P->spec.bias ? "dense" : "dense (no bias)");
+      snprintf(type, sizeof type, "%s%s", P->spec.bias ? "dense" : "dense (no bias)",
+               P->xfwd ? " xsmm" : "");
       act = sc_act_name(P->spec.act);
       break;
     case SC_LAYER_CONV2D:
@@ -2548,6 +2589,13 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
       switch (P->spec.kind) {
       case SC_LAYER_DENSE:
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
+          P->xfwd(in, W, a);
+          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, P->spec.act);
+          break;
+        }
+#endif
         SC__K_FWD(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in,
                   P->spec.act);
         break;

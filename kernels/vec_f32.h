@@ -130,6 +130,16 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
     o += NB;                                                                                       \
   }
 
+/* a = act(a + b) in place, row by row (after libxsmm's GEMM wrote a = W x); z as above */
+static void vec_bias_act_f32(float *restrict a, float *restrict z, const float *restrict b,
+                             size_t O, sc_act act) {
+  for (size_t o = 0; o < O; o++) {
+    sc_vf acc[NV], bk = V_BCAST(b ? b[o] : 0.0f);
+    for (int j = 0; j < NV; j++) acc[j] = V_ROW(a + o * SC__TW, j) + bk;
+    v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
 /* a = act(W x + b). The O rows are cut into ceil(O / VOB) blocks of nearly equal size
  * (84 rows: 7 x 8 + 4 x 7, 10 rows: 2 x 5), so no block is left with a few accumulators
  * waiting on FMA latency. Each output's sum runs over i in the same order whatever the

@@ -2,20 +2,21 @@
 # Installs the Debian packages simplechain uses; installs only what is missing, so it is
 # cheap to run again. Needs root or sudo when something is missing.
 #   scripts/install-deps.sh [TIER ...]     (default: test)
-#     test   compiler, make, pkg-config, cmocka, zlib, SLEEF, SUNDIALS, liblbfgs
+#     test   compiler, make, pkg-config, cmocka, zlib, SLEEF, libxsmm, SUNDIALS, liblbfgs
 #     fuzz   clang and its sanitizer/libFuzzer runtimes (make fuzz)
 #     bench  PyTorch twin (python3-torch, numpy, OpenBLAS/OpenMP), hyperfine, Fashion-MNIST
-#     all    all of the above, and libxsmm
+#     all    all of the above
 set -euo pipefail
 [ $# -eq 0 ] && set -- test
-pkgs=(gcc make libc6-dev pkg-config libcmocka-dev zlib1g-dev libsleef-dev libsundials-dev liblbfgs-dev)
+pkgs=(gcc make libc6-dev pkg-config libcmocka-dev zlib1g-dev libsleef-dev libxsmm-dev libsundials-dev
+      liblbfgs-dev)
 for what in "$@"; do
   case "$what" in
     test) ;;
     fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
     bench) pkgs+=(python3-torch python3-numpy libopenblas0-openmp hyperfine dataset-fashion-mnist) ;;
     all) pkgs+=(clang libclang-rt-14-dev python3-torch python3-numpy libopenblas0-openmp hyperfine
-                dataset-fashion-mnist libxsmm-dev) ;;
+                dataset-fashion-mnist) ;;
     *) echo "usage: $0 [test|fuzz|bench|all ...]" >&2; exit 2 ;;
   esac
 done

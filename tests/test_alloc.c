@@ -15,10 +15,27 @@
  *     sc_optimizer_step called in a loop allocate nothing, single- and multi-threaded,
  *     with library and caller memory.
  *   - sc_workspace_init / sc_optimizer_init allocate nothing; failing calls neither.
+ *
+ * libxsmm (linked when make finds it) refers to __real_malloc & co. itself, as hidden
+ * weak symbols; under --wrap those become references to malloc & co. that must be
+ * defined in the executable. So this file defines them too, as plain forwarders to
+ * glibc's __libc_ functions (not counted: they are the "real" ones). Not under ASan,
+ * whose own malloc must stay (test-asan builds without libxsmm).
  */
 #include "testutil.h"
 
 #include <stdatomic.h>
+
+#if defined(SC_TEST_XSMM) && !defined(__SANITIZE_ADDRESS__)
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *ptr, size_t size);
+extern void __libc_free(void *ptr);
+void *malloc(size_t size) { return __libc_malloc(size); }
+void *calloc(size_t n, size_t size) { return __libc_calloc(n, size); }
+void *realloc(void *ptr, size_t size) { return __libc_realloc(ptr, size); }
+void free(void *ptr) { __libc_free(ptr); }
+#endif
 
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t n, size_t size);
@@ -63,17 +80,21 @@ static void test_wrap_active(void **state) {
   (void)state;
   size_t a0 = allocs();
   long l0 = live();
+#if !(defined(SC_TEST_XSMM) && !defined(__SANITIZE_ADDRESS__))
+  /* (with the forwarders above, this file's own calls bind to them: not counted) */
   void *p = malloc(10);
   assert_non_null(p);
   assert_int_equal(allocs(), a0 + 1);
   assert_int_equal(live(), l0 + 1);
   free(p);
   assert_int_equal(live(), l0);
-  /* and the library's allocations are seen too */
+#endif
+  /* the library's allocations are seen */
+  size_t a1 = allocs();
   sc_layer l = sc_dense(2, SC_TANH);
   sc_chain *c = NULL;
   SC_OK_OR_FAIL(sc_chain_create(&c, 3, &l, 1));
-  assert_true(allocs() > a0 + 1);
+  assert_true(allocs() > a1);
   assert_int_equal(live(), l0 + 1);
   sc_chain_destroy(c);
   assert_int_equal(live(), l0);

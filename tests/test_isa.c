@@ -212,6 +212,74 @@ static void test_acts_batches(void **state) {
   unsetenv("SC_ISA");
 }
 
+/* libxsmm (builds with SC_HAVE_XSMM, AVX-512 path): dense layers with >= 64 inputs get
+ * libxsmm's forward GEMM (the summary marks them "xsmm"), the others keep ours; both
+ * agree with the scalar reference and with SC_XSMM=0 (our kernel on every layer) */
+static void test_xsmm_layers(void **state) {
+  (void)state;
+  netdef n;
+  memset(&n, 0, sizeof n);
+  n.in = 100;
+  n.nl = 3;
+  n.L[0] = sc_dense(64, SC_GELU);   /* 100 inputs: libxsmm (gelu also keeps z) */
+  n.L[1] = sc_dense_nobias(70, SC_TANH); /* 64 inputs, the threshold: libxsmm */
+  n.L[2] = sc_dense(5, SC_IDENTITY); /* 70 inputs: libxsmm */
+  netdef m = n;
+  m.in = 63; /* 63 inputs: ours */
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  if (strcmp(isas[nisa - 1], "avx512") != 0) {
+    print_message("  no AVX-512 path on this CPU: libxsmm is not used\n");
+    return;
+  }
+  char buf[2048];
+  sc_chain *c = mk_chain("avx512", &n), *c2 = mk_chain("avx512", &m);
+  SC_OK_OR_FAIL(sc_chain_summary(c, buf, sizeof buf, NULL));
+  char buf2[2048];
+  SC_OK_OR_FAIL(sc_chain_summary(c2, buf2, sizeof buf2, NULL));
+  sc_chain_destroy(c), sc_chain_destroy(c2);
+  if (!strstr(buf, "xsmm")) {
+    print_message("  this build has no libxsmm (make adds it when libxsmm-dev is installed)\n");
+    assert_null(strstr(buf2, "xsmm"));
+    unsetenv("SC_ISA");
+    return;
+  }
+  /* three marked layers in the first chain; in the second, the 63-input layer is not */
+  int marks = 0;
+  for (const char *q = buf; (q = strstr(q, "xsmm")) != NULL; q++) marks++;
+  assert_int_equal(marks, 3);
+  marks = 0;
+  for (const char *q = buf2; (q = strstr(q, "xsmm")) != NULL; q++) marks++;
+  assert_int_equal(marks, 2);
+  setenv("SC_XSMM", "0", 1);
+  c = mk_chain("avx512", &n);
+  SC_OK_OR_FAIL(sc_chain_summary(c, buf, sizeof buf, NULL));
+  sc_chain_destroy(c);
+  assert_null(strstr(buf, "xsmm"));
+  diffstats ds = {0, 0};
+  static const size_t BATCHES[3] = {1, 33, 257};
+  for (int b = 0; b < 3; b++)
+    for (int loss = 0; loss < 3; loss++) {
+      results own, x;
+      sc_loss L = (sc_loss)(SC_LOSS_SQUARED + loss);
+      setenv("SC_XSMM", "0", 1);
+      run_path("avx512", &n, L, BATCHES[b], 9000 + (uint64_t)b, &own);
+      unsetenv("SC_XSMM");
+      run_path("avx512", &n, L, BATCHES[b], 9000 + (uint64_t)b, &x);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "libxsmm vs ours, batch %zu loss %d", BATCHES[b], loss);
+      compare("forward y", ctx, x.y, own.y, own.ny, &ds);
+      compare("valgrad g", ctx, x.g, own.g, own.np, &ds);
+      compare("valgrad gx", ctx, x.gx, own.gx, own.nx, &ds);
+      compare("pullback g", ctx, x.pg, own.pg, own.np, &ds);
+      results_free(&own), results_free(&x);
+      compare_all_isas(&n, L, BATCHES[b], 9100 + (uint64_t)b, &ds); /* and the reference */
+    }
+  print_message("  libxsmm layers: %zu values compared, worst relative difference %.3g\n",
+                ds.compared, ds.worst);
+  unsetenv("SC_ISA");
+}
+
 /* the chain reports the kernel set it uses; with SC_ISA unset it picks the widest this
  * CPU supports */
 static void test_isa_names(void **state) {
@@ -276,7 +344,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes_grid),      cmocka_unit_test(test_acts_batches),
       cmocka_unit_test(test_isa_names),       cmocka_unit_test(test_isa_bogus),
-      cmocka_unit_test(test_isa_unavailable),
+      cmocka_unit_test(test_isa_unavailable), cmocka_unit_test(test_xsmm_layers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
