@@ -70,7 +70,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(PEAK_BIN)
 
-.PHONY: bench-xsmm deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: bench-xsmm bench-tanh deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
@@ -205,6 +205,13 @@ $(BUILD)/xsmm_dense: bench/xsmm_dense.c simplechain.c simplechain.h kernels/vec_
 	  -lxsmm -lxsmmnoblas -lpthread -lrt -ldl $(LDLIBS)
 bench-xsmm: $(BUILD)/xsmm_dense
 	./$(BUILD)/xsmm_dense
+
+# our float tanh against SLEEF's (bench/tanh_speed.c); needs libsleef-dev and AVX-512
+$(BUILD)/tanh_speed: bench/tanh_speed.c simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -DSC_HAVE_SLEEF -I. $< -o $@ -lsleef $(LDLIBS)
+bench-tanh: $(BUILD)/tanh_speed
+	./$(BUILD)/tanh_speed
 
 deps:
 	bash scripts/install-deps.sh all
