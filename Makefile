@@ -152,10 +152,10 @@ demo:
 # Benchmarks.  build/peak: bench/peak.c compiled three times (the zmm kernel with AVX-512
 # flags, the ymm kernel with AVX2 flags, main with the baseline flags; it checks the CPU
 # before calling either kernel).
-$(BUILD)/micro_valgrad: bench/micro_valgrad.c $(LIB) simplechain.h
+$(BUILD)/micro_valgrad: bench/micro_valgrad.c bench/bench_time.h $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
-$(BUILD)/ode_rhs: bench/ode_rhs.c $(LIB) simplechain.h
+$(BUILD)/ode_rhs: bench/ode_rhs.c bench/bench_time.h $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 $(BUILD)/bench/peak_avx512.o: bench/peak.c
@@ -199,7 +199,7 @@ uninstall:
 
 # libxsmm against our fused dense kernel on the shapes the examples run (bench/xsmm_dense.c);
 # needs libxsmm-dev (`bash scripts/install-deps.sh all`) and an AVX-512 CPU
-$(BUILD)/xsmm_dense: bench/xsmm_dense.c simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
+$(BUILD)/xsmm_dense: bench/xsmm_dense.c bench/bench_time.h simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) $(SLEEF_DEFS) -I. $< -o $@ \
 	  -lxsmm -lxsmmnoblas -lpthread -lrt -ldl $(LDLIBS)
@@ -207,7 +207,7 @@ bench-xsmm: $(BUILD)/xsmm_dense
 	./$(BUILD)/xsmm_dense
 
 # our float tanh against SLEEF's (bench/tanh_speed.c); needs libsleef-dev and AVX-512
-$(BUILD)/tanh_speed: bench/tanh_speed.c simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
+$(BUILD)/tanh_speed: bench/tanh_speed.c bench/bench_time.h simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -DSC_HAVE_SLEEF -I. $< -o $@ -lsleef $(LDLIBS)
 bench-tanh: $(BUILD)/tanh_speed

@@ -10,15 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec ts;
-  timespec_get(&ts, TIME_UTC);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "bench_time.h"
 
 int main(int argc, char **argv) {
   int reps = 15, calls = 20000, threads = 1;
@@ -62,7 +54,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < calls; i++) sc_valgrad(c, SC_LOSS_SQUARED, p, x, y, B, &loss, g, NULL, ws);
     t[r] = (now() - t0) / calls * 1e6;
   }
-  qsort(t, (size_t)reps, sizeof *t, cmp);
+  qsort(t, (size_t)reps, sizeof *t, cmpd);
   printf(
       "RESULT engine=simplechain bench=valgrad_24_8_2_b200 threads=%d kernels=%s us_per_call=%.3f "
       "min=%.3f max=%.3f loss=%.6f\n",

@@ -12,15 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec ts;
-  timespec_get(&ts, TIME_UTC);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "bench_time.h"
 
 int main(int argc, char **argv) {
   int reps = 11, calls = 200000;
@@ -64,8 +56,8 @@ int main(int argc, char **argv) {
     t_rhs[r] = (t1 - t0) / calls * 1e9;
     t_vjp[r] = (t2 - t1) / calls * 1e9;
   }
-  qsort(t_rhs, (size_t)reps, sizeof *t_rhs, cmp);
-  qsort(t_vjp, (size_t)reps, sizeof *t_vjp, cmp);
+  qsort(t_rhs, (size_t)reps, sizeof *t_rhs, cmpd);
+  qsort(t_vjp, (size_t)reps, sizeof *t_vjp, cmpd);
   printf("RESULT engine=simplechain bench=ode_rhs net=2-50tanh-2 dtype=float64 kernels=%s "
          "rhs_ns=%.1f vjp_ns=%.1f rhs_plus_vjp_ns=%.1f check=%.3g\n",
          sc_chain_isa(c), t_rhs[reps / 2], t_vjp[reps / 2], t_rhs[reps / 2] + t_vjp[reps / 2],
