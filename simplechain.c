@@ -2727,14 +2727,16 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
 
 /* index of the first NaN/Inf in v[0..n), or n */
 SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
-  /* v * 0 is NaN exactly when v is NaN or Inf; 64 independent lanes keep the adds
-   * from waiting on each other */
-  SC__T lanes[64] = {0};
+  /* v * 0 is NaN exactly when v is NaN or Inf; 128 independent lanes (8 AVX-512
+   * vectors of float) keep the adds from waiting on each other, and they are summed as
+   * a tree */
+  SC__T lanes[128] = {0};
   size_t k = 0;
-  for (; k + 64 <= n; k += 64)
-    for (int j = 0; j < 64; j++) lanes[j] += v[k + (size_t)j] * 0;
-  SC__T s = 0;
-  for (int j = 0; j < 64; j++) s += lanes[j];
+  for (; k + 128 <= n; k += 128)
+    for (int j = 0; j < 128; j++) lanes[j] += v[k + (size_t)j] * 0;
+  for (int w = 64; w > 0; w /= 2)
+    for (int j = 0; j < w; j++) lanes[j] += lanes[j + w];
+  SC__T s = lanes[0];
   for (; k < n; k++) s += v[k] * 0;
   if (s == 0) return n;
   for (k = 0; k < n; k++)

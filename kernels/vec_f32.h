@@ -27,12 +27,19 @@
 #error "the tile width must be a multiple of the vector width"
 #endif
 
+#include <immintrin.h>
 typedef float sc_vf __attribute__((vector_size(VW * 4), aligned(VW * 4)));
 typedef float sc_vfu __attribute__((vector_size(VW * 4), aligned(4), may_alias));
 typedef int32_t sc_vi __attribute__((vector_size(VW * 4), aligned(VW * 4)));
 typedef uint32_t sc_vu __attribute__((vector_size(VW * 4), aligned(VW * 4)));
 
-#define V_BCAST(s) ((sc_vf){0} + (float)(s))
+/* one float in every lane: set1, not {0} + s, which is an add GCC must keep (-0 + 0
+ * is +0) and which stops it from folding the broadcast into the FMA's memory operand */
+#if VW == 16
+#define V_BCAST(s) ((sc_vf)_mm512_set1_ps((float)(s)))
+#else
+#define V_BCAST(s) ((sc_vf)_mm256_set1_ps((float)(s)))
+#endif
 #define V_ROW(ptr, j) (((const sc_vf *)(const void *)(ptr))[j])
 #define V_ROWW(ptr, j) (((sc_vf *)(void *)(ptr))[j])
 
@@ -40,7 +47,6 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
   return (sc_vf)(((sc_vi)a & m) | ((sc_vi)b & ~m)); /* m ? a : b, per lane */
 }
 /* min / max as single instructions (a select costs a compare and two logic ops) */
-#include <immintrin.h>
 #if VW == 16
 #define v_min(a, b) ((sc_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))
 #define v_max(a, b) ((sc_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
@@ -79,6 +85,21 @@ static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
   return (sc_vf)((sc_vu)y | sign);
 }
 
+#if defined(SC_TANH_SLEEF) && defined(SC__SLEEF)
+/* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of ours */
+#define V_TANH(v) SC__SLEEF_TANHF(v)
+#else
+#define V_TANH(v) v_tanh(v)
+#endif
+
+/* a[k] = tanh(a[k]) for n native vectors: a tight loop, so that the polynomial's
+ * constants stay in registers (applied to a block's 16 accumulators at once, they
+ * spilled) */
+static void v_tanh_inplace(float *restrict a, size_t n) {
+  sc_vf *A = (sc_vf *)(void *)a;
+  for (size_t k = 0; k < n; k++) A[k] = V_TANH(A[k]);
+}
+
 /* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
 static inline __attribute__((always_inline)) void v_act_store(float *restrict a, float *restrict z,
                                                               const sc_vf *acc, sc_act act) {
@@ -91,12 +112,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
     for (j = 0; j < NV; j++) V_ROWW(a, j) = v_max(acc[j], V_BCAST(0.0f));
     return;
   case SC_TANH:
-#if defined(SC_TANH_SLEEF) && defined(SC__SLEEF)
-    /* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of ours */
-    for (j = 0; j < NV; j++) V_ROWW(a, j) = SC__SLEEF_TANHF(acc[j]);
-#else
-    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_tanh(acc[j]);
-#endif
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = V_TANH(acc[j]);
     return;
   default: { /* not hot: the portable row function */
     float tmp[SC__TW] __attribute__((aligned(64)));
@@ -126,7 +142,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
       }                                                                                            \
     }                                                                                              \
     _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++)                                           \
-        v_act_store(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);           \
+        v_act_store(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], bact);          \
     o += NB;                                                                                       \
   }
 
@@ -148,8 +164,11 @@ static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float 
                               const float *restrict b, const float *restrict x, size_t O, size_t I,
                               sc_act act) {
   size_t nb = (O + VOB - 1) / VOB, base = O / nb, extra = O % nb, o = 0;
+  /* tanh runs as a second pass over the stored sums (see v_tanh_inplace) */
+  sc_act bact = act == SC_TANH ? SC_IDENTITY : act;
   if (extra == 0 && base == VOB) { /* the common case: whole blocks of VOB rows */
     while (o < O) V_FWD_BODY(VOB)
+    if (act == SC_TANH) v_tanh_inplace(a, O * NV);
     return;
   }
   for (size_t bi = 0; bi < nb; bi++) {
@@ -167,6 +186,7 @@ static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float 
     default: break; /* not reached: blocks hold 1..VOB rows */
     }
   }
+  if (act == SC_TANH) v_tanh_inplace(a, O * NV);
 }
 
 /* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block
@@ -505,6 +525,34 @@ static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
  * transposed in registers; padding samples become 0. */
 static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
                           const size_t *idx, size_t b0, size_t n) {
+  if (!idx && n == SC__TW && (cols == 2 || cols == 4)) {
+    /* a whole tile of consecutive rows with few columns (the toy's 4 inputs and 4
+     * targets): the block is 2 * cols vectors, and column c of 16 samples is picked out
+     * of them with two-table permutes (lane s takes element c + cols * s) instead of a
+     * 16 x 16 transpose that is mostly padding */
+    const float *blk = src + b0 * cols;
+    for (size_t j = 0; j < SC__TW / 16; j++) {
+      const float *g = blk + 16 * j * cols;
+      for (size_t c = 0; c < cols; c++) {
+        __m512 out;
+        if (cols == 2) {
+          __m512i ix = _mm512_add_epi32(_mm512_set1_epi32((int)c),
+                                        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                                          22, 24, 26, 28, 30));
+          out = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
+        } else { /* lanes 0..7 from the first two vectors, 8..15 from the last two */
+          __m512i ix = _mm512_add_epi32(_mm512_set1_epi32((int)c),
+                                        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8,
+                                                          12, 16, 20, 24, 28));
+          __m512 lo = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
+          __m512 hi = _mm512_permutex2var_ps(_mm512_loadu_ps(g + 32), ix, _mm512_loadu_ps(g + 48));
+          out = _mm512_mask_blend_ps((__mmask16)0xFF00u, lo, hi);
+        }
+        _mm512_store_ps(tile + c * SC__TW + 16 * j, out);
+      }
+    }
+    return 1;
+  }
   for (size_t j = 0; j < SC__TW / 16; j++) {
     const float *row[16];
     for (size_t r = 0; r < 16; r++) {

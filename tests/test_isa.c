@@ -3,7 +3,7 @@
  *
  * Sizes 1, 3, 7, 16, 17, 33, 100 are used as input sizes and layer widths, and as batch
  * sizes (plus 257, which spans 5 slices): none but 16 is a multiple of a vector width
- * or of the 16-sample tile, so the remainder paths of every kernel run.
+ * or of the 32-sample tile, so the remainder paths of every kernel run.
  *
  * Tolerance. The ISA paths may compute in a different order from the scalar code (FMA
  * contraction, register blocking, vectorized activations), so agreement is not bitwise.
@@ -280,6 +280,29 @@ static void test_xsmm_layers(void **state) {
   unsetenv("SC_ISA");
 }
 
+/* 2 and 4 columns (inputs, targets, cotangents) of whole 32-sample tiles of
+ * consecutive rows take the AVX-512 gather's permute path instead of its transpose (the
+ * toy's 4 -> ... -> 4): batches of whole tiles and with a partial last tile */
+static void test_few_columns(void **state) {
+  (void)state;
+  static const size_t INS[3] = {2, 4, 3}, OUTS[2] = {2, 4}, BATCHES[4] = {32, 64, 100, 7};
+  diffstats ds = {0, 0};
+  for (size_t i = 0; i < 3; i++)
+    for (size_t o = 0; o < 2; o++)
+      for (size_t b = 0; b < 4; b++) {
+        netdef n;
+        memset(&n, 0, sizeof n);
+        n.in = INS[i];
+        n.nl = 2;
+        n.L[0] = sc_dense(9, SC_TANH);
+        n.L[1] = sc_dense(OUTS[o], SC_IDENTITY);
+        compare_all_isas(&n, SC_LOSS_SQUARED, BATCHES[b], 9000 + 10 * i + 3 * o + b, &ds);
+      }
+  print_message("  2 and 4 columns: %zu values compared, worst relative difference %.3g\n",
+                ds.compared, ds.worst);
+  unsetenv("SC_ISA");
+}
+
 /* the chain reports the kernel set it uses; with SC_ISA unset it picks the widest this
  * CPU supports */
 static void test_isa_names(void **state) {
@@ -345,6 +368,7 @@ int main(void) {
       cmocka_unit_test(test_sizes_grid),      cmocka_unit_test(test_acts_batches),
       cmocka_unit_test(test_isa_names),       cmocka_unit_test(test_isa_bogus),
       cmocka_unit_test(test_isa_unavailable), cmocka_unit_test(test_xsmm_layers),
+      cmocka_unit_test(test_few_columns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
