@@ -1973,8 +1973,8 @@ done:
  * polynomial avoids the rounding of E + 2. q and P are minimax-style fits of our own
  * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
  * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
- * exactly +-1 from |x| = 9 on, never outside [-1, 1]. Non-finite x never gets here (the
- * API rejects it); +-inf would give +-1. */
+ * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
+ * Non-finite x never gets here (the API rejects it); +-inf would give +-1. */
 static inline uint32_t sc__fbits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
