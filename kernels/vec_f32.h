@@ -582,6 +582,41 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
   }
   return 1;
 }
+#else
+#define SC__VEC_GATHER 1
+/* AVX2: only the toy-sized case, a whole tile of consecutive rows with 2 or 4 columns,
+ * 8 samples at a time (in-lane transposes); anything else returns 0 and takes the
+ * portable loop in simplechain.c */
+static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
+                          const size_t *idx, size_t b0, size_t n) {
+  if (idx || n != SC__TW || (cols != 2 && cols != 4)) return 0;
+  const float *blk = src + b0 * cols;
+  for (size_t j = 0; j < SC__TW / 8; j++) {
+    const float *g = blk + 8 * j * cols;
+    float *o = tile + 8 * j;
+    if (cols == 4) { /* Vk = rows k | k + 4; two unpack stages give the columns */
+      __m256 V[4], T[4];
+      for (int k = 0; k < 4; k++)
+        V[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(g + 4 * k)),
+                                    _mm_loadu_ps(g + 16 + 4 * k), 1);
+      T[0] = _mm256_unpacklo_ps(V[0], V[1]);
+      T[1] = _mm256_unpackhi_ps(V[0], V[1]);
+      T[2] = _mm256_unpacklo_ps(V[2], V[3]);
+      T[3] = _mm256_unpackhi_ps(V[2], V[3]);
+      _mm256_store_ps(o, _mm256_shuffle_ps(T[0], T[2], 0x44));
+      _mm256_store_ps(o + SC__TW, _mm256_shuffle_ps(T[0], T[2], 0xEE));
+      _mm256_store_ps(o + 2 * SC__TW, _mm256_shuffle_ps(T[1], T[3], 0x44));
+      _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(T[1], T[3], 0xEE));
+    } else { /* even / odd elements, then the 64-bit quarters put in order */
+      __m256 A = _mm256_loadu_ps(g), B = _mm256_loadu_ps(g + 8);
+      __m256 c0 = _mm256_shuffle_ps(A, B, 0x88), c1 = _mm256_shuffle_ps(A, B, 0xDD);
+      _mm256_store_ps(o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c0), 0xD8)));
+      _mm256_store_ps(o + SC__TW,
+                      _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c1), 0xD8)));
+    }
+  }
+  return 1;
+}
 #endif
 
 #undef V_FWD_BODY

@@ -281,7 +281,7 @@ static void test_xsmm_layers(void **state) {
 }
 
 /* 2 and 4 columns (inputs, targets, cotangents) of whole 32-sample tiles of
- * consecutive rows take the AVX-512 gather's permute path instead of its transpose (the
+ * consecutive rows take the gather's permute (AVX-512) or in-lane transpose (AVX2) path (the
  * toy's 4 -> ... -> 4): batches of whole tiles and with a partial last tile */
 static void test_few_columns(void **state) {
   (void)state;
