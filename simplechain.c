@@ -168,6 +168,18 @@ struct sc_workspace {
   uint64_t drop_seed, drop_step; /* dropout masks of the next sc_valgrad */
 };
 
+/* float <-> its IEEE bits (the tanh's bit selects, the parameter files) */
+static inline uint32_t sc__fbits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float sc__fof(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 #ifndef SC__KERNELS_ONLY /* ================================ engine (non-typed part) */
 
 /* ---------------------------------------------------------------- errors */
@@ -858,11 +870,6 @@ static uint64_t sc__get_le(const unsigned char *b, int bytes) {
   for (int i = 0; i < bytes; i++) v |= (uint64_t)b[i] << (8 * i);
   return v;
 }
-static uint32_t sc__f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path) {
   sc_status st = sc__init_check(__func__, chain, p, n);
@@ -890,7 +897,7 @@ sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const 
   uint64_t sum = SC__FNV_INIT;
   for (size_t k = 0; ok && k < n;) {
     size_t m = 0;
-    for (; k < n && m + 4 <= sizeof buf; k++, m += 4) sc__put_le(buf + m, sc__f32_bits(p[k]), 4);
+    for (; k < n && m + 4 <= sizeof buf; k++, m += 4) sc__put_le(buf + m, sc__fbits(p[k]), 4);
     sum = sc__fnv1a(sum, buf, m);
     ok = fwrite(buf, 1, m, f) == m;
   }
@@ -954,8 +961,7 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
     got = fread(buf, 1, want, f);
     sum = sc__fnv1a(sum, buf, got);
     for (size_t m = 0; m + 4 <= got; m += 4, k++) {
-      uint32_t u = (uint32_t)sc__get_le(buf + m, 4);
-      memcpy(&tmp[k], &u, sizeof u);
+      tmp[k] = sc__fof((uint32_t)sc__get_le(buf + m, 4));
     }
     if (got < want) {
       st = SC__FAIL(SC_ERR_FORMAT,
@@ -1975,16 +1981,6 @@ done:
  * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
  * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
  * Non-finite x never gets here (the API rejects it); +-inf would give +-1. */
-static inline uint32_t sc__fbits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-static inline float sc__fof(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 /* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
 static inline float sc__fsel(int c, float a, float b) {
   uint32_t m = (uint32_t)0 - (uint32_t)c;
