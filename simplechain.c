@@ -135,6 +135,9 @@ typedef struct sc__lplan {
                          and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
                          lane by lane, summed over the lanes once per slice: no
                          transposes, no broadcasts */
+  size_t hold_off;    /* lane-form dense layers where it pays: dz (out x TW) and x (in x
+                         TW) of the first tile of a pair, so that the pair's dW runs as
+                         one pass (SC__K_DWL2), else SIZE_MAX */
   size_t pad_off;     /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
   size_t hp, wp;      /* conv: (padded) input height and width */
   size_t R;           /* conv: taps per output channel, ic*kh*kw */
@@ -635,6 +638,11 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
     P->dwl_off = (k == SC_LAYER_CONV2D || (k == SC_LAYER_DENSE && nw <= SC__DWL_MAX))
                      ? sc__tile_alloc(&cur, sc__mul(nw, TW, &ok), &ok)
                      : SIZE_MAX;
+    /* holding a tile's dz and x costs (out + in) row copies and saves out x in
+     * accumulator stores (the lane form's bottleneck): worth it from about 2:1 */
+    P->hold_off = k == SC_LAYER_DENSE && P->dwl_off != SIZE_MAX && nw >= 2 * (P->in + P->out)
+                      ? sc__tile_alloc(&cur, sc__mul(P->in + P->out, TW, &ok), &ok)
+                      : SIZE_MAX;
     P->pad_off =
         k == SC_LAYER_CONV2D && (P->spec.ph || P->spec.pw)
             ? sc__tile_alloc(&cur, sc__mul(sc__mul(P->ic * P->hp, P->wp, &ok), TW, &ok), &ok)
@@ -2420,6 +2428,9 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #define SC__K_DWL vec_dense_dwl_f32
 #define SC__K_DWL_FOLD vec_dwl_fold_f32
 #define SC__DWL_LANES VW /* lane-form accumulators hold one native vector */
+#if defined(SC__VEC_DWL2)
+#define SC__K_DWL2 vec_dense_dwl2_f32
+#endif
 #else
 #define SC__K_FWD SC__TN(sc__dense_fwd)
 #define SC__K_DW SC__TN(sc__dense_dw)
@@ -2577,6 +2588,10 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   }
   for (size_t tile = t0; tile < t1; tile++) {
     size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+#ifdef SC__K_DWL2
+    /* pairs of consecutive tiles of this slice (a last odd tile goes alone) */
+    int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
+#endif
     SC__TN(sc__gather)(X, J->x, c->in, J, b0, n);
     const SC__T *in = X;
     for (size_t l = 0; l < L; l++) {
@@ -2646,9 +2661,21 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
         else
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
         if (want_g) {
-          if (P->dwl_off != SIZE_MAX)
-            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in);
-          else {
+          if (P->dwl_off != SIZE_MAX) {
+#ifdef SC__K_DWL2
+            /* tiles in pairs: the first one's dz and x are held, the second's pass does
+             * both (the same FMAs on each accumulator in the same order: same bits) */
+            if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
+              SC__T *hd = tm + P->hold_off, *hx = hd + P->out * SC__TW;
+              if (pair_first) {
+                memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
+                memcpy(hx, xin, P->in * SC__TW * sizeof(SC__T));
+              } else
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in);
+            } else
+#endif
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in);
+          } else {
             size_t ld = (P->in + 15) & ~(size_t)15;
             SC__T *xT = tm + c->xT_off;
             SC__TN(sc__transpose)(xT, xin, P->in, ld);
@@ -3248,6 +3275,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_DX
 #undef SC__K_DWL
 #undef SC__K_DWL_FOLD
+#undef SC__K_DWL2
 #undef SC__DWL_LANES
 #undef SC__K_ACTB
 #undef SC__K_CONV_FWD

@@ -297,6 +297,46 @@ static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, cons
     }
 }
 
+#if VW == 16
+#define SC__VEC_DWL2 1
+/* vec_dense_dwl_f32 for two tiles in one pass (A, then B): each accumulator gets the
+ * same FMAs in the same order as from two calls, with one load and store instead of
+ * two; the zmm store (one per cycle) is what bounds the single-tile form */
+static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
+                               const float *restrict xA, const float *restrict dzB,
+                               const float *restrict xB, size_t O, size_t I) {
+  sc_vf *A = (sc_vf *)(void *)wl;
+  size_t o = 0;
+  for (; o + 4 <= O; o += 4) {
+    sc_vf d[4][2 * NV];
+    for (int k = 0; k < 4; k++)
+      for (int j = 0; j < NV; j++) {
+        d[k][j] = V_ROW(dzA + (o + k) * SC__TW, j);
+        d[k][NV + j] = V_ROW(dzB + (o + k) * SC__TW, j);
+      }
+    for (size_t i = 0; i < I; i++) {
+      sc_vf xv[2 * NV];
+      for (int j = 0; j < NV; j++) {
+        xv[j] = V_ROW(xA + i * SC__TW, j);
+        xv[NV + j] = V_ROW(xB + i * SC__TW, j);
+      }
+      for (int k = 0; k < 4; k++) {
+        sc_vf acc = A[(o + k) * I + i];
+        for (int j = 0; j < 2 * NV; j++) acc += d[k][j] * xv[j];
+        A[(o + k) * I + i] = acc;
+      }
+    }
+  }
+  for (; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      sc_vf acc = A[o * I + i];
+      for (int j = 0; j < NV; j++) acc += V_ROW(dzA + o * SC__TW, j) * V_ROW(xA + i * SC__TW, j);
+      for (int j = 0; j < NV; j++) acc += V_ROW(dzB + o * SC__TW, j) * V_ROW(xB + i * SC__TW, j);
+      A[o * I + i] = acc;
+    }
+}
+#endif
+
 /* gw[k] += the VW lanes of wl[k], summed in lane order (once per slice) */
 static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_t n) {
   for (size_t k = 0; k < n; k++) {
