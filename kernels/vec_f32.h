@@ -23,6 +23,9 @@
 #endif
 #define NV (SC__TW / VW) /* native vectors per tile row */
 #define NC (16 / VW)     /* native vectors per 16-column chunk of the dW block */
+/* forward and dx work on column chunks of NVB vectors (AVX-512: the whole 32-sample row;
+ * AVX2: 16 samples, so that VOB x NVB accumulators and the operands fit in 16 ymm) */
+#define NVB (NV < 2 ? NV : 2)
 #if SC__TW % VW != 0
 #error "the tile width must be a multiple of the vector width"
 #endif
@@ -134,28 +137,47 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
   }
 }
 
-/* a = act(W x + b): rows in blocks of NB (NB x NV accumulators in registers) */
-/* exactly NB output rows starting at o (NB x NV accumulators in registers); o += NB */
+/* pre-activations (relu applied: the other activations run afterwards as a pass over
+ * whole rows) of exactly NB output rows starting at o, column chunk by column chunk
+ * (NB x NVB accumulators in registers); o += NB */
 #define V_FWD_BODY(NB)                                                                             \
   {                                                                                                \
-    sc_vf acc[NB][NV];                                                                             \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                         \
-      sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                                     \
-      for (int j = 0; j < NV; j++) acc[k][j] = bk;                                                 \
-    }                                                                                              \
     const float *w = W + o * I;                                                                    \
-    for (size_t i = 0; i < I; i++) {                                                               \
-      sc_vf xv[NV];                                                                                \
-      for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);                               \
+    for (int jc = 0; jc < NV; jc += NVB) {                                                         \
+      sc_vf acc[NB][NVB];                                                                          \
       _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
-        sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                                  \
-        for (int j = 0; j < NV; j++) acc[k][j] += wk * xv[j];                                      \
+        sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                                   \
+        for (int j = 0; j < NVB; j++) acc[k][j] = bk;                                              \
       }                                                                                            \
+      for (size_t i = 0; i < I; i++) {                                                             \
+        sc_vf xv[NVB];                                                                             \
+        for (int j = 0; j < NVB; j++) xv[j] = V_ROW(x + i * SC__TW, jc + j);                       \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                                \
+          for (int j = 0; j < NVB; j++) acc[k][j] += wk * xv[j];                                   \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
+          V_ROWW(a + (o + k) * SC__TW, jc + j) =                                                   \
+          act == SC_RELU ? v_max(acc[k][j], V_BCAST(0.0f)) : acc[k][j];                            \
     }                                                                                              \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++)                                           \
-        v_act_store(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], bact);          \
     o += NB;                                                                                       \
   }
+
+/* the activation pass after the GEMM: tanh in place, the others (not hot) through the
+ * portable row function; identity and relu are done */
+static void v_act_rows(float *restrict a, float *restrict z, size_t O, sc_act act) {
+  if (act == SC_IDENTITY || act == SC_RELU) return;
+  if (act == SC_TANH) {
+    v_tanh_inplace(a, O * NV);
+    return;
+  }
+  for (size_t o = 0; o < O; o++) {
+    float tmp[SC__TW] __attribute__((aligned(64)));
+    for (int j = 0; j < NV; j++) V_ROWW(tmp, j) = V_ROW(a + o * SC__TW, j);
+    sc__act_row_f32(a + o * SC__TW, z ? z + o * SC__TW : NULL, tmp, act);
+  }
+}
 
 /* a = act(a + b) in place, row by row (after libxsmm's GEMM wrote a = W x); z as above */
 static void vec_bias_act_f32(float *restrict a, float *restrict z, const float *restrict b,
@@ -175,11 +197,9 @@ static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float 
                               const float *restrict b, const float *restrict x, size_t O, size_t I,
                               sc_act act) {
   size_t nb = (O + VOB - 1) / VOB, base = O / nb, extra = O % nb, o = 0;
-  /* tanh runs as a second pass over the stored sums (see v_tanh_inplace) */
-  sc_act bact = act == SC_TANH ? SC_IDENTITY : act;
   if (extra == 0 && base == VOB) { /* the common case: whole blocks of VOB rows */
     while (o < O) V_FWD_BODY(VOB)
-    if (act == SC_TANH) v_tanh_inplace(a, O * NV);
+    v_act_rows(a, z, O, act);
     return;
   }
   for (size_t bi = 0; bi < nb; bi++) {
@@ -197,7 +217,7 @@ static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float 
     default: break; /* not reached: blocks hold 1..VOB rows */
     }
   }
-  if (act == SC_TANH) v_tanh_inplace(a, O * NV);
+  v_act_rows(a, z, O, act);
 }
 
 /* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block
@@ -239,24 +259,25 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
   V_DW_BLOCK(1)
 }
 
-/* dx[i][t] = sum_o W[o][i] dz[o][t]: NB input rows per register block */
+/* dx[i][t] = sum_o W[o][i] dz[o][t]: NB input rows x NVB vectors per register block */
 #define V_DX_BLOCK(NB)                                                                             \
-  for (; i + NB <= I; i += NB) {                                                                   \
-    sc_vf acc[NB][NV];                                                                             \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++) acc[k][j] =  \
-        V_BCAST(0.0f);                                                                             \
-    for (size_t o = 0; o < O; o++) {                                                               \
-      sc_vf dv[NV];                                                                                \
-      for (int j = 0; j < NV; j++) dv[j] = V_ROW(dz + o * SC__TW, j);                              \
-      const float *w = W + o * I + i;                                                              \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
-        sc_vf wk = V_BCAST(w[k]);                                                                  \
-        for (int j = 0; j < NV; j++) acc[k][j] += wk * dv[j];                                      \
+  for (; i + NB <= I; i += NB)                                                                     \
+    for (int jc = 0; jc < NV; jc += NVB) {                                                         \
+      sc_vf acc[NB][NVB];                                                                          \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
+          acc[k][j] = V_BCAST(0.0f);                                                               \
+      for (size_t o = 0; o < O; o++) {                                                             \
+        sc_vf dv[NVB];                                                                             \
+        for (int j = 0; j < NVB; j++) dv[j] = V_ROW(dz + o * SC__TW, jc + j);                      \
+        const float *w = W + o * I + i;                                                            \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf wk = V_BCAST(w[k]);                                                                \
+          for (int j = 0; j < NVB; j++) acc[k][j] += wk * dv[j];                                   \
+        }                                                                                          \
       }                                                                                            \
-    }                                                                                              \
-    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NV; j++)              \
-        V_ROWW(dx + (i + k) * SC__TW, j) = acc[k][j];                                              \
-  }
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
+          V_ROWW(dx + (i + k) * SC__TW, jc + j) = acc[k][j];                                       \
+    }
 
 static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
                              size_t O, size_t I) {
