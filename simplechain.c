@@ -2398,14 +2398,18 @@ SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict 
       }
 }
 
-/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] */
+/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
 SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
-                                       const SC__T *restrict x, size_t O, size_t I) {
+                                       const SC__T *restrict x, size_t O, size_t I, int first) {
   for (size_t o = 0; o < O; o++)
     for (size_t i = 0; i < I; i++) {
       SC__T *w = wl + (o * I + i) * SC__TW;
-      for (int t = 0; t < SC__TW; t++)
-        w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      if (first) /* the slice's first tile writes: no zeroing pass */
+        for (int t = 0; t < SC__TW; t++)
+          w[t] = dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      else
+        for (int t = 0; t < SC__TW; t++)
+          w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
     }
 }
 
@@ -2581,7 +2585,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
-      if (P->dwl_off != SIZE_MAX)
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE) /* dense: see first */
         memset(tm + P->dwl_off, 0,
                (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
     }
@@ -2662,6 +2666,14 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
         if (want_g) {
           if (P->dwl_off != SIZE_MAX) {
+            /* the first dW write of this slice for this layer stores instead of adding
+             * (every tile writes every accumulator; with pairs the first write is the
+             * second tile's, or the first's when the slice has one tile) */
+#ifdef SC__K_DWL2
+            int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
+#else
+            int first = tile == t0;
+#endif
 #ifdef SC__K_DWL2
             /* tiles in pairs: the first one's dz and x are held, the second's pass does
              * both (the same FMAs on each accumulator in the same order: same bits) */
@@ -2671,10 +2683,10 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
                 memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
                 memcpy(hx, xin, P->in * SC__TW * sizeof(SC__T));
               } else
-                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in);
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first);
             } else
 #endif
-              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in);
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first);
           } else {
             size_t ld = (P->in + 15) & ~(size_t)15;
             SC__T *xT = tm + c->xT_off;
@@ -2757,11 +2769,12 @@ SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
   size_t k = 0;
   for (; k + 128 <= n; k += 128)
     for (int j = 0; j < 128; j++) lanes[j] += v[k + (size_t)j] * 0;
+  for (; k + 16 <= n; k += 16) /* the tail in independent lanes too, not one chain */
+    for (int j = 0; j < 16; j++) lanes[j] += v[k + (size_t)j] * 0;
+  for (int j = 0; k < n; k++, j++) lanes[j] += v[k] * 0;
   for (int w = 64; w > 0; w /= 2)
     for (int j = 0; j < w; j++) lanes[j] += lanes[j + w];
-  SC__T s = lanes[0];
-  for (; k < n; k++) s += v[k] * 0;
-  if (s == 0) return n;
+  if (lanes[0] == 0) return n;
   for (k = 0; k < n; k++)
     if (!isfinite(v[k])) return k;
   return n;

@@ -50,6 +50,13 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
   return (sc_vf)(((sc_vi)a & m) | ((sc_vi)b & ~m)); /* m ? a : b, per lane */
 }
 /* min / max as single instructions (a select costs a compare and two logic ops) */
+/* a * b + c as one FMA whatever the contraction pass would pick (it may fuse either
+ * product of a sum of two products, which changes the rounding) */
+#if VW == 16
+#define V_FMA(a, b, c) ((sc_vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#else
+#define V_FMA(a, b, c) ((sc_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#endif
 #if VW == 16
 #define v_min(a, b) ((sc_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))
 #define v_max(a, b) ((sc_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
@@ -293,7 +300,7 @@ static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const 
  * vectors j of dz[o][j*VW + lane] x[i][j*VW + lane]. Each accumulator is one native
  * vector, loaded and stored once per tile for NV FMAs; four rows share each x load. */
 static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
-                              size_t O, size_t I) {
+                              size_t O, size_t I, int first) {
   sc_vf *A = (sc_vf *)(void *)wl;
   size_t o = 0;
   for (; o + 4 <= O; o += 4) {
@@ -303,17 +310,19 @@ static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, cons
     for (size_t i = 0; i < I; i++) {
       sc_vf xv[NV];
       for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);
-      for (int k = 0; k < 4; k++) {
-        sc_vf acc = A[(o + k) * I + i];
-        for (int j = 0; j < NV; j++) acc += d[k][j] * xv[j];
+      for (int k = 0; k < 4; k++) { /* first: the tile's products, not added to anything */
+        sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);
+        for (int j = 1; j < NV; j++) acc = V_FMA(d[k][j], xv[j], acc);
         A[(o + k) * I + i] = acc;
       }
     }
   }
   for (; o < O; o++)
     for (size_t i = 0; i < I; i++) {
-      sc_vf acc = A[o * I + i];
-      for (int j = 0; j < NV; j++) acc += V_ROW(dz + o * SC__TW, j) * V_ROW(x + i * SC__TW, j);
+      sc_vf d0 = V_ROW(dz + o * SC__TW, 0), x0 = V_ROW(x + i * SC__TW, 0);
+      sc_vf acc = first ? d0 * x0 : V_FMA(d0, x0, A[o * I + i]);
+      for (int j = 1; j < NV; j++)
+        acc = V_FMA(V_ROW(dz + o * SC__TW, j), V_ROW(x + i * SC__TW, j), acc);
       A[o * I + i] = acc;
     }
 }
@@ -325,7 +334,7 @@ static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, cons
  * two; the zmm store (one per cycle) is what bounds the single-tile form */
 static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
                                const float *restrict xA, const float *restrict dzB,
-                               const float *restrict xB, size_t O, size_t I) {
+                               const float *restrict xB, size_t O, size_t I, int first) {
   sc_vf *A = (sc_vf *)(void *)wl;
   size_t o = 0;
   for (; o + 4 <= O; o += 4) {
@@ -342,17 +351,20 @@ static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
         xv[NV + j] = V_ROW(xB + i * SC__TW, j);
       }
       for (int k = 0; k < 4; k++) {
-        sc_vf acc = A[(o + k) * I + i];
-        for (int j = 0; j < 2 * NV; j++) acc += d[k][j] * xv[j];
+        sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);
+        for (int j = 1; j < 2 * NV; j++) acc = V_FMA(d[k][j], xv[j], acc);
         A[(o + k) * I + i] = acc;
       }
     }
   }
   for (; o < O; o++)
     for (size_t i = 0; i < I; i++) {
-      sc_vf acc = A[o * I + i];
-      for (int j = 0; j < NV; j++) acc += V_ROW(dzA + o * SC__TW, j) * V_ROW(xA + i * SC__TW, j);
-      for (int j = 0; j < NV; j++) acc += V_ROW(dzB + o * SC__TW, j) * V_ROW(xB + i * SC__TW, j);
+      sc_vf d0 = V_ROW(dzA + o * SC__TW, 0), x0 = V_ROW(xA + i * SC__TW, 0);
+      sc_vf acc = first ? d0 * x0 : V_FMA(d0, x0, A[o * I + i]);
+      for (int j = 1; j < NV; j++)
+        acc = V_FMA(V_ROW(dzA + o * SC__TW, j), V_ROW(xA + i * SC__TW, j), acc);
+      for (int j = 0; j < NV; j++)
+        acc = V_FMA(V_ROW(dzB + o * SC__TW, j), V_ROW(xB + i * SC__TW, j), acc);
       A[o * I + i] = acc;
     }
 }
