@@ -2435,6 +2435,9 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #if defined(SC__VEC_DWL2)
 #define SC__K_DWL2 vec_dense_dwl2_f32
 #endif
+#define SC__K_DX_ACT vec_dense_dx_act_f32
+#define SC__DX_ACT_OK(act)                                                                         \
+  ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
 #else
 #define SC__K_FWD SC__TN(sc__dense_fwd)
 #define SC__K_DW SC__TN(sc__dense_dw)
@@ -2652,6 +2655,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n);
     }
     if (!backward) continue;
+    int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
     for (size_t l = L; l-- > 0;) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
@@ -2660,7 +2664,9 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       int need_dx = l > 0 || J->gx;
       switch (P->spec.kind) {
       case SC_LAYER_DENSE:
-        if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+        if (d_ready)
+          d_ready = 0;
+        else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
           SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out * SC__TW, P->spec.act);
         else
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
@@ -2694,7 +2700,19 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
             SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
           }
         }
-        if (need_dx) SC__K_DX(nxt, W, cur, P->out, P->in);
+        if (need_dx) {
+#ifdef SC__K_DX_ACT
+          /* a dense layer below with a cheap derivative: its activation pullback (and
+           * bias lanes) is applied as dx is stored, and its own pass is skipped */
+          const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
+          if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
+            SC__K_DX_ACT(nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+                         want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL);
+            d_ready = 1;
+          } else
+#endif
+            SC__K_DX(nxt, W, cur, P->out, P->in);
+        }
         break;
       case SC_LAYER_CONV2D:
         SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
@@ -3289,6 +3307,8 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_DWL
 #undef SC__K_DWL_FOLD
 #undef SC__K_DWL2
+#undef SC__K_DX_ACT
+#undef SC__DX_ACT_OK
 #undef SC__DWL_LANES
 #undef SC__K_ACTB
 #undef SC__K_CONV_FWD

@@ -282,18 +282,44 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
           for (int j = 0; j < NVB; j++) acc[k][j] += wk * dv[j];                                   \
         }                                                                                          \
       }                                                                                            \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
-          V_ROWW(dx + (i + k) * SC__TW, jc + j) = acc[k][j];                                       \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++) {         \
+        sc_vf v = acc[k][j];                                                                       \
+        if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
+          sc_vf av = V_ROW(xa + (i + k) * SC__TW, jc + j);                                         \
+          if (act == SC_RELU)                                                                      \
+            v = v_sel((sc_vi)(av > 0.0f), v, V_BCAST(0.0f));                                       \
+          else if (act == SC_TANH)                                                                 \
+            v = v * (1.0f - av * av);                                                              \
+          else                                                                                     \
+            v = v * (av * (1.0f - av));                                                            \
+        }                                                                                          \
+        V_ROWW(dx + (i + k) * SC__TW, jc + j) = v;                                                 \
+        if (bl) V_ROWW(bl + (i + k) * SC__TW, jc + j) = V_ROW(bl + (i + k) * SC__TW, jc + j) + v;  \
+      }                                                                                            \
     }
 
-static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
-                             size_t O, size_t I) {
+/* dx = W^T dz, then, for the dense layer below whose output xa is this layer's input,
+ * its activation pullback dx *= act'(xa) (identity, relu, tanh, sigmoid: the same
+ * operations as sc__act_bwd) and its bias lanes bl += dx (bl may be NULL): the pullback
+ * of one layer and the activation step of the next in one sweep */
+static inline __attribute__((always_inline)) void
+vec_dense_dx_body(float *restrict dx, const float *restrict W, const float *restrict dz, size_t O,
+                  size_t I, sc_act act, const float *restrict xa, float *restrict bl) {
   size_t i = 0;
   V_DX_BLOCK(VOB)
 #if VOB > 4
   V_DX_BLOCK(4)
 #endif
   V_DX_BLOCK(1)
+}
+static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
+                             size_t O, size_t I) {
+  vec_dense_dx_body(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL);
+}
+static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
+                                 const float *restrict dz, size_t O, size_t I, sc_act act,
+                                 const float *restrict xa, float *restrict bl) {
+  vec_dense_dx_body(dx, W, dz, O, I, act, xa, bl);
 }
 
 /* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
