@@ -70,7 +70,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(PEAK_BIN)
 
-.PHONY: bench-xsmm bench-tanh deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
@@ -212,6 +212,13 @@ $(BUILD)/tanh_speed: bench/tanh_speed.c bench/bench_time.h simplechain.c simplec
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -DSC_HAVE_SLEEF -I. $< -o $@ -lsleef $(LDLIBS)
 bench-tanh: $(BUILD)/tanh_speed
 	./$(BUILD)/tanh_speed
+
+# the toy's dense kernels one by one (bench/kernels_speed.c); needs an AVX-512 CPU
+$(BUILD)/kernels_speed: bench/kernels_speed.c bench/bench_time.h simplechain.c simplechain.h kernels/vec_f32.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -I. $< -o $@ $(LDLIBS)
+bench-kernels: $(BUILD)/kernels_speed
+	./$(BUILD)/kernels_speed
 
 deps:
 	bash scripts/install-deps.sh all

@@ -2001,11 +2001,12 @@ static inline float sc__tanh_f32(float x) {
   float n = t - 12582912.0f;
   float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
   r = r - n * 1.42860677e-06f;    /* ln2 low part */
-  float q = (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
-            4.99999970e-1f;
-  float p = (r * r) * q + r;                               /* expm1(r) */
+  float q =
+      (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+      4.99999970e-1f;
+  float p = (r * r) * q + r;                             /* expm1(r) */
   float s = sc__fof((sc__fbits(t) << 23) + 0x3f800000u); /* 2^n */
-  float E = s * p + (s - 1.0f);                            /* expm1(a) */
+  float E = s * p + (s - 1.0f);                          /* expm1(a) */
   float y = E / (E + 2.0f);
   float z = ax * ax;
   float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -

@@ -36,7 +36,7 @@ static float xs[N] __attribute__((aligned(64))), ys[N] __attribute__((aligned(64
       t[r] = (now() - t0) / ((double)N * PASSES) * 1e9;                                            \
     }                                                                                              \
     qsort(t, 7, sizeof t[0], cmpd);                                                                \
-    printf("  %-28s %8.4f ns/element (min %.4f, max %.4f)\n", name, t[3], t[0], t[6]);            \
+    printf("  %-28s %8.4f ns/element (min %.4f, max %.4f)\n", name, t[3], t[0], t[6]);             \
   } while (0)
 
 int main(void) {

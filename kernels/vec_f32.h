@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
 static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
   sc_vu sign = (sc_vu)x & 0x80000000u;
   sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
-  sc_vf m = v_min(ax, V_BCAST(9.125f)); /* 9.125, not 9: tanh(9) must round to 1 */
+  sc_vf m = v_min(ax, V_BCAST(9.125f));    /* 9.125, not 9: tanh(9) must round to 1 */
   sc_vf t = m * 2.88539008f + 12582912.0f; /* 2 log2(e) m + 1.5 2^23 */
   sc_vf a = m + m;
   sc_vf n = t - 12582912.0f;
@@ -166,7 +166,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
       }                                                                                            \
       _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
           V_ROWW(a + (o + k) * SC__TW, jc + j) =                                                   \
-          act == SC_RELU ? v_max(acc[k][j], V_BCAST(0.0f)) : acc[k][j];                            \
+              act == SC_RELU ? v_max(acc[k][j], V_BCAST(0.0f)) : acc[k][j];                        \
     }                                                                                              \
     o += NB;                                                                                       \
   }
@@ -646,14 +646,14 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
       for (size_t c = 0; c < cols; c++) {
         __m512 out;
         if (cols == 2) {
-          __m512i ix = _mm512_add_epi32(_mm512_set1_epi32((int)c),
-                                        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
-                                                          22, 24, 26, 28, 30));
+          __m512i ix = _mm512_add_epi32(
+              _mm512_set1_epi32((int)c),
+              _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
           out = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
         } else { /* lanes 0..7 from the first two vectors, 8..15 from the last two */
-          __m512i ix = _mm512_add_epi32(_mm512_set1_epi32((int)c),
-                                        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8,
-                                                          12, 16, 20, 24, 28));
+          __m512i ix = _mm512_add_epi32(
+              _mm512_set1_epi32((int)c),
+              _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
           __m512 lo = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
           __m512 hi = _mm512_permutex2var_ps(_mm512_loadu_ps(g + 32), ix, _mm512_loadu_ps(g + 48));
           out = _mm512_mask_blend_ps((__mmask16)0xFF00u, lo, hi);

@@ -221,9 +221,9 @@ static void test_xsmm_layers(void **state) {
   memset(&n, 0, sizeof n);
   n.in = 100;
   n.nl = 3;
-  n.L[0] = sc_dense(64, SC_GELU);   /* 100 inputs: libxsmm (gelu also keeps z) */
+  n.L[0] = sc_dense(64, SC_GELU);        /* 100 inputs: libxsmm (gelu also keeps z) */
   n.L[1] = sc_dense_nobias(70, SC_TANH); /* 64 inputs, the threshold: libxsmm */
-  n.L[2] = sc_dense(5, SC_IDENTITY); /* 70 inputs: libxsmm */
+  n.L[2] = sc_dense(5, SC_IDENTITY);     /* 70 inputs: libxsmm */
   netdef m = n;
   m.in = 63; /* 63 inputs: ours */
   const char *isas[3];
