@@ -325,74 +325,56 @@ static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
 /* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
  * vectors j of dz[o][j*VW + lane] x[i][j*VW + lane]. Each accumulator is one native
  * vector, loaded and stored once per tile for NV FMAs; four rows share each x load. */
-static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
-                              size_t O, size_t I, int first) {
-  sc_vf *A = (sc_vf *)(void *)wl;
-  size_t o = 0;
-  for (; o + 4 <= O; o += 4) {
-    sc_vf d[4][NV];
-    for (int k = 0; k < 4; k++)
-      for (int j = 0; j < NV; j++) d[k][j] = V_ROW(dz + (o + k) * SC__TW, j);
-    for (size_t i = 0; i < I; i++) {
-      sc_vf xv[NV];
-      for (int j = 0; j < NV; j++) xv[j] = V_ROW(x + i * SC__TW, j);
-      for (int k = 0; k < 4; k++) { /* first: the tile's products, not added to anything */
-        sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);
-        for (int j = 1; j < NV; j++) acc = V_FMA(d[k][j], xv[j], acc);
-        A[(o + k) * I + i] = acc;
-      }
-    }
-  }
-  for (; o < O; o++)
-    for (size_t i = 0; i < I; i++) {
-      sc_vf d0 = V_ROW(dz + o * SC__TW, 0), x0 = V_ROW(x + i * SC__TW, 0);
-      sc_vf acc = first ? d0 * x0 : V_FMA(d0, x0, A[o * I + i]);
-      for (int j = 1; j < NV; j++)
-        acc = V_FMA(V_ROW(dz + o * SC__TW, j), V_ROW(x + i * SC__TW, j), acc);
-      A[o * I + i] = acc;
-    }
-}
-
-#if VW == 16
-#define SC__VEC_DWL2 1
-/* vec_dense_dwl_f32 for two tiles in one pass (A, then B): each accumulator gets the
- * same FMAs in the same order as from two calls, with one load and store instead of
- * two; the zmm store (one per cycle) is what bounds the single-tile form */
-static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
-                               const float *restrict xA, const float *restrict dzB,
-                               const float *restrict xB, size_t O, size_t I, int first) {
+/* the lane-form dW over T tiles (1 or 2, a constant after inlining), tile 0 first: each
+ * accumulator gets its FMAs in the same order as from T one-tile calls; first: the slice's
+ * first write, which stores the products instead of adding them to the accumulator */
+static inline __attribute__((always_inline)) void vec_dense_dwl_n(float *restrict wl,
+                                                                  const float *const dz[2],
+                                                                  const float *const x[2], int T,
+                                                                  size_t O, size_t I, int first) {
   sc_vf *A = (sc_vf *)(void *)wl;
   size_t o = 0;
   for (; o + 4 <= O; o += 4) {
     sc_vf d[4][2 * NV];
     for (int k = 0; k < 4; k++)
-      for (int j = 0; j < NV; j++) {
-        d[k][j] = V_ROW(dzA + (o + k) * SC__TW, j);
-        d[k][NV + j] = V_ROW(dzB + (o + k) * SC__TW, j);
-      }
+      for (int m = 0; m < T * NV; m++) d[k][m] = V_ROW(dz[m / NV] + (o + k) * SC__TW, m % NV);
     for (size_t i = 0; i < I; i++) {
       sc_vf xv[2 * NV];
-      for (int j = 0; j < NV; j++) {
-        xv[j] = V_ROW(xA + i * SC__TW, j);
-        xv[NV + j] = V_ROW(xB + i * SC__TW, j);
-      }
+      for (int m = 0; m < T * NV; m++) xv[m] = V_ROW(x[m / NV] + i * SC__TW, m % NV);
       for (int k = 0; k < 4; k++) {
         sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);
-        for (int j = 1; j < 2 * NV; j++) acc = V_FMA(d[k][j], xv[j], acc);
+        for (int m = 1; m < T * NV; m++) acc = V_FMA(d[k][m], xv[m], acc);
         A[(o + k) * I + i] = acc;
       }
     }
   }
   for (; o < O; o++)
     for (size_t i = 0; i < I; i++) {
-      sc_vf d0 = V_ROW(dzA + o * SC__TW, 0), x0 = V_ROW(xA + i * SC__TW, 0);
+      sc_vf d0 = V_ROW(dz[0] + o * SC__TW, 0), x0 = V_ROW(x[0] + i * SC__TW, 0);
       sc_vf acc = first ? d0 * x0 : V_FMA(d0, x0, A[o * I + i]);
-      for (int j = 1; j < NV; j++)
-        acc = V_FMA(V_ROW(dzA + o * SC__TW, j), V_ROW(xA + i * SC__TW, j), acc);
-      for (int j = 0; j < NV; j++)
-        acc = V_FMA(V_ROW(dzB + o * SC__TW, j), V_ROW(xB + i * SC__TW, j), acc);
+      for (int m = 1; m < T * NV; m++)
+        acc = V_FMA(V_ROW(dz[m / NV] + o * SC__TW, m % NV), V_ROW(x[m / NV] + i * SC__TW, m % NV),
+                    acc);
       A[o * I + i] = acc;
     }
+}
+
+static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
+                              size_t O, size_t I, int first) {
+  const float *const dzs[2] = {dz, dz}, *const xs[2] = {x, x};
+  vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first);
+}
+
+#if VW == 16
+#define SC__VEC_DWL2 1
+/* two tiles in one pass (A, then B): one accumulator load and store per 4 FMAs instead of
+ * 2; the zmm store (one per cycle) is what bounds the one-tile form. Same bits as two
+ * vec_dense_dwl_f32 calls. */
+static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
+                               const float *restrict xA, const float *restrict dzB,
+                               const float *restrict xB, size_t O, size_t I, int first) {
+  const float *const dzs[2] = {dzA, dzB}, *const xs[2] = {xA, xB};
+  vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first);
 }
 #endif
 
