@@ -8,8 +8,9 @@ for t in "$@"; do
   echo "== $t"
   out=$("$t" 2>&1); rc=$?
   printf '%s\n' "$out"
-  p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' | tail -1)
-  f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' | tail -1)
+  # a program may run several groups (one per kernel path): sum their counts
+  p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' | awk '{s+=$1} END {print s+0}')
+  f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' | awk '{s+=$1} END {if (NR) print s}')
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
   if [ $rc -ne 0 ]; then
     bad_programs+=("$t")
