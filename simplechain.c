@@ -129,15 +129,18 @@ typedef struct sc__lplan {
   size_t poff, np;    /* parameter block */
   size_t a_off;       /* output tile (out x TW) in slice tile memory, elements; for
                          flatten the input's tile (a view) */
+  size_t a_off2;      /* the output tile of the second tile of a pair: a second buffer
+                         when the next layer holds its input (hold_off), else a_off */
   size_t z_off;       /* pre-activation tile (gelu only), else SIZE_MAX */
   size_t lane_off;    /* bias lane accumulator (oc x TW), else SIZE_MAX */
   size_t dwl_off;     /* lane accumulators for dW (out x in x TW) of small dense layers
                          and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
                          lane by lane, summed over the lanes once per slice: no
                          transposes, no broadcasts */
-  size_t hold_off;    /* lane-form dense layers where it pays: dz (out x TW) and x (in x
-                         TW) of the first tile of a pair, so that the pair's dW runs as
-                         one pass (SC__K_DWL2), else SIZE_MAX */
+  size_t hold_off;    /* lane-form dense layers where it pays: dz (out x TW) of the first
+                         tile of a pair (its input stays in the a_off buffers, the second
+                         tile's goes to a_off2), so that the pair's dW runs as one pass
+                         (SC__K_DWL2), else SIZE_MAX */
   size_t pad_off;     /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
   size_t hp, wp;      /* conv: (padded) input height and width */
   size_t R;           /* conv: taps per output channel, ic*kh*kw */
@@ -153,6 +156,7 @@ struct sc_chain {
   size_t ldT;  /* row length of the transposed tile (maxw rounded up to 16) */
   /* slice tile memory, in elements (the same offsets serve float and double) */
   size_t x_off, d0_off, d1_off, xT_off, t_off, lossl_off, tile_elems;
+  size_t x_off2;    /* the gathered input of a pair's second tile (see a_off2) */
   size_t min_tiles; /* tiles per slice at least (1..SC__MIN_TILES), from the work per tile */
   const sc__kt_f32 *kf;
   const sc__kt_f64 *kd;
@@ -638,16 +642,35 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
     P->dwl_off = (k == SC_LAYER_CONV2D || (k == SC_LAYER_DENSE && nw <= SC__DWL_MAX))
                      ? sc__tile_alloc(&cur, sc__mul(nw, TW, &ok), &ok)
                      : SIZE_MAX;
-    /* holding a tile's dz and x costs (out + in) row copies and saves out x in
-     * accumulator stores (the lane form's bottleneck): worth it from about 2:1 */
+    /* holding a tile's dz costs out row copies (and its input a second buffer, a_off2)
+     * and saves out x in accumulator stores, the lane form's bottleneck: taken from
+     * about 2 (in + out) weights up */
     P->hold_off = k == SC_LAYER_DENSE && P->dwl_off != SIZE_MAX && nw >= 2 * (P->in + P->out)
-                      ? sc__tile_alloc(&cur, sc__mul(P->in + P->out, TW, &ok), &ok)
+                      ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
                       : SIZE_MAX;
     P->pad_off =
         k == SC_LAYER_CONV2D && (P->spec.ph || P->spec.pw)
             ? sc__tile_alloc(&cur, sc__mul(sc__mul(P->ic * P->hp, P->wp, &ok), TW, &ok), &ok)
             : SIZE_MAX;
     P->mask_off = k == SC_LAYER_DROPOUT ? sc__tile_alloc(&cur, P->out, &ok) : SIZE_MAX;
+  }
+  /* second buffers for the inputs of layers that hold a tile (dW in pairs): the first
+   * tile's input must survive the second tile's forward. Backwards first: whether the
+   * layer reading each output (through flattens, which are views) holds; a_off2 keeps
+   * that flag until the forward pass below places the buffers. */
+  int reader_holds = 0; /* for the last layer's output: nothing reads it */
+  for (size_t l = nlayers; l-- > 0;) {
+    sc__lplan *P = &c->L[l];
+    P->a_off2 = (size_t)reader_holds;
+    reader_holds = P->spec.kind == SC_LAYER_FLATTEN ? reader_holds : P->hold_off != SIZE_MAX;
+  }
+  c->x_off2 = reader_holds ? sc__tile_alloc(&cur, sc__mul(c->in, TW, &ok), &ok) : c->x_off;
+  for (size_t l = 0; l < nlayers; l++) {
+    sc__lplan *P = &c->L[l];
+    if (P->spec.kind == SC_LAYER_FLATTEN)
+      P->a_off2 = l ? c->L[l - 1].a_off2 : c->x_off2;
+    else
+      P->a_off2 = P->a_off2 ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok) : P->a_off;
   }
   c->d0_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
   c->d1_off = sc__tile_alloc(&cur, sc__mul(c->maxw, TW, &ok), &ok);
@@ -2579,7 +2602,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
   size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
   size_t L = c->nlayers;
-  SC__T *X = tm + c->x_off, *lanes = tm + c->lossl_off;
+  SC__T *lanes = tm + c->lossl_off;
   int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
   int want_g = backward && J->want_g;
 
@@ -2597,15 +2620,21 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   for (size_t tile = t0; tile < t1; tile++) {
     size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
 #ifdef SC__K_DWL2
-    /* pairs of consecutive tiles of this slice (a last odd tile goes alone) */
+    /* pairs of consecutive tiles of this slice (a last odd tile goes alone); the second
+     * tile of a pair keeps its activations in the a_off2 buffers */
     int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
+#define SC__AOFF(P) (pair_second ? (P)->a_off2 : (P)->a_off)
+    SC__T *X = tm + (pair_second ? c->x_off2 : c->x_off);
+#else
+#define SC__AOFF(P) ((P)->a_off)
+    SC__T *X = tm + c->x_off;
 #endif
     SC__TN(sc__gather)(X, J->x, c->in, J, b0, n);
     const SC__T *in = X;
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
-      SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
       switch (P->spec.kind) {
       case SC_LAYER_DENSE:
 #if SC__F32 && defined(SC__VEC_F32)
@@ -2641,7 +2670,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
           memcpy(a, in, P->out * SC__TW * sizeof(SC__T));
         break;
       }
-      in = tm + P->a_off;
+      in = tm + SC__AOFF(P);
     }
     const SC__T *yhat = in;
     SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
@@ -2660,8 +2689,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     for (size_t l = L; l-- > 0;) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
-      const SC__T *xin = l ? tm + c->L[l - 1].a_off : X;
-      const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      const SC__T *xin = l ? tm + SC__AOFF(&c->L[l - 1]) : X;
+      const SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
       int need_dx = l > 0 || J->gx;
       switch (P->spec.kind) {
       case SC_LAYER_DENSE:
@@ -2685,11 +2714,12 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
             /* tiles in pairs: the first one's dz and x are held, the second's pass does
              * both (the same FMAs on each accumulator in the same order: same bits) */
             if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
-              SC__T *hd = tm + P->hold_off, *hx = hd + P->out * SC__TW;
-              if (pair_first) {
+              /* the first tile's input stays in the a_off buffers (x_off for layer 0) */
+              SC__T *hd = tm + P->hold_off;
+              const SC__T *hx = tm + (l ? c->L[l - 1].a_off : c->x_off);
+              if (pair_first)
                 memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
-                memcpy(hx, xin, P->in * SC__TW * sizeof(SC__T));
-              } else
+              else
                 SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first);
             } else
 #endif
@@ -2778,6 +2808,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       }
     }
 }
+
+#undef SC__AOFF
 
 /* index of the first NaN/Inf in v[0..n), or n */
 SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
