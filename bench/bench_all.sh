@@ -214,7 +214,7 @@ section_toy() {
   kern=$("$TOY" --steps 1 --samples 16 --every 0 --quiet 2>/dev/null | sed -n 's/.*kernels \([^)]*\)).*/\1/p' || true)
   PEAK_GFLOPS=$(peak_list_for "${kern:-avx512}") SUMMARY_FILE="$TMPD/toy_summary" HF=0 BUILD="$TMPD/build" \
     bash bench/bench_toy.sh 2>&1 | sed -n '/^== runs/,$p' | grep -v '^saved:' | sed 's/^/  /'
-  [ -f "$TMPD/toy_summary" ] && awk '{print "toy_" $2 "_" $3 "_s", $4; print "toy_" $2 "_" $3 "_gflops", $5; print "toy_" $2 "_" $3 "_frac", $6}' "$TMPD/toy_summary" >>"$SUM"
+  [ -f "$TMPD/toy_summary" ] && awk '{k = "toy_" $2 "_" $3; print k "_s", $4; print k "_gflops", $5; print k "_frac", $6; print k "_min", $7; print k "_max", $8}' "$TMPD/toy_summary" >>"$SUM"
   echo "  (the toy's kernels: ${kern:-?}; %peak uses the ${kern:-avx512} FMA peak at the same thread count)"
 }
 
@@ -486,7 +486,17 @@ section_summary() {
   row target measured verdict
   if want toy; then
     row "toy, $t2 threads: training <= $tgt_s s$scale" "$(fmt "$sc2" "%.3f s")" "$(verdict "$sc2" '<=' "$tgt_s")"
-    row "toy, $t2 threads: >= 9x the tuned PyTorch" "$(fmt "$ratio" "%.2fx")" "$(verdict "$ratio" '>=' 9)"
+    # judged against PyTorch's fastest run: a host-loaded core slows its OpenMP threads
+    # far more than ours (runs of 10 s and 19 s in one session), and a claim must not
+    # profit from that; the median ratio is shown beside it
+    local ptmin ptmax rbest
+    ptmin=$(sumget "toy_pytorch_${t2}_min") ptmax=$(sumget "toy_pytorch_${t2}_max")
+    rbest=$(awk -v a="$ptmin" -v b="$sc2" 'BEGIN {print (a == "nan" || b == "nan") ? "nan" : a / b}')
+    row "toy, $t2 threads: >= 9x the tuned PyTorch (its fastest run)" "$(fmt "$rbest" "%.2fx")" "$(verdict "$rbest" '>=' 9)"
+    awk -v r="$ratio" -v a="$ptmin" -v b="$ptmax" 'BEGIN {
+      if (r == "nan" || a == "nan") exit
+      printf "  %-62s %s\n", "  (against PyTorch'"'"'s median run)", sprintf("%.2fx", r)
+      if (b / a > 1.25) printf "  %-62s %s\n", "  (PyTorch'"'"'s runs spread " a " .. " b " s: a loaded host)", "NOISY" }'
     row "toy, $t2 threads: >= 40 % of the FMA peak" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.40)"
   fi
   want micro && row "micro valgrad: <= 3 us per call, 1 thread" "$(fmt "$us" "%.3f us")" "$(verdict "$us" '<=' 3)"

@@ -19,7 +19,7 @@
 #             memory in the process (bench/torch_env.sh); glibc: glibc's defaults
 #   PEAK_GFLOPS  measured FMA peak per thread count, "1:273.0 2:539.3" (bench_all.sh sets it
 #             from build/peak); adds a %peak column: achieved GFLOP/s / peak at that count
-#   SUMMARY_FILE  if set, "toy ENGINE THREADS MEDIAN_S GFLOPS PEAK_FRACTION" lines are
+#   SUMMARY_FILE  if set, "toy ENGINE THREADS MEDIAN_S GFLOPS PEAK_FRACTION MIN_S MAX_S" lines are
 #             appended to it (bench_all.sh's summary)
 #
 # Both programs time only their training loop (C: sc_train, run with --every 0 so that no
@@ -147,7 +147,7 @@ main() {
         pc = pk > 0 ? sprintf("%.1f%%", 100 * g / pk) : "-"
         printf "%-12s %7s %10.4f %10.4f %10.4f %9.0f %8.2f %6s %10s %10s %9s\n", e, t, m, mn, mx, s / m,
                g, pc, tr, te, r
-        if (sf != "") printf "toy %s %s %s %.3f %s\n", e, t, m, g, (pk > 0 ? g / pk : "nan") >> sf }'
+        if (sf != "") printf "toy %s %s %s %.3f %s %s %s\n", e, t, m, g, (pk > 0 ? g / pk : "nan"), mn, mx >> sf }'
     done
   done
   if [ $HAVE_TORCH = 1 ]; then
