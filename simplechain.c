@@ -2707,14 +2707,10 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
              * second tile's, or the first's when the slice has one tile) */
 #ifdef SC__K_DWL2
             int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
-#else
-            int first = tile == t0;
-#endif
-#ifdef SC__K_DWL2
-            /* tiles in pairs: the first one's dz and x are held, the second's pass does
-             * both (the same FMAs on each accumulator in the same order: same bits) */
+            /* tiles in pairs: the first one's dz is held (its input stays in the a_off
+             * buffers, x_off for layer 0), the second's pass does both (the same FMAs on
+             * each accumulator in the same order: same bits) */
             if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
-              /* the first tile's input stays in the a_off buffers (x_off for layer 0) */
               SC__T *hd = tm + P->hold_off;
               const SC__T *hx = tm + (l ? c->L[l - 1].a_off : c->x_off);
               if (pair_first)
@@ -2722,8 +2718,10 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
               else
                 SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first);
             } else
-#endif
               SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first);
+#else
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
+#endif
           } else {
             size_t ld = (P->in + 15) & ~(size_t)15;
             SC__T *xT = tm + c->xT_off;
