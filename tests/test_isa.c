@@ -29,6 +29,15 @@ typedef struct netdef {
   sc_layer L[3];
 } netdef;
 
+/* a net of nl layers on in inputs, its layers to be filled in */
+static netdef net_of(size_t in, size_t nl) {
+  netdef n;
+  memset(&n, 0, sizeof n);
+  n.in = in;
+  n.nl = nl;
+  return n;
+}
+
 /* everything one path computes for a net, a batch and a loss */
 typedef struct results {
   float *y, *g, *gx, *pg, *pgx, loss;
@@ -160,10 +169,7 @@ static void test_sizes_grid(void **state) {
   diffstats ds = {0, 0};
   for (size_t i = 0; i < 7; i++)
     for (size_t j = 0; j < 7; j++) {
-      netdef n;
-      memset(&n, 0, sizeof n);
-      n.in = SIZES[i];
-      n.nl = 3;
+      netdef n = net_of(SIZES[i], 3);
       size_t out = SIZES[(i + j + 1) % 7];
       n.L[0] = sc_dense(SIZES[j], ACTS[(i + j) % 6]);
       n.L[1] = (i + j) % 2 ? sc_dense_nobias(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % 6])
@@ -188,10 +194,7 @@ static void test_acts_batches(void **state) {
   diffstats ds = {0, 0};
   for (size_t a = 0; a < 6; a++)
     for (size_t b = 0; b < 8; b++) {
-      netdef n;
-      memset(&n, 0, sizeof n);
-      n.in = 17;
-      n.nl = 3;
+      netdef n = net_of(17, 3);
       n.L[0] = sc_dense(33, ACTS[a]);
       n.L[1] = b % 2 ? sc_dense(16, ACTS[a]) : sc_dense_nobias(16, ACTS[a]);
       sc_loss loss = (sc_loss)(SC_LOSS_SQUARED + (int)((a + b) % 3));
@@ -199,10 +202,7 @@ static void test_acts_batches(void **state) {
       compare_all_isas(&n, loss, BATCHES[b], 7000 + 10 * a + b, &ds);
     }
   for (size_t a = 0; a < 6; a++) {
-    netdef n;
-    memset(&n, 0, sizeof n);
-    n.in = 100;
-    n.nl = 2;
+    netdef n = net_of(100, 2);
     n.L[0] = sc_dense(100, ACTS[a]);
     n.L[1] = sc_dense(7, SC_IDENTITY);
     compare_all_isas(&n, SC_LOSS_LOGIT_CROSSENTROPY, 100, 8000 + a, &ds);
@@ -217,10 +217,7 @@ static void test_acts_batches(void **state) {
  * agree with the scalar reference and with SC_XSMM=0 (our kernel on every layer) */
 static void test_xsmm_layers(void **state) {
   (void)state;
-  netdef n;
-  memset(&n, 0, sizeof n);
-  n.in = 100;
-  n.nl = 3;
+  netdef n = net_of(100, 3);
   n.L[0] = sc_dense(64, SC_GELU);        /* 100 inputs: libxsmm (gelu also keeps z) */
   n.L[1] = sc_dense_nobias(70, SC_TANH); /* 64 inputs, the threshold: libxsmm */
   n.L[2] = sc_dense(5, SC_IDENTITY);     /* 70 inputs: libxsmm */
@@ -290,10 +287,7 @@ static void test_few_columns(void **state) {
   for (size_t i = 0; i < 3; i++)
     for (size_t o = 0; o < 2; o++)
       for (size_t b = 0; b < 4; b++) {
-        netdef n;
-        memset(&n, 0, sizeof n);
-        n.in = INS[i];
-        n.nl = 2;
+        netdef n = net_of(INS[i], 2);
         n.L[0] = sc_dense(9, SC_TANH);
         n.L[1] = sc_dense(OUTS[o], SC_IDENTITY);
         compare_all_isas(&n, SC_LOSS_SQUARED, BATCHES[b], 9000 + 10 * i + 3 * o + b, &ds);
@@ -309,10 +303,7 @@ static void test_isa_names(void **state) {
   (void)state;
   const char *isas[3];
   int nisa = tu_isas(isas);
-  netdef n;
-  memset(&n, 0, sizeof n);
-  n.in = 4;
-  n.nl = 1;
+  netdef n = net_of(4, 1);
   n.L[0] = sc_dense(3, SC_TANH);
   for (int i = 0; i < nisa; i++) {
     sc_chain *c = mk_chain(isas[i], &n);
