@@ -1,4 +1,5 @@
-/* bench/bench_time.h — the wall clock and the median sort shared by the C benchmarks */
+/* bench/bench_time.h — the wall clock, the median sort and a 7-run timer shared by the C
+ * benchmarks */
 #ifndef SC_BENCH_TIME_H
 #define SC_BENCH_TIME_H
 #include <time.h>
@@ -13,4 +14,15 @@ static int cmpd(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
+/* 7 timed runs of BODY: ns[0..6] = each run's seconds / count, in ns, sorted (ns[3] is
+ * the median); needs <stdlib.h> */
+#define BENCH_7RUNS(ns, count, BODY)                                                               \
+  do {                                                                                             \
+    for (int run_ = 0; run_ < 7; run_++) {                                                         \
+      double t0_ = now();                                                                          \
+      BODY;                                                                                        \
+      (ns)[run_] = (now() - t0_) / (double)(count) * 1e9;                                          \
+    }                                                                                              \
+    qsort((ns), 7, sizeof(ns)[0], cmpd);                                                           \
+  } while (0)
 #endif

@@ -26,15 +26,11 @@ static float WL[1024 * 16] __attribute__((aligned(64)));
 #define TIME(STMT, out)                                                                            \
   do {                                                                                             \
     double tt_[7];                                                                                 \
-    for (int r = 0; r < 7; r++) {                                                                  \
-      double t0 = now();                                                                           \
-      for (int it = 0; it < CALLS; it++) {                                                         \
-        STMT;                                                                                      \
-        __asm__ volatile("" : : "r"(A), "r"(WL) : "memory");                                       \
-      }                                                                                            \
-      tt_[r] = (now() - t0) / CALLS * 1e9;                                                         \
-    }                                                                                              \
-    qsort(tt_, 7, sizeof tt_[0], cmpd);                                                            \
+    BENCH_7RUNS(                                                                                   \
+        tt_, CALLS, for (int it = 0; it < CALLS; it++) {                                           \
+          STMT;                                                                                    \
+          __asm__ volatile("" : : "r"(A), "r"(WL) : "memory");                                     \
+        });                                                                                        \
     out = tt_[3];                                                                                  \
   } while (0)
 

@@ -24,18 +24,14 @@ static float xs[N] __attribute__((aligned(64))), ys[N] __attribute__((aligned(64
 #define BENCH(name, EXPR)                                                                          \
   do {                                                                                             \
     double t[7];                                                                                   \
-    for (int r = 0; r < 7; r++) {                                                                  \
-      double t0 = now();                                                                           \
-      for (int it = 0; it < PASSES; it++) {                                                        \
-        for (int i = 0; i < N; i += VW) {                                                          \
-          sc_vf x = V_ROW(xs + i, 0);                                                              \
-          V_ROWW(ys + i, 0) = (EXPR);                                                              \
-        }                                                                                          \
-        __asm__ volatile("" : : "r"(ys) : "memory");                                               \
-      }                                                                                            \
-      t[r] = (now() - t0) / ((double)N * PASSES) * 1e9;                                            \
-    }                                                                                              \
-    qsort(t, 7, sizeof t[0], cmpd);                                                                \
+    BENCH_7RUNS(                                                                                   \
+        t, (double)N *PASSES, for (int it = 0; it < PASSES; it++) {                                \
+          for (int i = 0; i < N; i += VW) {                                                        \
+            sc_vf x = V_ROW(xs + i, 0);                                                            \
+            V_ROWW(ys + i, 0) = (EXPR);                                                            \
+          }                                                                                        \
+          __asm__ volatile("" : : "r"(ys) : "memory");                                             \
+        });                                                                                        \
     printf("  %-28s %8.4f ns/element (min %.4f, max %.4f)\n", name, t[3], t[0], t[6]);             \
   } while (0)
 
