@@ -1411,6 +1411,7 @@ typedef struct sc__pool {
   atomic_ulong gen;
   atomic_int pending;
   atomic_int stop;
+  atomic_size_t next; /* the next work item to claim (sc__pool_claim), reset per run */
   sc__task_fn fn;
   void *arg;
 #endif
@@ -1479,6 +1480,7 @@ static sc_status sc__pool_create(sc__pool **out, int nthreads) {
   atomic_init(&P->gen, 0);
   atomic_init(&P->pending, 0);
   atomic_init(&P->stop, 0);
+  atomic_init(&P->next, 0);
   pthread_mutex_init(&P->mu, NULL);
   pthread_cond_init(&P->cv_go, NULL);
   sc__worker_arg *wa = (sc__worker_arg *)(P + 1);
@@ -1497,6 +1499,17 @@ static sc_status sc__pool_create(sc__pool **out, int nthreads) {
 }
 #endif
 
+/* the next work item of the current run, for workers that take items as they go (called
+ * only from a task run with nworkers > 1) */
+static size_t sc__pool_claim(sc__pool *P) {
+#if SC__THREADS
+  return atomic_fetch_add_explicit(&P->next, 1, memory_order_relaxed);
+#else
+  (void)P;
+  return SIZE_MAX;
+#endif
+}
+
 /* run fn on every worker (the caller is worker 0) and wait for all */
 static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
   if (!P || P->nthreads <= 1) {
@@ -1506,6 +1519,7 @@ static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
 #if SC__THREADS
   P->fn = fn;
   P->arg = arg;
+  atomic_store_explicit(&P->next, 0, memory_order_relaxed);
   atomic_store_explicit(&P->pending, P->nthreads - 1, memory_order_relaxed);
   pthread_mutex_lock(&P->mu); /* the lock orders gen against a worker going to sleep */
   atomic_fetch_add_explicit(&P->gen, 1, memory_order_release);
@@ -3120,9 +3134,17 @@ static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, con
                   k % cols, isnan(v[k]) ? "NaN" : "Inf");
 }
 
+/* Workers take slices as they go (an atomic counter), so a core slowed by the host does
+ * not hold the others up. Results do not depend on it: a slice's work and buffers are its
+ * own, and the slices are reduced in index order. */
 static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
   SC__TN(sc__job) *J = arg;
-  for (size_t s = (size_t)worker; s < J->nslices; s += (size_t)nworkers) J->kt->run_slice(J, s);
+  (void)worker;
+  if (nworkers <= 1) {
+    for (size_t s = 0; s < J->nslices; s++) J->kt->run_slice(J, s);
+    return;
+  }
+  for (size_t s; (s = sc__pool_claim(J->ws->pool)) < J->nslices;) J->kt->run_slice(J, s);
 }
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
