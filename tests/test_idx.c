@@ -136,6 +136,24 @@ static void expect_labels(sc_status want, const char *path, size_t classes) {
   msg_has("sc_idx_load_labels: ");
 }
 
+/* writes b[0..n) to path and loads it as images: status want and, when it fails, a
+ * message that names the file and contains needle (unless NULL) */
+static void file_images(const char *path, const unsigned char *b, size_t n, sc_status want,
+                        const char *needle) {
+  write_all(path, b, n);
+  expect_images(want, path);
+  if (want != SC_OK) msg_has(path);
+  if (needle) msg_has(needle);
+}
+/* the same for a label file with 10 classes */
+static void file_labels(const char *path, const unsigned char *b, size_t n, sc_status want,
+                        const char *needle) {
+  write_all(path, b, n);
+  expect_labels(want, path, 10);
+  if (want != SC_OK) msg_has(path);
+  if (needle) msg_has(needle);
+}
+
 /* ---------------------------------------------------------------- arguments */
 static void test_null_args(void **state) {
   (void)state;
@@ -451,10 +469,7 @@ static void test_bad_magic(void **state) {
   unsigned char *b = make_images(2, 2, 2, &len);
   for (int k = 0; k < 2; k++) {
     b[k] = 0x42;
-    write_all(path, b, len);
-    expect_images(SC_ERR_FORMAT, path);
-    msg_has(path);
-    msg_has("offset 0");
+    file_images(path, b, len, SC_ERR_FORMAT, "offset 0");
     expect_labels(SC_ERR_FORMAT, path, 0);
     msg_has("offset 0");
     b[k] = 0;
@@ -481,27 +496,18 @@ static void test_bad_type(void **state) {
     char hex[8];
     snprintf(hex, sizeof hex, "0x%02x", other[k].t);
     b[2] = other[k].t;
-    write_all(path, b, len);
-    expect_images(SC_ERR_UNSUPPORTED, path);
-    msg_has(path);
-    msg_has(hex);
+    file_images(path, b, len, SC_ERR_UNSUPPORTED, hex);
     msg_has(other[k].name);
     msg_has("offset 2");
     l[2] = other[k].t;
-    write_all(path, l, llen);
-    expect_labels(SC_ERR_UNSUPPORTED, path, 10);
-    msg_has(other[k].name);
+    file_labels(path, l, llen, SC_ERR_UNSUPPORTED, other[k].name);
   }
   static const unsigned char unknown[] = {0x00, 0x01, 0x07, 0x0A, 0x0F, 0x10, 0x80, 0xFF};
   for (size_t k = 0; k < sizeof unknown; k++) {
     b[2] = unknown[k];
-    write_all(path, b, len);
-    expect_images(SC_ERR_FORMAT, path);
-    msg_has("offset 2");
+    file_images(path, b, len, SC_ERR_FORMAT, "offset 2");
     l[2] = unknown[k];
-    write_all(path, l, llen);
-    expect_labels(SC_ERR_FORMAT, path, 10);
-    msg_has("offset 2");
+    file_labels(path, l, llen, SC_ERR_FORMAT, "offset 2");
   }
   free(b);
   free(l);
@@ -517,18 +523,12 @@ static void test_bad_ndims(void **state) {
   static const unsigned char bad_img[] = {0, 1, 2, 4, 255};
   for (size_t k = 0; k < sizeof bad_img; k++) {
     b[3] = bad_img[k];
-    write_all(path, b, len);
-    expect_images(SC_ERR_FORMAT, path);
-    msg_has(path);
-    msg_has("byte 3");
+    file_images(path, b, len, SC_ERR_FORMAT, "byte 3");
   }
   static const unsigned char bad_lab[] = {0, 2, 3, 4, 255};
   for (size_t k = 0; k < sizeof bad_lab; k++) {
     l[3] = bad_lab[k];
-    write_all(path, l, llen);
-    expect_labels(SC_ERR_FORMAT, path, 10);
-    msg_has(path);
-    msg_has("byte 3");
+    file_labels(path, l, llen, SC_ERR_FORMAT, "byte 3");
   }
   free(b);
   free(l);
@@ -543,9 +543,7 @@ static void test_zero_dim(void **state) {
     size_t len;
     unsigned char *b = make_images(2, 2, 2, &len);
     put_be32(b + 4 + 4 * d, 0);
-    write_all(path, b, len);
-    expect_images(SC_ERR_FORMAT, path);
-    msg_has(path);
+    file_images(path, b, len, SC_ERR_FORMAT, NULL);
     msg_has_offset(4 + 4 * (size_t)d);
     msg_has("is 0");
     free(b);
@@ -553,9 +551,7 @@ static void test_zero_dim(void **state) {
   size_t llen;
   unsigned char *l = make_labels(4, 3, &llen);
   put_be32(l + 4, 0);
-  write_all(path, l, 8); /* a 0-label file is refused too */
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has("offset 4");
+  file_labels(path, l, 8, SC_ERR_FORMAT, "offset 4"); /* a 0-label file is refused too */
   free(l);
   remove(path);
 }
@@ -613,33 +609,22 @@ static void test_huge_dims(void **state) {
                                     {65536, 65536, 2}};
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     for (int d = 0; d < 3; d++) put_be32(h + 4 + 4 * d, bad[k][d]);
-    write_all(path, h, sizeof h);
-    expect_images(SC_ERR_FORMAT, path);
-    msg_has(path);
-    msg_has("2^31");
+    file_images(path, h, sizeof h, SC_ERR_FORMAT, "2^31");
   }
   /* exactly 2^31 values passes the header check and fails for want of data, quickly
    * and without allocating 8 GiB of floats first */
   put_be32(h + 4, 2048), put_be32(h + 8, 1024), put_be32(h + 12, 1024);
-  write_all(path, h, sizeof h);
-  expect_images(SC_ERR_FORMAT, path);
-  msg_has("truncated");
+  file_images(path, h, sizeof h, SC_ERR_FORMAT, "truncated");
   msg_has_offset(sizeof h);
   msg_has("expected 2147483664 bytes");
   /* labels */
   unsigned char lh[8] = {0, 0, 0x08, 1};
   put_be32(lh + 4, 0xFFFFFFFFu);
-  write_all(path, lh, sizeof lh);
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has("2^31");
+  file_labels(path, lh, sizeof lh, SC_ERR_FORMAT, "2^31");
   put_be32(lh + 4, 0x80000001u);
-  write_all(path, lh, sizeof lh);
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has("2^31");
+  file_labels(path, lh, sizeof lh, SC_ERR_FORMAT, "2^31");
   put_be32(lh + 4, 0x80000000u);
-  write_all(path, lh, sizeof lh);
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has("offset 8");
+  file_labels(path, lh, sizeof lh, SC_ERR_FORMAT, "offset 8");
   msg_has("expected 2147483656 bytes");
   remove(path);
 }
@@ -653,34 +638,23 @@ static void test_count_mismatch(void **state) {
   unsigned char *b = make_images(3, 4, 5, &len); /* 16 + 60 bytes */
   /* the header says 4 images, the body holds 3 */
   put_be32(b + 4, 4);
-  write_all(path, b, len);
-  expect_images(SC_ERR_FORMAT, path);
-  msg_has(path);
-  msg_has("truncated");
+  file_images(path, b, len, SC_ERR_FORMAT, "truncated");
   msg_has("offset 76");
   msg_has("expected 96 bytes");
   /* the header says 2 images, the body holds 3 */
   put_be32(b + 4, 2);
-  write_all(path, b, len);
-  expect_images(SC_ERR_FORMAT, path);
-  msg_has(path);
-  msg_has("offset 56");
+  file_images(path, b, len, SC_ERR_FORMAT, "offset 56");
   /* rows and columns swapped keep the size: that is a valid file */
   put_be32(b + 4, 3), put_be32(b + 8, 5), put_be32(b + 12, 4);
-  write_all(path, b, len);
-  expect_images(SC_OK, path);
+  file_images(path, b, len, SC_OK, NULL);
   free(b);
   /* labels: 10 claimed, 9 present; 8 claimed, 9 present */
   unsigned char *l = make_labels(9, 10, &len);
   put_be32(l + 4, 10);
-  write_all(path, l, len);
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has("offset 17");
+  file_labels(path, l, len, SC_ERR_FORMAT, "offset 17");
   msg_has("expected 18 bytes");
   put_be32(l + 4, 8);
-  write_all(path, l, len);
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has("offset 16");
+  file_labels(path, l, len, SC_ERR_FORMAT, "offset 16");
   free(l);
   remove(path);
 }
@@ -760,9 +734,7 @@ static void test_trailing_bytes(void **state) {
   size_t llen;
   unsigned char *l = make_labels(5, 10, &llen);
   l[llen] = 0;
-  write_all(path, l, llen + 1);
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has("offset 13");
+  file_labels(path, l, llen + 1, SC_ERR_FORMAT, "offset 13");
   free(l);
   free(b);
   free(big);
@@ -776,10 +748,7 @@ static void test_labels_range(void **state) {
   size_t len;
   unsigned char *l = make_labels(7, 10, &len);
   l[8 + 3] = 10;
-  write_all(path, l, len);
-  expect_labels(SC_ERR_FORMAT, path, 10);
-  msg_has(path);
-  msg_has("sample 3");
+  file_labels(path, l, len, SC_ERR_FORMAT, "sample 3");
   msg_has("label 10");
   msg_has("offset 11");
   expect_labels(SC_OK, path, 11);
@@ -811,17 +780,12 @@ static void test_gz_damage(void **state) {
   assert_true(glen > 20);
   size_t n_truncated = 0;
   for (size_t k = 0; k < glen; k++) {
-    write_all(path, g, k);
-    expect_images(SC_ERR_FORMAT, path);
-    msg_has(path);
-    msg_has("offset");
+    file_images(path, g, k, SC_ERR_FORMAT, "offset");
     if (strstr(sc_last_error(), "unexpected end of file")) n_truncated++;
   }
   assert_true(n_truncated > 0); /* zlib's own report of a cut stream was seen and passed on */
   /* the complete data without the 8-byte trailer (CRC, length): still an error */
-  write_all(path, g, glen - 8);
-  expect_images(SC_ERR_FORMAT, path);
-  msg_has("truncated gzip stream");
+  file_images(path, g, glen - 8, SC_ERR_FORMAT, "truncated gzip stream");
   msg_has("unexpected end of file");
   msg_has("CRC");
   msg_has_offset(len);
@@ -845,24 +809,18 @@ static void test_gz_damage(void **state) {
   }
   /* a wrong CRC is zlib's "incorrect data check" */
   g[glen - 8] ^= 0x55;
-  write_all(path, g, glen);
-  expect_images(SC_ERR_FORMAT, path);
-  msg_has("corrupt gzip stream");
+  file_images(path, g, glen, SC_ERR_FORMAT, "corrupt gzip stream");
   msg_has("incorrect data check");
   g[glen - 8] ^= 0x55;
   /* a corrupt deflate stream with nothing useful in it */
   static const unsigned char junk[] = {0x1f, 0x8b, 0x08, 0,    0, 0, 0, 0, 0, 3, 0xff, 0xff,
                                        0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0,    0};
-  write_all(path, junk, sizeof junk);
-  expect_images(SC_ERR_FORMAT, path);
-  msg_has("zlib");
+  file_images(path, junk, sizeof junk, SC_ERR_FORMAT, "zlib");
   expect_labels(SC_ERR_FORMAT, path, 10);
   msg_has("zlib");
   /* an unknown compression method */
   g[2] = 0x07;
-  write_all(path, g, glen);
-  expect_images(SC_ERR_FORMAT, path);
-  msg_has("zlib");
+  file_images(path, g, glen, SC_ERR_FORMAT, "zlib");
   free(b);
   free(g);
   remove(path);
