@@ -23,33 +23,7 @@
 #endif
 
 /* ---------------------------------------------------------------- helpers */
-static void tmp_path(char *buf, size_t cap, const char *name) {
-  const char *dir = getenv("TMPDIR");
-  snprintf(buf, cap, "%s/sc_test_idx_%ld_%s", dir && *dir ? dir : "/tmp", (long)getpid(), name);
-}
-
-static void write_all(const char *path, const unsigned char *b, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  if (n) assert_int_equal(fwrite(b, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
 #ifdef SC_HAVE_ZLIB
-static unsigned char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)n + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
-
 static void write_gz(const char *path, const unsigned char *b, size_t n) {
   gzFile g = gzopen(path, "wb9");
   assert_non_null(g);
@@ -140,7 +114,7 @@ static void expect_labels(sc_status want, const char *path, size_t classes) {
  * message that names the file and contains needle (unless NULL) */
 static void file_images(const char *path, const unsigned char *b, size_t n, sc_status want,
                         const char *needle) {
-  write_all(path, b, n);
+  tu_write_all(path, b, n);
   expect_images(want, path);
   if (want != SC_OK) msg_has(path);
   if (needle) msg_has(needle);
@@ -148,7 +122,7 @@ static void file_images(const char *path, const unsigned char *b, size_t n, sc_s
 /* the same for a label file with 10 classes */
 static void file_labels(const char *path, const unsigned char *b, size_t n, sc_status want,
                         const char *needle) {
-  write_all(path, b, n);
+  tu_write_all(path, b, n);
   expect_labels(want, path, 10);
   if (want != SC_OK) msg_has(path);
   if (needle) msg_has(needle);
@@ -158,10 +132,10 @@ static void file_labels(const char *path, const unsigned char *b, size_t n, sc_s
 static void test_null_args(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "null.idx");
+  tu_tmp_path(path, sizeof path, "idx", "null.idx");
   size_t len;
   unsigned char *b = make_images(2, 3, 4, &len);
-  write_all(path, b, len);
+  tu_write_all(path, b, len);
   float *x = NULL;
   int32_t *l = NULL;
   size_t n = 5, r = 5, c = 5;
@@ -190,7 +164,7 @@ static void test_null_args(void **state) {
 static void test_io_errors(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "does-not-exist.idx");
+  tu_tmp_path(path, sizeof path, "idx", "does-not-exist.idx");
   remove(path);
   expect_images(SC_ERR_IO, path);
   msg_has(path);
@@ -247,20 +221,20 @@ static void check_roundtrip_labels(const char *path) {
 static void test_roundtrip_raw(void **state) {
   (void)state;
   char pi[512], pl[512];
-  tmp_path(pi, sizeof pi, "rt-images.idx");
-  tmp_path(pl, sizeof pl, "rt-labels.idx");
+  tu_tmp_path(pi, sizeof pi, "idx", "rt-images.idx");
+  tu_tmp_path(pl, sizeof pl, "idx", "rt-labels.idx");
   size_t len;
   unsigned char *b = make_images(5, 3, 4, &len);
-  write_all(pi, b, len);
+  tu_write_all(pi, b, len);
   free(b);
   b = make_labels(23, 10, &len);
-  write_all(pl, b, len);
+  tu_write_all(pl, b, len);
   free(b);
   check_roundtrip(pi);
   check_roundtrip_labels(pl);
   /* a single 1x1x1 image and a single label */
   b = make_images(1, 1, 1, &len);
-  write_all(pi, b, len);
+  tu_write_all(pi, b, len);
   float *x = NULL;
   size_t n, r, c;
   SC_OK_OR_FAIL(sc_idx_load_images(pi, &x, &n, &r, &c, 1.0f));
@@ -271,7 +245,7 @@ static void test_roundtrip_raw(void **state) {
   unsigned char lab[8 + 256];
   memcpy(lab, "\0\0\x08\x01\0\0\x01\0", 8);
   for (int i = 0; i < 256; i++) lab[8 + i] = (unsigned char)(255 - i);
-  write_all(pl, lab, sizeof lab);
+  tu_write_all(pl, lab, sizeof lab);
   int32_t *l = NULL;
   SC_OK_OR_FAIL(sc_idx_load_labels(pl, &l, &n, 256));
   assert_int_equal(n, 256);
@@ -289,10 +263,10 @@ static void test_roundtrip_raw(void **state) {
 static void test_roundtrip_large(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "large.idx");
+  tu_tmp_path(path, sizeof path, "idx", "large.idx");
   size_t len;
   unsigned char *b = make_images(301, 17, 29, &len); /* 148,393 values */
-  write_all(path, b, len);
+  tu_write_all(path, b, len);
   float *x = NULL;
   size_t n, r, c;
   SC_OK_OR_FAIL(sc_idx_load_images(path, &x, &n, &r, &c, 1.0f));
@@ -314,53 +288,53 @@ static void test_roundtrip_large(void **state) {
 static void test_roundtrip_gz(void **state) {
   (void)state;
   char pi[512], pl[512];
-  tmp_path(pi, sizeof pi, "rt-images.idx.gz");
-  tmp_path(pl, sizeof pl, "rt-labels.idx.gz");
+  tu_tmp_path(pi, sizeof pi, "idx", "rt-images.idx.gz");
+  tu_tmp_path(pl, sizeof pl, "idx", "rt-labels.idx.gz");
   size_t len, llen;
   unsigned char *bi = make_images(5, 3, 4, &len), *bl = make_labels(23, 10, &llen);
 #ifdef SC_HAVE_ZLIB
   write_gz(pi, bi, len);
   write_gz(pl, bl, llen);
   size_t glen;
-  unsigned char *g = read_all(pi, &glen);
+  unsigned char *g = tu_read_all(pi, &glen);
   assert_true(g[0] == 0x1f && g[1] == 0x8b); /* really gzipped */
   free(g);
   check_roundtrip(pi);
   check_roundtrip_labels(pl);
   /* two gzip members one after the other (`cat a.gz b.gz`) are one stream */
   char p1[512], p2[512];
-  tmp_path(p1, sizeof p1, "part1.gz");
-  tmp_path(p2, sizeof p2, "part2.gz");
+  tu_tmp_path(p1, sizeof p1, "idx", "part1.gz");
+  tu_tmp_path(p2, sizeof p2, "idx", "part2.gz");
   write_gz(p1, bi, 30);
   write_gz(p2, bi + 30, len - 30);
   size_t l1, l2;
-  unsigned char *g1 = read_all(p1, &l1), *g2 = read_all(p2, &l2);
+  unsigned char *g1 = tu_read_all(p1, &l1), *g2 = tu_read_all(p2, &l2);
   unsigned char *cat = malloc(l1 + l2);
   memcpy(cat, g1, l1);
   memcpy(cat + l1, g2, l2);
-  write_all(pi, cat, l1 + l2);
+  tu_write_all(pi, cat, l1 + l2);
   check_roundtrip(pi);
   /* non-gzip bytes after the last member are ignored (documented; gunzip does the same) */
   memcpy(cat + l1, "garbage!", 8);
-  write_all(pi, cat, l1 + 8);
+  tu_write_all(pi, cat, l1 + 8);
   expect_images(SC_ERR_FORMAT, pi); /* the first member alone is a truncated IDX stream */
   msg_has("offset 30");
   free(g1), free(g2), free(cat);
   write_gz(p1, bi, len);
-  g1 = read_all(p1, &l1);
+  g1 = tu_read_all(p1, &l1);
   cat = malloc(l1 + 8);
   memcpy(cat, g1, l1);
   memcpy(cat + l1, "garbage!", 8);
-  write_all(pi, cat, l1 + 8);
+  tu_write_all(pi, cat, l1 + 8);
   check_roundtrip(pi);
   free(g1), free(cat);
   remove(p1), remove(p2);
   /* compressed twice: the inner gzip magic is not an IDX magic */
-  write_all(p1, bi, len);
+  tu_write_all(p1, bi, len);
   {
     size_t once_len;
     write_gz(p2, bi, len);
-    unsigned char *once = read_all(p2, &once_len);
+    unsigned char *once = tu_read_all(p2, &once_len);
     write_gz(pi, once, once_len);
     free(once);
   }
@@ -370,15 +344,15 @@ static void test_roundtrip_gz(void **state) {
 #else
   /* without zlib: a gzip file is refused with advice, a raw one still loads */
   static const unsigned char gz[] = {0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0xff, 0xff};
-  write_all(pi, gz, sizeof gz);
-  write_all(pl, gz, sizeof gz);
+  tu_write_all(pi, gz, sizeof gz);
+  tu_write_all(pl, gz, sizeof gz);
   expect_images(SC_ERR_UNSUPPORTED, pi);
   msg_has(pi);
   msg_has("zlib");
   msg_has("gunzip");
   expect_labels(SC_ERR_UNSUPPORTED, pl, 10);
   msg_has("zlib");
-  write_all(pi, bi, len);
+  tu_write_all(pi, bi, len);
   check_roundtrip(pi);
 #endif
   free(bi);
@@ -464,7 +438,7 @@ static void test_mnist_train(void **state) {
 static void test_bad_magic(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "magic.idx");
+  tu_tmp_path(path, sizeof path, "idx", "magic.idx");
   size_t len;
   unsigned char *b = make_images(2, 2, 2, &len);
   for (int k = 0; k < 2; k++) {
@@ -481,7 +455,7 @@ static void test_bad_magic(void **state) {
 static void test_bad_type(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "type.idx");
+  tu_tmp_path(path, sizeof path, "idx", "type.idx");
   size_t len, llen;
   unsigned char *b = make_images(2, 2, 2, &len), *l = make_labels(4, 3, &llen);
   static const struct {
@@ -517,7 +491,7 @@ static void test_bad_type(void **state) {
 static void test_bad_ndims(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "ndims.idx");
+  tu_tmp_path(path, sizeof path, "idx", "ndims.idx");
   size_t len, llen;
   unsigned char *b = make_images(2, 2, 2, &len), *l = make_labels(4, 3, &llen);
   static const unsigned char bad_img[] = {0, 1, 2, 4, 255};
@@ -538,7 +512,7 @@ static void test_bad_ndims(void **state) {
 static void test_zero_dim(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "zero.idx");
+  tu_tmp_path(path, sizeof path, "idx", "zero.idx");
   for (int d = 0; d < 3; d++) {
     size_t len;
     unsigned char *b = make_images(2, 2, 2, &len);
@@ -560,7 +534,7 @@ static void test_zero_dim(void **state) {
 static void test_short_header(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "short.idx");
+  tu_tmp_path(path, sizeof path, "idx", "short.idx");
   size_t len, llen;
   unsigned char *b = make_images(2, 2, 2, &len), *l = make_labels(4, 3, &llen);
   for (int gz = 0; gz < 2; gz++) {
@@ -573,7 +547,7 @@ static void test_short_header(void **state) {
         write_gz(path, b, k);
       else
 #endif
-        write_all(path, b, k);
+        tu_write_all(path, b, k);
       expect_images(SC_ERR_FORMAT, path);
       msg_has(path);
       msg_has_offset(k);
@@ -585,7 +559,7 @@ static void test_short_header(void **state) {
         write_gz(path, l, k);
       else
 #endif
-        write_all(path, l, k);
+        tu_write_all(path, l, k);
       expect_labels(SC_ERR_FORMAT, path, 10);
       msg_has(path);
       msg_has_offset(k);
@@ -600,7 +574,7 @@ static void test_short_header(void **state) {
 static void test_huge_dims(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "huge.idx");
+  tu_tmp_path(path, sizeof path, "idx", "huge.idx");
   unsigned char h[16 + 64] = {0, 0, 0x08, 3};
   static const uint32_t bad[][3] = {{0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu},
                                     {0xFFFFFFFFu, 1, 1},
@@ -633,7 +607,7 @@ static void test_huge_dims(void **state) {
 static void test_count_mismatch(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "count.idx");
+  tu_tmp_path(path, sizeof path, "idx", "count.idx");
   size_t len;
   unsigned char *b = make_images(3, 4, 5, &len); /* 16 + 60 bytes */
   /* the header says 4 images, the body holds 3 */
@@ -663,7 +637,7 @@ static void test_count_mismatch(void **state) {
 static void test_truncated_body(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "trunc.idx");
+  tu_tmp_path(path, sizeof path, "idx", "trunc.idx");
   size_t len, llen;
   unsigned char *b = make_images(3, 2, 2, &len), *l = make_labels(6, 4, &llen);
   char want[64];
@@ -677,7 +651,7 @@ static void test_truncated_body(void **state) {
         write_gz(path, b, k);
       else
 #endif
-        write_all(path, b, k);
+        tu_write_all(path, b, k);
       expect_images(SC_ERR_FORMAT, path);
       msg_has(path);
       msg_has("truncated");
@@ -692,7 +666,7 @@ static void test_truncated_body(void **state) {
         write_gz(path, l, k);
       else
 #endif
-        write_all(path, l, k);
+        tu_write_all(path, l, k);
       expect_labels(SC_ERR_FORMAT, path, 10);
       msg_has(path);
       msg_has_offset(k);
@@ -708,7 +682,7 @@ static void test_truncated_body(void **state) {
 static void test_trailing_bytes(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "trail.idx");
+  tu_tmp_path(path, sizeof path, "idx", "trail.idx");
   size_t len;
   unsigned char *b = make_images(3, 2, 2, &len);
   unsigned char *big = calloc(len + 40000, 1);
@@ -724,7 +698,7 @@ static void test_trailing_bytes(void **state) {
         write_gz(path, big, len + extra[k]);
       else
 #endif
-        write_all(path, big, len + extra[k]);
+        tu_write_all(path, big, len + extra[k]);
       expect_images(SC_ERR_FORMAT, path);
       msg_has(path);
       msg_has("unexpected bytes");
@@ -744,7 +718,7 @@ static void test_trailing_bytes(void **state) {
 static void test_labels_range(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "range.idx");
+  tu_tmp_path(path, sizeof path, "idx", "range.idx");
   size_t len;
   unsigned char *l = make_labels(7, 10, &len);
   l[8 + 3] = 10;
@@ -754,7 +728,7 @@ static void test_labels_range(void **state) {
   expect_labels(SC_OK, path, 11);
   expect_labels(SC_OK, path, 0);
   l[8 + 6] = 0xFF; /* the first bad one is named */
-  write_all(path, l, len);
+  tu_write_all(path, l, len);
   expect_labels(SC_ERR_FORMAT, path, 11);
   msg_has("sample 6");
   msg_has("label 255");
@@ -771,12 +745,12 @@ static void test_labels_range(void **state) {
 static void test_gz_damage(void **state) {
   (void)state;
   char path[512], gzp[512];
-  tmp_path(path, sizeof path, "damage.idx");
-  tmp_path(gzp, sizeof gzp, "damage-src.gz");
+  tu_tmp_path(path, sizeof path, "idx", "damage.idx");
+  tu_tmp_path(gzp, sizeof gzp, "idx", "damage-src.gz");
   size_t len, glen;
   unsigned char *b = make_images(4, 5, 6, &len);
   write_gz(gzp, b, len);
-  unsigned char *g = read_all(gzp, &glen);
+  unsigned char *g = tu_read_all(gzp, &glen);
   assert_true(glen > 20);
   size_t n_truncated = 0;
   for (size_t k = 0; k < glen; k++) {
@@ -794,7 +768,7 @@ static void test_gz_damage(void **state) {
     for (int m = 0; m < 2; m++) {
       unsigned char keep = g[k];
       g[k] ^= m ? 0xFF : 0x01;
-      write_all(path, g, glen);
+      tu_write_all(path, g, glen);
       /* the damage may decode to another IDX type before the CRC is reached */
       float *x = NULL;
       size_t n = 1, r = 1, c = 1;

@@ -11,30 +11,6 @@ static sc_chain *make_chain(size_t hidden) {
   return c;
 }
 
-static void tmp_path(char *buf, size_t cap, const char *name) {
-  const char *dir = getenv("TMPDIR");
-  snprintf(buf, cap, "%s/sc_test_params_%ld_%s", dir && *dir ? dir : "/tmp", (long)getpid(), name);
-}
-
-static unsigned char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)n + 1);
-  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
-static void write_all(const char *path, const unsigned char *b, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(b, 1, n, f), n);
-  fclose(f);
-}
-
 static void test_roundtrip(void **state) {
   (void)state;
   sc_chain *c = make_chain(7);
@@ -43,7 +19,7 @@ static void test_roundtrip(void **state) {
   float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
   SC_OK_OR_FAIL(sc_params_init(c, p, n, 99));
   char path[512], tmp[600];
-  tmp_path(path, sizeof path, "rt.scp");
+  tu_tmp_path(path, sizeof path, "params", "rt.scp");
   SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   assert_int_equal(access(tmp, F_OK), -1); /* the temporary file was renamed away */
@@ -51,7 +27,7 @@ static void test_roundtrip(void **state) {
   SC_OK_OR_FAIL(sc_params_load(c, q, n, path));
   assert_memory_equal(p, q, n * sizeof *p);
   size_t len;
-  unsigned char *b = read_all(path, &len);
+  unsigned char *b = tu_read_all(path, &len);
   assert_int_equal(len, 32 + 4 * n + 8);
   assert_memory_equal(b, "SCPARAMS", 8);
   /* values are little-endian float32 right after the 32-byte header */
@@ -79,7 +55,7 @@ static void test_wrong_chain(void **state) {
   float *p = calloc(nb, sizeof *p), *q = calloc(nb, sizeof *q);
   SC_OK_OR_FAIL(sc_params_init(a, p, na, 1));
   char path[512];
-  tmp_path(path, sizeof path, "wc.scp");
+  tu_tmp_path(path, sizeof path, "params", "wc.scp");
   SC_OK_OR_FAIL(sc_params_save(a, p, na, path));
   SC_EXPECT(SC_ERR_SHAPE, sc_params_load(b, q, nb, path));
   assert_non_null(strstr(sc_last_error(), "parameters"));
@@ -95,85 +71,92 @@ static void test_wrong_chain(void **state) {
   sc_chain_destroy(c);
 }
 
+/* a chain's parameters saved to `path`, the file's bytes in b[0..len), a scratch array q
+ * and a second path for damaged copies */
+typedef struct saved_file {
+  sc_chain *c;
+  size_t n, len;
+  float *p, *q;
+  unsigned char *b;
+  char path[512], other[512];
+} saved_file;
+
+static void saved_open(saved_file *f) {
+  f->c = make_chain(4);
+  sc_chain_nparams(f->c, &f->n);
+  f->p = malloc(f->n * sizeof *f->p);
+  f->q = malloc(f->n * sizeof *f->q);
+  assert_true(f->p && f->q);
+  sc_params_init(f->c, f->p, f->n, 3);
+  tu_tmp_path(f->path, sizeof f->path, "params", "saved.scp");
+  tu_tmp_path(f->other, sizeof f->other, "params", "damaged.scp");
+  SC_OK_OR_FAIL(sc_params_save(f->c, f->p, f->n, f->path));
+  f->b = tu_read_all(f->path, &f->len);
+}
+
+static void saved_close(saved_file *f) {
+  free(f->b);
+  remove(f->path);
+  remove(f->other);
+  free(f->p);
+  free(f->q);
+  sc_chain_destroy(f->c);
+}
+
 /* every truncation length fails cleanly, leaves p untouched, and names an offset */
 static void test_truncated_everywhere(void **state) {
   (void)state;
-  sc_chain *c = make_chain(4);
-  size_t n;
-  sc_chain_nparams(c, &n);
-  float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
-  sc_params_init(c, p, n, 3);
-  char path[512], cut[512];
-  tmp_path(path, sizeof path, "full.scp");
-  tmp_path(cut, sizeof cut, "cut.scp");
-  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
-  size_t len;
-  unsigned char *b = read_all(path, &len);
-  for (size_t k = 0; k < len; k++) {
-    write_all(cut, b, k);
-    for (size_t j = 0; j < n; j++) q[j] = 42.0f;
-    sc_status st = sc_params_load(c, q, n, cut);
+  saved_file f;
+  saved_open(&f);
+  for (size_t k = 0; k < f.len; k++) {
+    tu_write_all(f.other, f.b, k);
+    for (size_t j = 0; j < f.n; j++) f.q[j] = 42.0f;
+    sc_status st = sc_params_load(f.c, f.q, f.n, f.other);
     if (st != SC_ERR_FORMAT)
       fail_msg("truncated to %zu bytes: got %s (%s)", k, sc_status_str(st), sc_last_error());
     assert_true(strstr(sc_last_error(), "offset") != NULL);
-    for (size_t j = 0; j < n; j++) assert_true(q[j] == 42.0f);
+    for (size_t j = 0; j < f.n; j++) assert_true(f.q[j] == 42.0f);
   }
   /* one byte too many */
-  unsigned char *longer = malloc(len + 1);
-  memcpy(longer, b, len);
-  longer[len] = 0;
-  write_all(cut, longer, len + 1);
-  SC_EXPECT(SC_ERR_FORMAT, sc_params_load(c, q, n, cut));
+  unsigned char *longer = malloc(f.len + 1);
+  memcpy(longer, f.b, f.len);
+  longer[f.len] = 0;
+  tu_write_all(f.other, longer, f.len + 1);
+  SC_EXPECT(SC_ERR_FORMAT, sc_params_load(f.c, f.q, f.n, f.other));
   free(longer);
-  free(b);
-  remove(path);
-  remove(cut);
-  free(p);
-  free(q);
-  sc_chain_destroy(c);
+  saved_close(&f);
 }
 
 static void test_corrupt_fields(void **state) {
   (void)state;
-  sc_chain *c = make_chain(4);
-  size_t n;
-  sc_chain_nparams(c, &n);
-  float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
-  sc_params_init(c, p, n, 3);
-  char path[512], bad[512];
-  tmp_path(path, sizeof path, "ok.scp");
-  tmp_path(bad, sizeof bad, "bad.scp");
-  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
-  size_t len;
-  unsigned char *b = read_all(path, &len);
+  saved_file f;
+  saved_open(&f);
   struct {
     size_t off;
     unsigned char val;
     sc_status want;
     const char *words;
   } cases[] = {
-      {0, 'X', SC_ERR_FORMAT, "magic"},           {8, 2, SC_ERR_FORMAT, "version"},
-      {12, 2, SC_ERR_FORMAT, "element type"},     {16, 0xFF, SC_ERR_SHAPE, "parameters"},
-      {24, 0x5A, SC_ERR_SHAPE, "shape"},          {40, 0x01, SC_ERR_FORMAT, "checksum"},
-      {len - 1, 0x77, SC_ERR_FORMAT, "checksum"},
+      {0, 'X', SC_ERR_FORMAT, "magic"},
+      {8, 2, SC_ERR_FORMAT, "version"},
+      {12, 2, SC_ERR_FORMAT, "element type"},
+      {16, 0xFF, SC_ERR_SHAPE, "parameters"},
+      {24, 0x5A, SC_ERR_SHAPE, "shape"},
+      {40, 0x01, SC_ERR_FORMAT, "checksum"},
+      {f.len - 1, 0x77, SC_ERR_FORMAT, "checksum"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    unsigned char *m = malloc(len);
-    memcpy(m, b, len);
+    unsigned char *m = malloc(f.len);
+    memcpy(m, f.b, f.len);
     m[cases[i].off] ^= cases[i].val;
-    write_all(bad, m, len);
-    sc_status st = sc_params_load(c, q, n, bad);
+    tu_write_all(f.other, m, f.len);
+    sc_status st = sc_params_load(f.c, f.q, f.n, f.other);
     if (st != cases[i].want || !strstr(sc_last_error(), cases[i].words))
       fail_msg("byte %zu flipped: got %s '%s', want %s mentioning '%s'", cases[i].off,
                sc_status_str(st), sc_last_error(), sc_status_str(cases[i].want), cases[i].words);
     free(m);
   }
-  free(b);
-  remove(path);
-  remove(bad);
-  free(p);
-  free(q);
-  sc_chain_destroy(c);
+  saved_close(&f);
 }
 
 static void test_bad_args(void **state) {
@@ -183,7 +166,7 @@ static void test_bad_args(void **state) {
   sc_chain_nparams(c, &n);
   float *p = calloc(n, sizeof *p);
   char path[512];
-  tmp_path(path, sizeof path, "args.scp");
+  tu_tmp_path(path, sizeof path, "params", "args.scp");
   SC_EXPECT(SC_ERR_NULL, sc_params_save(NULL, p, n, path));
   SC_EXPECT(SC_ERR_NULL, sc_params_save(c, NULL, n, path));
   SC_EXPECT(SC_ERR_NULL, sc_params_save(c, p, n, NULL));

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "simplechain.h"
 
@@ -41,6 +42,34 @@
   } while (0)
 
 /* Deterministic test data: splitmix64 uniform in [-1, 1). */
+/* files for the tests that write and read them: tu_tmp_path gives
+ * $TMPDIR/sc_test_<test>_<pid>_<name> (default /tmp); tu_read_all returns the whole file
+ * (malloc'ed, caller frees); tu_write_all writes b[0..n) */
+static inline void tu_tmp_path(char *buf, size_t cap, const char *test, const char *name) {
+  const char *dir = getenv("TMPDIR");
+  snprintf(buf, cap, "%s/sc_test_%s_%ld_%s", dir && *dir ? dir : "/tmp", test, (long)getpid(),
+           name);
+}
+static inline unsigned char *tu_read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+static inline void tu_write_all(const char *path, const unsigned char *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  if (n) assert_int_equal(fwrite(b, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
 static inline double tu_unif(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
