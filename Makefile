@@ -56,8 +56,8 @@ CMOCKA_CFLAGS := $(shell pkg-config --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 LIB      := $(BUILD)/libsimplechain.a
-LIB_OBJS := $(BUILD)/simplechain.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.o)
-EXAMPLES := $(BUILD)/toy2x2 $(BUILD)/lenet5
+LIB_OBJS := $(BUILD)/simplechain.o $(BUILD)/sc_nuts.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.o)
+EXAMPLES := $(BUILD)/toy2x2 $(BUILD)/lenet5 $(BUILD)/poisson $(BUILD)/bnn
 # examples/neural_ode needs SUNDIALS CVODES and liblbfgs (libsundials-dev, liblbfgs-dev):
 # built only where both are installed; SC_NODE=0/1 overrides the detection
 ifndef SC_NODE
@@ -90,6 +90,9 @@ help:
 $(BUILD)/simplechain.o: simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(KDEFS) $(XSMM_DEFS) -c $< -o $@
+$(BUILD)/sc_nuts.o: sc_nuts.c sc_nuts.h simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
@@ -100,7 +103,7 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/%: examples/%.c $(LIB) simplechain.h
+$(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 
@@ -108,7 +111,7 @@ $(BUILD)/neural_ode: examples/neural_ode.c $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(NODE_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h sc_nuts.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) $(if $(filter 1,$(SC_SLEEF)),-DSC_TEST_SLEEF) $(if $(filter 1,$(SC_XSMM)),-DSC_TEST_XSMM) -I. $< $(LIB) -o $@ $(CMOCKA_LIBS) $(LDLIBS) \
 	  $(if $(findstring test_alloc,$@),-Wl$(comma)--wrap=malloc$(comma)--wrap=calloc$(comma)--wrap=realloc$(comma)--wrap=free)
@@ -192,10 +195,10 @@ bench-ode: $(BUILD)/ode_rhs
 
 install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
-	install -m 644 simplechain.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 simplechain.h sc_nuts.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/simplechain.h $(DESTDIR)$(PREFIX)/lib/libsimplechain.a
+	rm -f $(DESTDIR)$(PREFIX)/include/simplechain.h $(DESTDIR)$(PREFIX)/include/sc_nuts.h $(DESTDIR)$(PREFIX)/lib/libsimplechain.a
 
 # libxsmm against our fused dense kernel on the shapes the examples run (bench/xsmm_dense.c);
 # needs libxsmm-dev (`bash scripts/install-deps.sh all`) and an AVX-512 CPU
@@ -228,10 +231,10 @@ data:
 	bash scripts/get-data.sh
 
 format:
-	clang-format -i simplechain.c simplechain.h kernels/*.c kernels/*.h examples/*.c tests/*.c tests/*.h bench/*.c
+	clang-format -i simplechain.c simplechain.h sc_nuts.c sc_nuts.h kernels/*.c kernels/*.h examples/*.c tests/*.c tests/*.h bench/*.c
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --suppress=missingIncludeSystem --inline-suppr -DSC__TW=16 simplechain.c examples/*.c
+	  --suppress=missingIncludeSystem --inline-suppr -DSC__TW=16 simplechain.c sc_nuts.c examples/*.c
 
 clean:
 	rm -rf build build-asan

@@ -214,6 +214,20 @@ sc__fail(sc_status st, const char *fn, const char *fmt, ...) {
 
 const char *sc_last_error(void) { return sc__errbuf; }
 
+sc_status sc_set_error(sc_status st, const char *fn, const char *fmt, ...) {
+  va_list ap;
+  int k = fn ? snprintf(sc__errbuf, sizeof sc__errbuf, "%s: ", fn) : 0;
+  if (k < 0) k = 0;
+  if ((size_t)k >= sizeof sc__errbuf) k = (int)sizeof sc__errbuf - 1;
+  sc__errbuf[k] = 0;
+  if (fmt) {
+    va_start(ap, fmt);
+    vsnprintf(sc__errbuf + k, sizeof sc__errbuf - (size_t)k, fmt, ap);
+    va_end(ap);
+  }
+  return st;
+}
+
 const char *sc_status_str(sc_status s) {
   switch (s) {
   case SC_OK: return "SC_OK";
@@ -229,6 +243,7 @@ const char *sc_status_str(sc_status s) {
   case SC_ERR_UNSUPPORTED: return "SC_ERR_UNSUPPORTED";
   case SC_ERR_THREAD: return "SC_ERR_THREAD";
   case SC_ERR_STOPPED: return "SC_ERR_STOPPED";
+  case SC_ERR_CALLBACK: return "SC_ERR_CALLBACK";
   }
   return "SC_ERR_(unknown)";
 }

@@ -93,7 +93,8 @@ typedef enum sc_status {
   SC_ERR_FORMAT,      /* a file is malformed or truncated */
   SC_ERR_UNSUPPORTED, /* a valid request this build or CPU cannot serve */
   SC_ERR_THREAD,      /* a thread could not be created */
-  SC_ERR_STOPPED      /* the progress callback asked training to stop */
+  SC_ERR_STOPPED,     /* the progress callback asked training to stop */
+  SC_ERR_CALLBACK     /* a user callback reported an error (sc_nuts.h) */
 } sc_status;
 
 /* A short, static, human-readable name for a status code ("SC_ERR_SHAPE", ...). */
@@ -104,6 +105,15 @@ const char *sc_status_str(sc_status s);
  * "" when nothing failed yet. The pointer stays valid until the next failing call in
  * the same thread. */
 const char *sc_last_error(void);
+
+/* For code built on the library (the modules beside it, such as sc_nuts.c, or a caller's
+ * own wrappers): records "fn: <message>" as the calling thread's sc_last_error() and
+ * returns st, so that such code reports errors exactly as the library does. fn may be
+ * NULL (no prefix); fmt is a printf format. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+sc_status sc_set_error(sc_status st, const char *fn, const char *fmt, ...);
 
 /* ---------------------------------------------------------------- layers */
 typedef enum sc_act { SC_IDENTITY = 0, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU } sc_act;

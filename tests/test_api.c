@@ -131,9 +131,9 @@ static void test_status_str(void **state) {
       "SC_OK",           "SC_ERR_NULL",   "SC_ERR_ARG",         "SC_ERR_SHAPE",
       "SC_ERR_OVERFLOW", "SC_ERR_NOMEM",  "SC_ERR_NONFINITE",   "SC_ERR_BATCH",
       "SC_ERR_IO",       "SC_ERR_FORMAT", "SC_ERR_UNSUPPORTED", "SC_ERR_THREAD",
-      "SC_ERR_STOPPED"};
+      "SC_ERR_STOPPED",  "SC_ERR_CALLBACK"};
   const int ncodes = (int)(sizeof names / sizeof names[0]);
-  assert_int_equal(ncodes, SC_ERR_STOPPED + 1);
+  assert_int_equal(ncodes, SC_ERR_CALLBACK + 1);
   for (int s = 0; s < ncodes; s++) {
     const char *n = sc_status_str((sc_status)s);
     assert_non_null(n);
@@ -142,7 +142,7 @@ static void test_status_str(void **state) {
     assert_ptr_equal(n, sc_status_str((sc_status)s));
   }
   /* out-of-range values still give a non-NULL, non-empty name that is none of the above */
-  const sc_status bad[] = {(sc_status)(SC_ERR_STOPPED + 1), (sc_status)999, (sc_status)-1};
+  const sc_status bad[] = {(sc_status)(SC_ERR_CALLBACK + 1), (sc_status)999, (sc_status)-1};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *n = sc_status_str(bad[i]);
     assert_non_null(n);
