@@ -815,7 +815,7 @@ sc_status sc_nuts_sample(sc_logdensity_fn fn, void *user, size_t n, const sc_nut
   if (!out->draws) return sc_set_error(SC_ERR_NULL, fname, "out->draws is NULL");
   sc_status st = check_opts(fname, n, opts);
   if (st) return st;
-  size_t need;
+  size_t need = 0;
   st = plan_bytes(fname, n, opts, &need);
   if (st) return st;
   /* products the outputs are indexed by */
