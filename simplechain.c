@@ -56,7 +56,7 @@
 /* Samples per tile: two AVX-512 registers of floats, four AVX2 ones. Two vectors per
  * row let the lane-form dW do two FMAs per accumulator load/store. Changing it changes
  * summation order (and therefore low-order bits of results). */
-#define SC__TW 32
+#define SC__TW 32 /* a multiple of 8 (sc__dwl_fold) */
 /* Slicing: a slice holds at least the chain's min_tiles tiles (at most SC__MIN_TILES:
  * fewer when one tile is already a lot of work, as in a convnet) and there are at most
  * SC__MAX_SLICES slices. Both depend only on the chain and the batch size, never on
@@ -2466,12 +2466,17 @@ SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict
     }
 }
 
-/* gw[k] += the TW lanes of wl[k], in lane order */
+/* gw[k] += the TW lanes of wl[k], in a fixed order: 8 partial sums (lanes t = j mod 8, in
+ * lane order), then added pairwise. A single chain of TW dependent additions per weight
+ * was the slowest part of a small double-precision valgrad (the BNN of examples/bnn.c). */
 SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict wl, size_t n) {
   for (size_t k = 0; k < n; k++) {
-    SC__T acc = 0;
-    for (int t = 0; t < SC__TW; t++) acc += wl[k * SC__TW + (size_t)t];
-    gw[k] += acc;
+    const SC__T *w = wl + k * SC__TW;
+    SC__T s[8];
+    for (int j = 0; j < 8; j++) s[j] = w[j];
+    for (int t = 8; t < SC__TW; t += 8)
+      for (int j = 0; j < 8; j++) s[j] += w[t + j];
+    gw[k] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   }
 }
 
