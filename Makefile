@@ -111,7 +111,7 @@ $(BUILD)/neural_ode: examples/neural_ode.c $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(NODE_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h sc_nuts.h
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h sc_nuts.h examples/bnn_model.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) $(if $(filter 1,$(SC_SLEEF)),-DSC_TEST_SLEEF) $(if $(filter 1,$(SC_XSMM)),-DSC_TEST_XSMM) -I. $< $(LIB) -o $@ $(CMOCKA_LIBS) $(LDLIBS) \
 	  $(if $(findstring test_alloc,$@),-Wl$(comma)--wrap=malloc$(comma)--wrap=calloc$(comma)--wrap=realloc$(comma)--wrap=free)

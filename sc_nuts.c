@@ -481,9 +481,12 @@ static int init_stepsize(nuts_chain *ch) {
     if (leapfrog(ch, ch->eps)) return 1;
     double h = hamiltonian(ch, z);
     double dH = H0 - h;
-    if (direction == 0) direction = dH > log08 ? 1 : -1;
-    else if (direction == 1 && !(dH > log08)) break;
-    else if (direction == -1 && !(dH < log08)) break;
+    if (direction == 0)
+      direction = dH > log08 ? 1 : -1;
+    else if (direction == 1 && !(dH > log08))
+      break;
+    else if (direction == -1 && !(dH < log08))
+      break;
     ch->eps = direction == 1 ? 2 * ch->eps : 0.5 * ch->eps;
     if (ch->eps > 1e7) {
       ch->st = SC_ERR_NONFINITE;
@@ -585,7 +588,8 @@ static int find_init(nuts_chain *ch) {
   int tries = o->init ? 1 : SC__NUTS_INIT_TRIES;
   for (int t = 0; t < tries; t++) {
     ch->info.init_attempts++;
-    if (o->init) vcopy(ch->sample.q, o->init + ch->id * n, n);
+    if (o->init)
+      vcopy(ch->sample.q, o->init + ch->id * n, n);
     else
       for (size_t i = 0; i < n; i++)
         ch->sample.q[i] = o->init_radius * (2.0 * rng_unif(&ch->rng) - 1.0);
@@ -756,7 +760,8 @@ static sc_status check_opts(const char *fn, size_t n, const sc_nuts_opts *o) {
   if (o->draws == 0) return sc_set_error(SC_ERR_ARG, fn, "opts->draws is 0");
   if (o->warmup > SIZE_MAX / 4 || o->draws > SIZE_MAX / 4)
     return sc_set_error(SC_ERR_ARG, fn, "opts->warmup + opts->draws is too large");
-  if (o->threads < 1) return sc_set_error(SC_ERR_ARG, fn, "opts->threads = %d must be >= 1", o->threads);
+  if (o->threads < 1)
+    return sc_set_error(SC_ERR_ARG, fn, "opts->threads = %d must be >= 1", o->threads);
   if (o->max_depth < 1 || o->max_depth > 30)
     return sc_set_error(SC_ERR_ARG, fn, "opts->max_depth = %d must be in [1, 30]", o->max_depth);
   if (!(o->delta > 0 && o->delta < 1))
@@ -783,17 +788,20 @@ static sc_status check_opts(const char *fn, size_t n, const sc_nuts_opts *o) {
   if (o->init) {
     for (size_t i = 0; i < o->chains * n; i++)
       if (!isfinite(o->init[i]))
-        return sc_set_error(SC_ERR_NONFINITE, fn, "opts->init[%zu] (chain %zu, coordinate %zu) is %g",
-                            i, i / n, i % n, o->init[i]);
+        return sc_set_error(SC_ERR_NONFINITE, fn,
+                            "opts->init[%zu] (chain %zu, coordinate %zu) is %g", i, i / n, i % n,
+                            o->init[i]);
   }
   return SC_OK;
 }
 
 static sc_status plan_bytes(const char *fn, size_t n, const sc_nuts_opts *opts, size_t *bytes) {
   size_t per;
-  if (!nuts_chain_layout(n, opts->max_depth, &per) || opts->chains > (SIZE_MAX - 2 * SC__NUTS_ALIGN) / per)
-    return sc_set_error(SC_ERR_OVERFLOW, fn, "memory for %zu chains of %zu coordinates overflows size_t",
-                        opts->chains, n);
+  if (!nuts_chain_layout(n, opts->max_depth, &per) ||
+      opts->chains > (SIZE_MAX - 2 * SC__NUTS_ALIGN) / per)
+    return sc_set_error(SC_ERR_OVERFLOW, fn,
+                        "memory for %zu chains of %zu coordinates overflows size_t", opts->chains,
+                        n);
   *bytes = opts->chains * per + SC__NUTS_ALIGN;
   return SC_OK;
 }
@@ -819,7 +827,8 @@ sc_status sc_nuts_sample(sc_logdensity_fn fn, void *user, size_t n, const sc_nut
   st = plan_bytes(fname, n, opts, &need);
   if (st) return st;
   /* products the outputs are indexed by */
-  if (opts->chains > SIZE_MAX / opts->draws || opts->chains * opts->draws > SIZE_MAX / n / sizeof(double))
+  if (opts->chains > SIZE_MAX / opts->draws ||
+      opts->chains * opts->draws > SIZE_MAX / n / sizeof(double))
     return sc_set_error(SC_ERR_OVERFLOW, fname, "chains x draws x n overflows size_t");
 #if !SC__NUTS_THREADS
   if (opts->threads > 1)
@@ -896,14 +905,13 @@ static double norm_quantile(double p) {
   static const double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02,
                               -2.759285104469687e+02, 1.383577518672690e+02,
                               -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02,
-                              -1.556989798598866e+02, 6.680131188771972e+01,
-                              -1.328068155288572e+01};
+  static const double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                              6.680131188771972e+01, -1.328068155288572e+01};
   static const double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01,
                               -2.400758277161838e+00, -2.549732539343734e+00,
                               4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01,
-                              2.445134137142996e+00, 3.754408661907416e+00};
+  static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                              3.754408661907416e+00};
   if (!(p > 0)) return -INFINITY;
   if (!(p < 1)) return INFINITY;
   double x;
@@ -975,7 +983,8 @@ static double ess_basic(const double *x, size_t M, size_t N, double *rho, double
     for (size_t c_ = 0; c_ < M; c_++) {                                                            \
       const double *y_ = x + c_ * N;                                                               \
       double s_ = 0;                                                                               \
-      for (size_t k_ = 0; k_ + (t) < N; k_++) s_ += (y_[k_] - means[c_]) * (y_[k_ + (t)] - means[c_]); \
+      for (size_t k_ = 0; k_ + (t) < N; k_++)                                                      \
+        s_ += (y_[k_] - means[c_]) * (y_[k_ + (t)] - means[c_]);                                   \
       acov_ += s_ / (double)N;                                                                     \
     }                                                                                              \
     (out) = 1.0 - (mean_var - acov_ / (double)M) / var_plus;                                       \
@@ -1135,8 +1144,9 @@ static void summary_one(const double *draws, size_t C, size_t D, size_t n, size_
 static sc_status diag_check(const char *fn, const double *draws, size_t C, size_t D, size_t n,
                             const void *out) {
   if (!draws) return sc_set_error(SC_ERR_NULL, fn, "argument 'draws' is NULL");
-  if (!out) return sc_set_error(SC_ERR_NULL, fn, "argument 'summar%s' is NULL",
-                                strcmp(fn, "sc_mcmc_summarize") ? "y" : "ies");
+  if (!out)
+    return sc_set_error(SC_ERR_NULL, fn, "argument 'summar%s' is NULL",
+                        strcmp(fn, "sc_mcmc_summarize") ? "y" : "ies");
   if (C == 0) return sc_set_error(SC_ERR_ARG, fn, "chains is 0");
   if (D < 4) return sc_set_error(SC_ERR_ARG, fn, "ndraws = %zu: split chains need at least 4", D);
   if (n == 0) return sc_set_error(SC_ERR_ARG, fn, "n is 0");
@@ -1188,8 +1198,7 @@ sc_status sc_mcmc_summarize(const double *draws, size_t chains, size_t ndraws, s
 #define SC__NUTS_POSIX_IO 0
 #endif
 
-static int csv_row(FILE *f, size_t c, size_t d, const double *x, size_t n,
-                   const sc_nuts_stats *s) {
+static int csv_row(FILE *f, size_t c, size_t d, const double *x, size_t n, const sc_nuts_stats *s) {
   if (fprintf(f, "%zu,%zu", c + 1, d + 1) < 0) return 0;
   for (size_t i = 0; i < n; i++)
     if (fprintf(f, ",%.17g", x[i]) < 0) return 0;
@@ -1216,8 +1225,8 @@ sc_status sc_mcmc_write_csv(const char *path, const double *draws, size_t chains
       if (!names[i]) return sc_set_error(SC_ERR_NULL, fn, "names[%zu] is NULL", i);
       if (!names[i][0]) return sc_set_error(SC_ERR_ARG, fn, "names[%zu] is empty", i);
       if (strpbrk(names[i], ",\"\r\n"))
-        return sc_set_error(SC_ERR_ARG, fn,
-                            "names[%zu] = '%s' holds a comma, quote or line break", i, names[i]);
+        return sc_set_error(SC_ERR_ARG, fn, "names[%zu] = '%s' holds a comma, quote or line break",
+                            i, names[i]);
     }
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 16);
@@ -1236,9 +1245,9 @@ sc_status sc_mcmc_write_csv(const char *path, const double *draws, size_t chains
 #endif
   if (!f) {
     int e = errno;
-    sc_status st = sc_set_error(e == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, fn,
-                                "cannot create a temporary file beside '%s': %s", path,
-                                strerror(e));
+    sc_status st =
+        sc_set_error(e == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, fn,
+                     "cannot create a temporary file beside '%s': %s", path, strerror(e));
 #if SC__NUTS_POSIX_IO
     if (fd >= 0) remove(tmp);
 #endif
@@ -1249,8 +1258,8 @@ sc_status sc_mcmc_write_csv(const char *path, const double *draws, size_t chains
   for (size_t i = 0; ok && i < n; i++)
     ok = names ? fprintf(f, ",%s", names[i]) >= 0 : fprintf(f, ",x%zu", i + 1) >= 0;
   if (ok && stats)
-    ok = fputs(",lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__",
-               f) != EOF;
+    ok = fputs(",lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__", f) !=
+         EOF;
   ok = ok && fputc('\n', f) != EOF;
   for (size_t c = 0; ok && c < chains; c++)
     for (size_t d = 0; ok && d < ndraws; d++)

@@ -73,8 +73,8 @@ extern "C" {
  * concurrently for different chains (never twice at once for the same chain), so per-chain
  * scratch (a simplechain workspace, say) indexed by `chain` needs no locking. For
  * reproducible draws the result must depend on x only. */
-typedef int (*sc_logdensity_fn)(void *user, size_t chain, const double *x, size_t n,
-                                double *logp, double *grad);
+typedef int (*sc_logdensity_fn)(void *user, size_t chain, const double *x, size_t n, double *logp,
+                                double *grad);
 
 /* Progress: called from the thread running the chain after every `progress_every`-th
  * iteration (warm-up included; iteration counts from 1 to warmup + draws) and after the

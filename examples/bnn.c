@@ -48,8 +48,7 @@ static double time_gradient(const bnn_model *m, size_t calls) {
 
 /* The data, the posterior mean of f and its 90 % band (5 % and 95 % quantiles over the
  * draws, pointwise) on a grid. fg: GRID x S values of f at the grid, per draw. */
-static int write_svg(const char *path, const bnn_model *m, const double *gx, double *fg,
-                     size_t S) {
+static int write_svg(const char *path, const bnn_model *m, const double *gx, double *fg, size_t S) {
   FILE *f = fopen(path, "w");
   if (!f) return 0;
   double mean[GRID], lo[GRID], hi[GRID];
@@ -75,15 +74,18 @@ static int write_svg(const char *path, const bnn_model *m, const double *gx, dou
   double x0 = gx[0], x1 = gx[GRID - 1];
 #define PX(x) (L + ((x)-x0) / (x1 - x0) * (W - L - R))
 #define PY(y) (T + (ymax - (y)) / (ymax - ymin) * (H - T - B))
-  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-             "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
-             "fill=\"white\"/>\n",
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+          "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+          "fill=\"white\"/>\n",
           W, H);
-  fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"14\">Bayesian neural network 1-%zu-1 (relu): "
-             "posterior mean of f and its 90%% band, %zu draws</text>\n",
+  fprintf(f,
+          "<text x=\"%.0f\" y=\"22\" font-size=\"14\">Bayesian neural network 1-%zu-1 (relu): "
+          "posterior mean of f and its 90%% band, %zu draws</text>\n",
           L, m->hidden, S);
-  fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
-             "stroke=\"#888\"/>\n",
+  fprintf(f,
+          "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+          "stroke=\"#888\"/>\n",
           L, T, W - L - R, H - T - B);
   for (int k = -3; k <= 3; k++)
     if (k >= x0 && k <= x1)
@@ -96,14 +98,16 @@ static int write_svg(const char *path, const bnn_model *m, const double *gx, dou
   for (size_t g = 0; g < GRID; g++) fprintf(f, "%s%.1f,%.1f", g ? " L" : "M", PX(gx[g]), PY(hi[g]));
   for (size_t g = GRID; g-- > 0;) fprintf(f, " L%.1f,%.1f", PX(gx[g]), PY(lo[g]));
   fprintf(f, " Z\"/>\n<path fill=\"none\" stroke=\"#08519c\" stroke-width=\"2\" d=\"");
-  for (size_t g = 0; g < GRID; g++) fprintf(f, "%s%.1f,%.1f", g ? " L" : "M", PX(gx[g]), PY(mean[g]));
+  for (size_t g = 0; g < GRID; g++)
+    fprintf(f, "%s%.1f,%.1f", g ? " L" : "M", PX(gx[g]), PY(mean[g]));
   fprintf(f, "\"/>\n");
   for (size_t i = 0; i < m->points; i++)
     fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#d62728\"/>\n", PX(m->x[i]),
             PY(m->y[i]));
-  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#08519c\">posterior mean of f(x)</text>\n"
-             "<text x=\"%.0f\" y=\"%.0f\" fill=\"#3182bd\">90%% band of f(x)</text>\n"
-             "<text x=\"%.0f\" y=\"%.0f\" fill=\"#d62728\">data</text>\n",
+  fprintf(f,
+          "<text x=\"%.0f\" y=\"%.0f\" fill=\"#08519c\">posterior mean of f(x)</text>\n"
+          "<text x=\"%.0f\" y=\"%.0f\" fill=\"#3182bd\">90%% band of f(x)</text>\n"
+          "<text x=\"%.0f\" y=\"%.0f\" fill=\"#d62728\">data</text>\n",
           L + 10, T + 16, L + 10, T + 32, L + 10, T + 48);
 #undef PX
 #undef PY
@@ -113,14 +117,15 @@ static int write_svg(const char *path, const bnn_model *m, const double *gx, dou
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: bnn [options]\n"
-             "NUTS on a Bayesian neural network 1 -> H relu -> 1 (theta ~ N(0, I), sigma ~\n"
-             "Gamma(0.1, 1), Gaussian likelihood), gradients from simplechain in double.\n\n"
-             "  --hidden H     hidden units (default 32)\n"
-             "  --points N     data points (default 100)\n"
-             "  --data-seed S  seed of the data (default 2454)\n"
-             "  --out FILE.svg draw the data, the posterior mean of f and its 90%% band\n" NUTS_CLI_HELP
-             "  --help         this text\n");
+  fprintf(
+      f, "usage: bnn [options]\n"
+         "NUTS on a Bayesian neural network 1 -> H relu -> 1 (theta ~ N(0, I), sigma ~\n"
+         "Gamma(0.1, 1), Gaussian likelihood), gradients from simplechain in double.\n\n"
+         "  --hidden H     hidden units (default 32)\n"
+         "  --points N     data points (default 100)\n"
+         "  --data-seed S  seed of the data (default 2454)\n"
+         "  --out FILE.svg draw the data, the posterior mean of f and its 90%% band\n" NUTS_CLI_HELP
+         "  --help         this text\n");
 }
 
 int main(int argc, char **argv) {
@@ -144,10 +149,14 @@ int main(int argc, char **argv) {
     int r = nuts_cli_option(&cli, a, v), ok = 1;
     if (r < 0) return 2;
     if (r == 0) {
-      if (!strcmp(a, "--hidden")) ok = nuts_cli_size(v, &hidden) && hidden >= 1 && hidden <= 4096;
-      else if (!strcmp(a, "--points")) ok = nuts_cli_size(v, &points) && points >= 1 && points <= 1000000;
-      else if (!strcmp(a, "--data-seed")) ok = nuts_cli_size(v, &dseed);
-      else if (!strcmp(a, "--out")) ok = (svg = v)[0] != 0;
+      if (!strcmp(a, "--hidden"))
+        ok = nuts_cli_size(v, &hidden) && hidden >= 1 && hidden <= 4096;
+      else if (!strcmp(a, "--points"))
+        ok = nuts_cli_size(v, &points) && points >= 1 && points <= 1000000;
+      else if (!strcmp(a, "--data-seed"))
+        ok = nuts_cli_size(v, &dseed);
+      else if (!strcmp(a, "--out"))
+        ok = (svg = v)[0] != 0;
       else {
         fprintf(stderr, "bnn: unknown option '%s' (see --help)\n", a);
         return 2;
@@ -256,8 +265,10 @@ int main(int argc, char **argv) {
     }
     for (size_t k = 0; k < n; k++) {
       names[k] = buf + 32 * k;
-      if (k < m.np) snprintf(names[k], 32, "theta.%zu", k + 1);
-      else snprintf(names[k], 32, "log_sigma");
+      if (k < m.np)
+        snprintf(names[k], 32, "theta.%zu", k + 1);
+      else
+        snprintf(names[k], 32, "log_sigma");
     }
     st = sc_mcmc_write_csv(cli.csv, draws, C, D, n, (const char *const *)names, stats);
     free(names);

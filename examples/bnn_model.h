@@ -36,18 +36,18 @@ typedef struct bnn_model {
   size_t nws;
 } bnn_model;
 
-static uint64_t bnn_splitmix(uint64_t *s) {
+static inline uint64_t bnn_splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-static double bnn_unif(uint64_t *s) {
+static inline double bnn_unif(uint64_t *s) {
   return ((double)(bnn_splitmix(s) >> 11) + 0.5) * 0x1.0p-53;
 }
 
 /* the data set: x uniform in [-3, 3], y = sin(1.5 x) + 0.2 x + N(0, 0.15^2) (Box-Muller) */
-static void bnn_data(double *x, double *y, size_t N, uint64_t seed) {
+static inline void bnn_data(double *x, double *y, size_t N, uint64_t seed) {
   uint64_t s = seed;
   for (size_t i = 0; i < N; i++) {
     x[i] = -3 + 6 * bnn_unif(&s);
@@ -57,7 +57,7 @@ static void bnn_data(double *x, double *y, size_t N, uint64_t seed) {
   }
 }
 
-static void bnn_destroy(bnn_model *m) {
+static inline void bnn_destroy(bnn_model *m) {
   if (!m) return;
   for (size_t c = 0; m->ws && c < m->nws; c++) sc_workspace_destroy(m->ws[c]);
   free(m->ws);
@@ -68,8 +68,8 @@ static void bnn_destroy(bnn_model *m) {
 }
 
 /* Builds the network, the data and one workspace per sampler chain. */
-static sc_status bnn_create(bnn_model *m, size_t hidden, size_t points, uint64_t data_seed,
-                            size_t chains) {
+static inline sc_status bnn_create(bnn_model *m, size_t hidden, size_t points, uint64_t data_seed,
+                                   size_t chains) {
   memset(m, 0, sizeof *m);
   m->hidden = hidden;
   m->points = points;
@@ -96,14 +96,14 @@ fail:
 }
 
 /* the log density and its gradient at v = (theta, log sigma): an sc_logdensity_fn */
-static int bnn_logdensity(void *user, size_t chain, const double *v, size_t n, double *lp,
-                          double *grad) {
+static inline int bnn_logdensity(void *user, size_t chain, const double *v, size_t n, double *lp,
+                                 double *grad) {
   const bnn_model *m = user;
   size_t P = m->np;
   double N = (double)m->points, s = v[P], L = 0;
   if (n != m->n || chain >= m->nws) return 1;
-  sc_status st = sc_valgrad_f64(m->chain, SC_LOSS_SQUARED, v, m->x, m->y, m->points, &L, grad,
-                                NULL, m->ws[chain]);
+  sc_status st = sc_valgrad_f64(m->chain, SC_LOSS_SQUARED, v, m->x, m->y, m->points, &L, grad, NULL,
+                                m->ws[chain]);
   if (st == SC_ERR_NONFINITE) { /* non-finite parameters (a wild trajectory): zero density */
     *lp = -INFINITY;
     return 0;
@@ -115,16 +115,16 @@ static int bnn_logdensity(void *user, size_t chain, const double *v, size_t n, d
     sq += v[k] * v[k];
     grad[k] = -v[k] - N * grad[k] * inv2s2;
   }
-  *lp = -0.5 * sq - 0.5 * (double)P * BNN_LOG_2PI            /* theta prior */
-        + 0.1 * s - exp(s) - lgamma(0.1)                      /* sigma prior + Jacobian */
-        - N * s - 0.5 * N * BNN_LOG_2PI - N * L * inv2s2;     /* likelihood */
+  *lp = -0.5 * sq - 0.5 * (double)P * BNN_LOG_2PI         /* theta prior */
+        + 0.1 * s - exp(s) - lgamma(0.1)                  /* sigma prior + Jacobian */
+        - N * s - 0.5 * N * BNN_LOG_2PI - N * L * inv2s2; /* likelihood */
   grad[P] = 0.1 - exp(s) - N + 2 * N * L * inv2s2;
   return 0;
 }
 
 /* the fixed point the gradient benchmarks time: theta_k = 0.5 sin(k + 1), sigma = 0.3 (the
  * PyTorch twin, bench/bnn_grad_torch.py, builds the same) */
-static void bnn_bench_point(double *v, size_t P) {
+static inline void bnn_bench_point(double *v, size_t P) {
   for (size_t k = 0; k < P; k++) v[k] = 0.5 * sin((double)(k + 1));
   v[P] = log(0.3);
 }

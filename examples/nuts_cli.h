@@ -32,7 +32,7 @@ typedef struct nuts_cli {
   "                 Stan's sampler columns)\n"                                                     \
   "  --quiet        only the summary\n"
 
-static int nuts_cli_size(const char *s, size_t *out) {
+static inline int nuts_cli_size(const char *s, size_t *out) {
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
@@ -43,13 +43,17 @@ static int nuts_cli_size(const char *s, size_t *out) {
 
 /* Consumes option a (with value v when it takes one): 1 = it was a sampler option (value
  * used), 0 = not one of ours, -1 = bad value (message printed). */
-static int nuts_cli_option(nuts_cli *c, const char *a, const char *v) {
+static inline int nuts_cli_option(nuts_cli *c, const char *a, const char *v) {
   size_t t = 0;
   int ok;
-  if (!strcmp(a, "--chains")) ok = nuts_cli_size(v, &c->chains) && c->chains >= 1 && c->chains <= 4096;
-  else if (!strcmp(a, "--draws")) ok = nuts_cli_size(v, &c->draws) && c->draws >= 4 && c->draws <= 100000000;
-  else if (!strcmp(a, "--warmup")) ok = nuts_cli_size(v, &c->warmup) && c->warmup <= 100000000;
-  else if (!strcmp(a, "--every")) ok = nuts_cli_size(v, &c->every);
+  if (!strcmp(a, "--chains"))
+    ok = nuts_cli_size(v, &c->chains) && c->chains >= 1 && c->chains <= 4096;
+  else if (!strcmp(a, "--draws"))
+    ok = nuts_cli_size(v, &c->draws) && c->draws >= 4 && c->draws <= 100000000;
+  else if (!strcmp(a, "--warmup"))
+    ok = nuts_cli_size(v, &c->warmup) && c->warmup <= 100000000;
+  else if (!strcmp(a, "--every"))
+    ok = nuts_cli_size(v, &c->every);
   else if (!strcmp(a, "--seed")) {
     ok = nuts_cli_size(v, &t);
     c->seed = t;
@@ -68,7 +72,7 @@ static int nuts_cli_option(nuts_cli *c, const char *a, const char *v) {
   return 1;
 }
 
-static int nuts_cli_progress(void *user, size_t chain, size_t it, size_t total) {
+static inline int nuts_cli_progress(void *user, size_t chain, size_t it, size_t total) {
   const nuts_cli *c = user;
   printf("chain %zu: iteration %6zu/%zu%s\n", chain + 1, it, total,
          it <= c->warmup ? "  (warm-up)" : "");
@@ -77,7 +81,7 @@ static int nuts_cli_progress(void *user, size_t chain, size_t it, size_t total) 
 }
 
 /* sampler options from the flags */
-static sc_nuts_opts nuts_cli_opts(nuts_cli *c) {
+static inline sc_nuts_opts nuts_cli_opts(nuts_cli *c) {
   sc_nuts_opts o = sc_nuts_defaults();
   o.chains = c->chains;
   o.draws = c->draws;
@@ -93,7 +97,7 @@ static sc_nuts_opts nuts_cli_opts(nuts_cli *c) {
   return o;
 }
 
-static void nuts_cli_report(const nuts_cli *c, const sc_nuts_chain_info *info) {
+static inline void nuts_cli_report(const nuts_cli *c, const sc_nuts_chain_info *info) {
   size_t div = 0, hits = 0;
   for (size_t k = 0; k < c->chains; k++) {
     div += info[k].divergences;
@@ -105,11 +109,11 @@ static void nuts_cli_report(const nuts_cli *c, const sc_nuts_chain_info *info) {
              info[k].warmup_divergences, info[k].max_depth_hits, info[k].gradients,
              info[k].seconds);
   }
-  printf("%zu divergent transitions and %zu at the maximum tree depth among %zu draws\n", div,
-         hits, c->chains * c->draws);
+  printf("%zu divergent transitions and %zu at the maximum tree depth among %zu draws\n", div, hits,
+         c->chains * c->draws);
 }
 
-static double nuts_cli_now(void) {
+static inline double nuts_cli_now(void) {
   struct timespec ts;
   timespec_get(&ts, TIME_UTC);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;

@@ -114,10 +114,12 @@ int main(int argc, char **argv) {
     int r = nuts_cli_option(&cli, a, v), ok = 1;
     if (r < 0) return 2;
     if (r == 0) {
-      if (!strcmp(a, "--groups")) ok = nuts_cli_size(v, &groups) && groups >= 1 && groups <= 100000;
+      if (!strcmp(a, "--groups"))
+        ok = nuts_cli_size(v, &groups) && groups >= 1 && groups <= 100000;
       else if (!strcmp(a, "--counts"))
         ok = nuts_cli_size(v, &counts) && counts >= 1 && counts <= 100000000 / groups;
-      else if (!strcmp(a, "--data-seed")) ok = nuts_cli_size(v, &dseed);
+      else if (!strcmp(a, "--data-seed"))
+        ok = nuts_cli_size(v, &dseed);
       else {
         fprintf(stderr, "poisson: unknown option '%s' (see --help)\n", a);
         return 2;

@@ -15,6 +15,9 @@
  *     sc_optimizer_step called in a loop allocate nothing, single- and multi-threaded,
  *     with library and caller memory.
  *   - sc_workspace_init / sc_optimizer_init allocate nothing; failing calls neither.
+ *   - sc_nuts_sample: with caller memory, sampling the BNN of examples/bnn_model.h (its
+ *     log density is sc_valgrad_f64) allocates nothing at all, 1 or 2 threads; with
+ *     library memory it allocates once, however many iterations it runs.
  * All of it on every kernel path (scalar, avx2, avx512 where available).
  *
  * libxsmm (linked when make finds it) refers to __real_malloc & co. itself, as hidden
@@ -26,6 +29,9 @@
 #include "testutil.h"
 
 #include <stdatomic.h>
+
+#include "../examples/bnn_model.h"
+#include "sc_nuts.h"
 
 #if defined(SC_TEST_XSMM) && !defined(__SANITIZE_ADDRESS__)
 extern void *__libc_malloc(size_t size);
@@ -389,6 +395,45 @@ static void test_one_state_no_alloc(void **state) {
   free(p), free(dp), free(pf), free(dpf);
 }
 
+/* NUTS: no allocation per iteration (the log density itself is simplechain's valgrad) */
+static size_t nuts_allocs(bnn_model *m, size_t iters, int threads, int caller_mem) {
+  sc_nuts_opts o = sc_nuts_defaults();
+  o.chains = 2;
+  o.warmup = iters;
+  o.draws = iters;
+  o.threads = threads;
+  o.max_depth = 5;
+  double *draws = malloc(2 * iters * m->n * sizeof *draws);
+  sc_nuts_stats *stats = malloc(2 * iters * sizeof *stats);
+  sc_nuts_chain_info info[2];
+  size_t bytes = 0;
+  SC_OK_OR_FAIL(sc_nuts_bytes(m->n, &o, &bytes));
+  void *mem = caller_mem ? malloc(bytes) : NULL;
+  assert_true(draws && stats && (mem || !caller_mem));
+  sc_nuts_out out = {draws, stats, info, NULL};
+  long l0 = live();
+  size_t before = allocs();
+  SC_OK_OR_FAIL(sc_nuts_sample(bnn_logdensity, m, m->n, &o, &out, mem, bytes));
+  size_t used = allocs() - before;
+  assert_int_equal(live(), l0);
+  assert_true(info[0].gradients > 4 * iters);
+  free(mem);
+  free(draws);
+  free(stats);
+  return used;
+}
+
+static void test_nuts_no_alloc(void **state) {
+  (void)state;
+  bnn_model m;
+  SC_OK_OR_FAIL(bnn_create(&m, 8, 40, 7, 2));
+  assert_int_equal(nuts_allocs(&m, 20, 1, 1), 0);
+  assert_int_equal(nuts_allocs(&m, 100, 2, 1), 0);
+  assert_int_equal(nuts_allocs(&m, 20, 1, 0), 1);
+  assert_int_equal(nuts_allocs(&m, 100, 2, 0), 1);
+  bnn_destroy(&m);
+}
+
 /* the whole group once per kernel path this CPU and build have (SC_ISA forced): the
  * paths differ in their tile pipelines (AVX-512 holds tiles in pairs for dW, for one) */
 int main(void) {
@@ -399,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_train_convnets),
       cmocka_unit_test(test_compute_no_alloc),
       cmocka_unit_test(test_one_state_no_alloc),
+      cmocka_unit_test(test_nuts_no_alloc),
   };
   const char *isas[3];
   int nisa = tu_isas(isas), failed = 0;
