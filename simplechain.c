@@ -2019,6 +2019,15 @@ done:
 #define SC__OB 4 /* output rows per register block; ISA files may raise it */
 #endif
 #define SC__IC 16   /* columns of the dW block */
+#ifndef SC__CW
+/* samples per column chunk of the portable dense forward and dx: their OB x CW accumulators
+ * stay in registers (OB x TW of them spilled: double on AVX2 needs 32 ymm for 4 x 32).
+ * Each sum keeps its order, so the chunking changes no bits. */
+#define SC__CW 8
+#endif
+#if SC__TW % SC__CW != 0
+#error "SC__CW must divide the tile width"
+#endif
 #ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
 #if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
 #define SC__KSTATIC static __attribute__((unused))
@@ -2220,16 +2229,21 @@ SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
   for (; o + SC__OB <= O; o += SC__OB) {
     SC__T acc[SC__OB][SC__TW];
     const SC__T *w = W + o * I;
-    for (int k = 0; k < SC__OB; k++) {
-      SC__T bk = b ? b[o + k] : 0;
-      for (int t = 0; t < SC__TW; t++) acc[k][t] = bk;
-    }
-    for (size_t i = 0; i < I; i++) {
-      const SC__T *xi = x + i * SC__TW;
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T ac[SC__OB][SC__CW];
       for (int k = 0; k < SC__OB; k++) {
-        SC__T wk = w[(size_t)k * I + i];
-        for (int t = 0; t < SC__TW; t++) acc[k][t] += wk * xi[t];
+        SC__T bk = b ? b[o + k] : 0;
+        for (int t = 0; t < SC__CW; t++) ac[k][t] = bk;
       }
+      for (size_t i = 0; i < I; i++) {
+        const SC__T *xi = x + i * SC__TW + t0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[(size_t)k * I + i];
+          for (int t = 0; t < SC__CW; t++) ac[k][t] += wk * xi[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t0 + t] = ac[k][t];
     }
     for (int k = 0; k < SC__OB; k++)
       SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
@@ -2238,11 +2252,15 @@ SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
     SC__T acc[SC__TW];
     const SC__T *w = W + o * I;
     SC__T bo = b ? b[o] : 0;
-    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
-    for (size_t i = 0; i < I; i++) {
-      const SC__T *xi = x + i * SC__TW;
-      SC__T wi = w[i];
-      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) {
+      SC__T ac[SC__CW];
+      for (int t = 0; t < SC__CW; t++) ac[t] = bo;
+      for (size_t i = 0; i < I; i++) {
+        const SC__T *xi = x + i * SC__TW + t0;
+        SC__T wi = w[i];
+        for (int t = 0; t < SC__CW; t++) ac[t] += wi * xi[t];
+      }
+      for (int t = 0; t < SC__CW; t++) acc[t0 + t] = ac[t];
     }
     SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
   }
@@ -2289,31 +2307,33 @@ SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict 
 SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
                                       const SC__T *restrict dz, size_t O, size_t I) {
   size_t i = 0;
-  for (; i + SC__OB <= I; i += SC__OB) {
-    SC__T acc[SC__OB][SC__TW];
-    for (int k = 0; k < SC__OB; k++)
-      for (int t = 0; t < SC__TW; t++) acc[k][t] = 0;
-    for (size_t o = 0; o < O; o++) {
-      const SC__T *d = dz + o * SC__TW;
-      const SC__T *w = W + o * I + i;
-      for (int k = 0; k < SC__OB; k++) {
-        SC__T wk = w[k];
-        for (int t = 0; t < SC__TW; t++) acc[k][t] += wk * d[t];
+  for (; i + SC__OB <= I; i += SC__OB)
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T acc[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        const SC__T *d = dz + o * SC__TW + t0;
+        const SC__T *w = W + o * I + i;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[k];
+          for (int t = 0; t < SC__CW; t++) acc[k][t] += wk * d[t];
+        }
       }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) dx[(i + k) * SC__TW + (size_t)(t0 + t)] = acc[k][t];
     }
-    for (int k = 0; k < SC__OB; k++)
-      for (int t = 0; t < SC__TW; t++) dx[(i + k) * SC__TW + (size_t)t] = acc[k][t];
-  }
-  for (; i < I; i++) {
-    SC__T acc[SC__TW];
-    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
-    for (size_t o = 0; o < O; o++) {
-      const SC__T *d = dz + o * SC__TW;
-      SC__T wi = W[o * I + i];
-      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
+  for (; i < I; i++)
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) {
+      SC__T acc[SC__CW];
+      for (int t = 0; t < SC__CW; t++) acc[t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        const SC__T *d = dz + o * SC__TW + t0;
+        SC__T wi = W[o * I + i];
+        for (int t = 0; t < SC__CW; t++) acc[t] += wi * d[t];
+      }
+      for (int t = 0; t < SC__CW; t++) dx[i * SC__TW + (size_t)(t0 + t)] = acc[t];
     }
-    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
-  }
 }
 
 /* ---------------------------------------------------------------- conv / pool kernels */
@@ -2549,10 +2569,13 @@ static void SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, 
 #if SC__F32 && defined(SC__VEC_GATHER)
   if (vec_gather_f32(tile, src, cols, J->idx, b0, n)) return;
 #endif
-  for (size_t t = 0; t < n; t++) {
-    const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
-    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
-  }
+  if (cols == 1) /* one feature (a 1-D regression, a scalar target) */
+    for (size_t t = 0; t < n; t++) tile[t] = src[SC__TN(sc__row)(J, b0 + t)];
+  else
+    for (size_t t = 0; t < n; t++) {
+      const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
+      for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
+    }
   for (size_t t = n; t < SC__TW; t++)
     for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = 0;
 }
@@ -2833,11 +2856,15 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;
       SC__T *gb = gs + P->poff + nw;
+#if SC__F32 && defined(SC__VEC_F32) /* lane order, as it always was on these paths */
       for (size_t o = 0; o < P->oc; o++) {
         SC__T acc = 0;
         for (int t = 0; t < SC__TW; t++) acc += bl[o * SC__TW + (size_t)t];
         gb[o] += acc;
       }
+#else
+      SC__TN(sc__dwl_fold)(gb, bl, P->oc); /* the bias lanes are TW wide on these paths */
+#endif
     }
 }
 
