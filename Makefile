@@ -93,10 +93,10 @@ $(BUILD)/simplechain.o: simplechain.c simplechain.h
 $(BUILD)/sc_nuts.o: sc_nuts.c sc_nuts.h simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
-$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h kernels/sleef.h simplechain.c simplechain.h
+$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
-$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h kernels/sleef.h simplechain.c simplechain.h
+$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
 $(LIB): $(LIB_OBJS)

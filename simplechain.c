@@ -2248,19 +2248,15 @@ SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
     for (int k = 0; k < SC__OB; k++)
       SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
   }
-  for (; o < O; o++) {
+  for (; o < O; o++) { /* one row: TW accumulators fit, and more chains hide the latency */
     SC__T acc[SC__TW];
     const SC__T *w = W + o * I;
     SC__T bo = b ? b[o] : 0;
-    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) {
-      SC__T ac[SC__CW];
-      for (int t = 0; t < SC__CW; t++) ac[t] = bo;
-      for (size_t i = 0; i < I; i++) {
-        const SC__T *xi = x + i * SC__TW + t0;
-        SC__T wi = w[i];
-        for (int t = 0; t < SC__CW; t++) ac[t] += wi * xi[t];
-      }
-      for (int t = 0; t < SC__CW; t++) acc[t0 + t] = ac[t];
+    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      SC__T wi = w[i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
     }
     SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
   }
@@ -2323,17 +2319,16 @@ SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict 
       for (int k = 0; k < SC__OB; k++)
         for (int t = 0; t < SC__CW; t++) dx[(i + k) * SC__TW + (size_t)(t0 + t)] = acc[k][t];
     }
-  for (; i < I; i++)
-    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) {
-      SC__T acc[SC__CW];
-      for (int t = 0; t < SC__CW; t++) acc[t] = 0;
-      for (size_t o = 0; o < O; o++) {
-        const SC__T *d = dz + o * SC__TW + t0;
-        SC__T wi = W[o * I + i];
-        for (int t = 0; t < SC__CW; t++) acc[t] += wi * d[t];
-      }
-      for (int t = 0; t < SC__CW; t++) dx[i * SC__TW + (size_t)(t0 + t)] = acc[t];
+  for (; i < I; i++) { /* one row: TW accumulators */
+    SC__T acc[SC__TW];
+    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      SC__T wi = W[o * I + i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
     }
+    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
+  }
 }
 
 /* ---------------------------------------------------------------- conv / pool kernels */
@@ -2521,8 +2516,16 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #define SC__K_DW SC__TN(sc__dense_dw)
 #define SC__K_DX SC__TN(sc__dense_dx)
 #define SC__K_DWL SC__TN(sc__dense_dwl)
-#define SC__K_DWL_FOLD SC__TN(sc__dwl_fold)
+#define SC__K_DWL_FOLD SC__K_FOLD_TW
 #define SC__DWL_LANES SC__TW
+#endif
+/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
+ * paths) */
+#if !SC__F32 && defined(SC__VEC_F64)
+#include "kernels/vec_f64.h"
+#define SC__K_FOLD_TW vec_dwl_fold_f64
+#else
+#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
 #endif
 #define SC__K_ACTB SC__TN(sc__act_bwd)
 #if SC__F32 && defined(SC__VEC_CONV)
@@ -2863,7 +2866,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
         gb[o] += acc;
       }
 #else
-      SC__TN(sc__dwl_fold)(gb, bl, P->oc); /* the bias lanes are TW wide on these paths */
+      SC__K_FOLD_TW(gb, bl, P->oc);
 #endif
     }
 }
@@ -3406,6 +3409,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_DX
 #undef SC__K_DWL
 #undef SC__K_DWL_FOLD
+#undef SC__K_FOLD_TW
 #undef SC__K_DWL2
 #undef SC__K_DX_ACT
 #undef SC__DX_ACT_OK

@@ -12,6 +12,7 @@
 #define SC__KT_EXPORT_F32 sc__kt_f32_avx2
 #define SC__KT_EXPORT_F64 sc__kt_f64_avx2
 #define SC__VEC_F32 1 /* float kernels from kernels/vec_f32.h */
+#define SC__VEC_F64 1 /* the double lane fold from kernels/vec_f64.h */
 #define VOB 6         /* float rows per register block: 6 x 2 accumulators of 8 floats (NVB) */
 #define SC__OB 4      /* the same for the portable (double) kernels */
 #include "../simplechain.c"

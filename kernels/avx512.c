@@ -13,6 +13,7 @@
 #define SC__KT_EXPORT_F32 sc__kt_f32_avx512
 #define SC__KT_EXPORT_F64 sc__kt_f64_avx512
 #define SC__VEC_F32 1 /* float kernels from kernels/vec_f32.h */
+#define SC__VEC_F64 1 /* the double lane fold from kernels/vec_f64.h */
 #define VOB 8         /* float rows per register block: 8 accumulators of 16 floats */
 #define SC__OB 8      /* the same for the portable (double) kernels */
 #include "../simplechain.c"

@@ -576,7 +576,7 @@ static void test_bnn_gradient(void **state) {
     double worst_rel = 0, worst_abs = 0;
     size_t checked = 0;
     for (size_t k = 0; k < n; k++) {
-      double h = 1e-5 * fmax(1.0, fabs(v[k])), keep = v[k], lpp, lpm;
+      double h = 1e-5 * fmax(1.0, fabs(v[k])), keep = v[k], lpp = 0, lpm = 0;
       v[k] = keep + h;
       bnn_logdensity(&m, 0, v, n, &lpp, g2);
       v[k] = keep - h;
@@ -590,7 +590,7 @@ static void test_bnn_gradient(void **state) {
   /* the log density at the benchmark point, as the PyTorch twin computes it for H=32, N=100 */
   bnn_destroy(&m);
   SC_OK_OR_FAIL(bnn_create(&m, 32, 100, 2454, 1));
-  double *w = malloc(m.n * sizeof *w), *gw = malloc(m.n * sizeof *gw), lp;
+  double *w = malloc(m.n * sizeof *w), *gw = malloc(m.n * sizeof *gw), lp = 0;
   bnn_bench_point(w, m.np);
   assert_int_equal(bnn_logdensity(&m, 0, w, m.n, &lp, gw), 0);
   assert_float_equal(lp, -3178.43101695, 1e-6);
