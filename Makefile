@@ -68,9 +68,9 @@ ifeq ($(SC_NODE),1)
   EXAMPLES += $(BUILD)/neural_ode
 endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
-BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(PEAK_BIN)
+BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
@@ -81,7 +81,7 @@ help:
 	@echo "                toy2x2, valgrad micro-benchmark, LeNet5 (Fashion-MNIST) and neural-ODE RHS/VJP,"
 	@echo "                each vs its PyTorch twin, ISA paths, hyperfine (about 7 min; knobs in bench_all.sh)"
 	@echo "make bench-toy  toy2x2 vs PyTorch only;  make bench-micro / bench-peak / bench-lenet /"
-	@echo "                bench-ode: those sections only"
+	@echo "                bench-ode / bench-bayes (BNN gradient, BNN and Poisson sampling): those sections only"
 	@echo "make install    install header and library under PREFIX=$(PREFIX)"
 	@echo "make demo       install what is missing, build, train the 2x2 toy"
 	@echo "make fuzz       libFuzzer on the IDX loaders for FUZZ_SECONDS=$(FUZZ_SECONDS) s (needs clang)"
@@ -161,6 +161,9 @@ $(BUILD)/micro_valgrad: bench/micro_valgrad.c bench/bench_time.h $(LIB) simplech
 $(BUILD)/ode_rhs: bench/ode_rhs.c bench/bench_time.h $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+$(BUILD)/bnn_grad: bench/bnn_grad.c bench/bench_time.h examples/bnn_model.h $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 $(BUILD)/bench/peak_avx512.o: bench/peak.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DPEAK_PART=512 -mavx512f -mfma -c $< -o $@
@@ -192,6 +195,9 @@ bench-lenet: $(BUILD)/lenet5 $(PEAK_BIN)
 bench-ode: $(BUILD)/ode_rhs
 	@bash scripts/install-deps.sh bench
 	SECTIONS=ode bash bench/bench_all.sh
+bench-bayes: $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn
+	@bash scripts/install-deps.sh bench
+	SECTIONS="bnn poisson" bash bench/bench_all.sh
 
 install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib

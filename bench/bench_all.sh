@@ -13,6 +13,12 @@
 #               (build/lenet5, bench/lenet5_torch.py)
 #   ode         (e) neural-ODE right-hand side 2 -> 50 tanh -> 2 on one state, float64, 1 thread:
 #               RHS and VJP ns per call, both engines (build/ode_rhs, bench/ode_rhs_torch.py)
+#   bnn         the Bayesian neural network of examples/bnn_model.h: its log-density gradient
+#               (float64, 1 thread, linked parameterisation) vs the PyTorch twin
+#               (build/bnn_grad, bench/bnn_grad_torch.py), the published Turing.jl figures as
+#               context; then one NUTS run of build/bnn (4 chains x 1000 draws after 1000)
+#   poisson     build/poisson (the 10-group Poisson model): 4 chains x (1000 + 1000)
+#               iterations on 2 threads, seconds and bulk ESS per second, POISSON_RUNS runs
 #   isa         toy2x2 and the micro-benchmark at 1 thread with SC_ISA=avx512, avx2, scalar
 #   hyperfine   (c) the toy trainer as a whole process
 #   summary     the figures against the targets stated in the project's issues
@@ -24,7 +30,7 @@
 #
 # Environment (all optional):
 #   SECTIONS     which sections, in this order regardless
-#                (default "peak toy micro lenet ode isa hyperfine")
+#                (default "peak toy micro lenet ode bnn poisson isa hyperfine")
 #   STEPS        ADAM steps per toy run (default 10000); REPS repetitions of the toy and
 #                LeNet5 runs (default 3)
 #   THREADS      thread counts for the toy (default "1 2"); SAMPLES (default 10000)
@@ -46,13 +52,16 @@
 #                dataset-fashion-mnist); MNIST_DIR real MNIST (default ../shared/data/mnist)
 #   ODE_RUNS     runs of each ODE program, engines interleaved (default 3); each run prints
 #                the median of its own repetitions, the table the median over runs
+#   BNN_RUNS     runs of each BNN-gradient program, engines interleaved (default 3);
+#                BNN_SAMPLE=0 skips the NUTS run of build/bnn
+#   POISSON_RUNS runs of build/poisson (default 5)
 #   PYTHON, BUILD, OPENBLAS_OMP_DIR, TORCH_MALLOC   as in bench_toy.sh
 # All programs run from private copies (a rebuild of build/ in a shared working tree during
 # the run cannot change them).  The output is also saved to bench/out/all-<date>.txt.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-SECTIONS=${SECTIONS:-"peak toy micro lenet ode isa hyperfine"}
+SECTIONS=${SECTIONS:-"peak toy micro lenet ode bnn poisson isa hyperfine"}
 STEPS=${STEPS:-10000}
 REPS=${REPS:-3}
 THREADS=${THREADS:-"1 2"}
@@ -75,12 +84,15 @@ LENET_ACC_EPOCHS=${LENET_ACC_EPOCHS:-10}
 FASHION_DIR=${FASHION_DIR:-/usr/share/datasets/fashion-mnist}
 MNIST_DIR=${MNIST_DIR:-../shared/data/mnist}
 ODE_RUNS=${ODE_RUNS:-3}
+BNN_RUNS=${BNN_RUNS:-3}
+BNN_SAMPLE=${BNN_SAMPLE:-1}
+POISSON_RUNS=${POISSON_RUNS:-5}
 PYTHON=${PYTHON:-/usr/bin/python3}
 BUILD=${BUILD:-build}
 OPENBLAS_OMP_DIR=${OPENBLAS_OMP_DIR:-/usr/lib/x86_64-linux-gnu/openblas-openmp}
 export STEPS REPS THREADS SAMPLES PYTHON BUILD OPENBLAS_OMP_DIR HF_RUNS
 
-for v in STEPS REPS SAMPLES MICRO_RUNS MICRO_REPS ISA_STEPS PEAK_REPS HF_RUNS LENET_EPOCHS LENET_ACC_EPOCHS ODE_RUNS; do
+for v in STEPS REPS SAMPLES MICRO_RUNS MICRO_REPS ISA_STEPS PEAK_REPS HF_RUNS LENET_EPOCHS LENET_ACC_EPOCHS ODE_RUNS BNN_RUNS POISSON_RUNS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench_all: $v must be a positive integer, got '${!v}'" >&2; exit 2; }
 done
 [[ $LENET_LIMIT =~ ^[0-9]+$ ]] || { echo "bench_all: LENET_LIMIT must be a non-negative integer, got '$LENET_LIMIT'" >&2; exit 2; }
@@ -100,7 +112,8 @@ SUM="$TMPD/summary" # "section key... value" lines for the summary
 # private copies of the programs
 TOY_SRC="$BUILD/toy2x2" MICRO_SRC="$BUILD/micro_valgrad" PEAK_SRC="$BUILD/peak"
 LENET_SRC="$BUILD/lenet5" ODE_SRC="$BUILD/ode_rhs"
-TOY="" MICRO="" PEAK="" LENET="" ODE=""
+BNNG_SRC="$BUILD/bnn_grad" BNN_SRC="$BUILD/bnn" POIS_SRC="$BUILD/poisson"
+TOY="" MICRO="" PEAK="" LENET="" ODE="" BNNG="" BNN="" POIS=""
 # (toy2x2 goes to a folder of its own, handed to bench_toy.sh as its BUILD: every section
 # runs the same copy)
 mkdir -p "$TMPD/build"
@@ -109,6 +122,9 @@ mkdir -p "$TMPD/build"
 [ -x "$PEAK_SRC" ] && cp "$PEAK_SRC" "$TMPD/peak" && PEAK="$TMPD/peak"
 [ -x "$LENET_SRC" ] && cp "$LENET_SRC" "$TMPD/lenet5" && LENET="$TMPD/lenet5"
 [ -x "$ODE_SRC" ] && cp "$ODE_SRC" "$TMPD/ode_rhs" && ODE="$TMPD/ode_rhs"
+[ -x "$BNNG_SRC" ] && cp "$BNNG_SRC" "$TMPD/bnn_grad" && BNNG="$TMPD/bnn_grad"
+[ -x "$BNN_SRC" ] && cp "$BNN_SRC" "$TMPD/bnn" && BNN="$TMPD/bnn"
+[ -x "$POIS_SRC" ] && cp "$POIS_SRC" "$TMPD/poisson" && POIS="$TMPD/poisson"
 
 source bench/torch_env.sh
 
@@ -135,7 +151,7 @@ header() {
   echo "          $(lscpu 2>/dev/null | grep -q 'Hypervisor vendor' && echo "VM: $(lscpu | sed -n 's/^Hypervisor vendor: *//p')"); avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no); L1d $(lscpu | sed -n 's/^L1d cache: *//p'), L2 $(lscpu | sed -n 's/^L2 cache: *//p'), L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
   echo "commit:   $commit$dirty"
   echo "compiler: $(${CC:-cc} --version 2>/dev/null | head -1)"
-  echo "programs: $TOY_SRC, $MICRO_SRC, $PEAK_SRC, $LENET_SRC, $ODE_SRC (private copies run)"
+  echo "programs: $TOY_SRC, $MICRO_SRC, $PEAK_SRC, $LENET_SRC, $ODE_SRC, $BNNG_SRC, $BNN_SRC, $POIS_SRC (private copies run)"
   if [ -n "$TOY" ]; then
     echo "kernels:  $("$TOY" --steps 1 --samples 16 --every 0 --quiet 2>/dev/null | sed -n 's/.*kernels \([^)]*\)).*/\1/p' || true) (SC_ISA=${SC_ISA:-unset})"
   fi
@@ -151,6 +167,8 @@ header() {
     echo "          FASHION_DIR=$FASHION_DIR MNIST_DIR=$MNIST_DIR"
   fi
   want ode && echo "          ODE_RUNS=$ODE_RUNS"
+  want bnn && echo "          BNN_RUNS=$BNN_RUNS BNN_SAMPLE=$BNN_SAMPLE"
+  want poisson && echo "          POISSON_RUNS=$POISSON_RUNS"
   true
   echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15-min) at start; busy now: $(busy)"
   sumput load_start "$(load1)"
@@ -412,6 +430,82 @@ section_ode() {
   fi
 }
 
+# --- bnn ----------------------------------------------------------------------------------
+section_bnn() {
+  echo
+  echo "== Bayesian neural network (examples/bnn_model.h): log density + gradient, float64, 1 thread"
+  echo "   (1 -> 32 relu -> 1, 100 points, theta ~ N(0, I), sigma ~ Gamma(0.1, 1), on (theta, log sigma);"
+  echo "    ns per call, each run the median of its own 7 repetitions; $BNN_RUNS runs per engine, interleaved)"
+  [ -n "$BNNG" ] || { echo "  $BNNG_SRC not built ('make bench-bins')"; return; }
+  local r out line
+  : >"$TMPD/bnn"
+  for ((r = 1; r <= BNN_RUNS; r++)); do
+    out=$("$BNNG" 2>&1) || true
+    line=$(echo "$out" | grep '^RESULT' | tail -1)
+    if [ -n "$line" ]; then
+      echo "  $line   (load $(load1))"
+      echo "simplechain $(echo "$line" | field grad_ns) $(echo "$line" | field logp)" >>"$TMPD/bnn"
+    else echo "  simplechain FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; fi
+    if [ $HAVE_TORCH = 1 ]; then
+      out=$(env "${TORCH_ENV[@]}" "$PYTHON" bench/bnn_grad_torch.py 2>&1) || true
+      line=$(echo "$out" | grep '^RESULT' | tail -1)
+      if [ -n "$line" ]; then
+        echo "  $line   (load $(load1))"
+        echo "pytorch $(echo "$line" | field grad_ns) $(echo "$line" | field logp)" >>"$TMPD/bnn"
+      else echo "  pytorch FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; fi
+    fi
+  done
+  local sg pg
+  sg=$(awk '$1=="simplechain" {print $2}' "$TMPD/bnn" | median)
+  pg=$(awk '$1=="pytorch" {print $2}' "$TMPD/bnn" | median)
+  echo
+  printf '  %-40s %14s %10s\n' engine grad_ns ratio
+  printf '  %-40s %14s %10s\n' "simplechain (sc_valgrad_f64)" "$sg" 1
+  [ "$pg" != nan ] && printf '  %-40s %14s %10s\n' "pytorch (torch.autograd, float64)" "$pg" "$(awk -v a="$pg" -v b="$sg" 'BEGIN {printf "%.1fx", a / b}')"
+  echo "  log density at the benchmark point, both engines (must agree): $(awk '{print $1 " " $3}' "$TMPD/bnn" | sort -u | tr '\n' ' ')"
+  echo "  context, NOT comparable (another machine, another BNN whose sizes were not published; TuringLang/Turing.jl#2454,"
+  echo "  LogDensityProblems.logdensity_and_gradient, minimum over runs): Tracker 99.1 us (linked: fails),"
+  echo "  Mooncake 532 us (linked 531 us), Zygote 2252 us (linked 2382 us)"
+  sumput bnn_sc_ns "$sg"
+  sumput bnn_pt_ns "$pg"
+  if [ "$BNN_SAMPLE" = 1 ] && [ -n "$BNN" ]; then
+    echo
+    echo "  NUTS on it: build/bnn --quiet --threads 2 (4 chains x 1000 draws after 1000 warm-up)"
+    out=$("$BNN" --quiet --threads 2 2>&1) || true
+    echo "$out" | grep -E 'divergent|sigma|R-hat|f\(x_i\)|gradient|RESULT' | sed 's/^/  /'
+    line=$(echo "$out" | grep '^RESULT' | tail -1)
+    sumput bnn_rhat "$(echo "$line" | field rhat_max)"
+    sumput bnn_s "$(echo "$line" | field seconds)"
+  fi
+}
+
+# --- poisson ------------------------------------------------------------------------------
+section_poisson() {
+  echo
+  echo "== Poisson model of Turing.jl#2265 (examples/poisson.c): NUTS, 4 chains x (1000 warm-up + 1000 draws), 2 threads"
+  [ -n "$POIS" ] || { echo "  $POIS_SRC not built ('make')"; return; }
+  local r out line
+  : >"$TMPD/pois"
+  for ((r = 1; r <= POISSON_RUNS; r++)); do
+    out=$("$POIS" --quiet --threads 2 2>&1) || true
+    line=$(echo "$out" | grep '^RESULT' | tail -1)
+    if [ -n "$line" ]; then
+      echo "  $line   (load $(load1))"
+      echo "$(echo "$line" | field seconds) $(echo "$line" | field ess_bulk_min) $(echo "$line" | field rhat_max) $(echo "$line" | field max_abs_z)" >>"$TMPD/pois"
+    else echo "  FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; fi
+  done
+  [ -s "$TMPD/pois" ] || return
+  local s e rh z
+  s=$(awk '{print $1}' "$TMPD/pois" | median) e=$(awk '{print $2}' "$TMPD/pois" | median)
+  rh=$(awk '{print $3}' "$TMPD/pois" | median) z=$(awk '{print $4}' "$TMPD/pois" | median)
+  echo "  median: $s s, min bulk ESS $e ($(awk -v e="$e" -v s="$s" 'BEGIN {printf "%.0f", e / s}') per second), R-hat max $rh, max |z| $z"
+  echo "  (the same seed every run: the draws are identical, only the time varies; Turing.jl#2265 reports 16 s"
+  echo "   for one chain of 1000 draws, on another machine)"
+  sumput pois_s "$s"
+  sumput pois_rhat "$rh"
+  sumput pois_z "$z"
+}
+
 # --- isa ----------------------------------------------------------------------------------
 section_isa() {
   echo
@@ -522,6 +616,20 @@ section_summary() {
     or=$(div "$(sumget ode_pt_tot)" "$(sumget ode_sc_tot)")
     row "ode RHS + VJP, 1 thread, float64: >= 20x PyTorch" "$(fmt "$or" "%.1fx")" "$(verdict "$or" '>=' 20)"
   fi
+  if want bnn; then
+    local br
+    br=$(div "$(sumget bnn_pt_ns)" "$(sumget bnn_sc_ns)")
+    row "bnn log-density gradient, float64, 1 thread: >= 50x PyTorch" "$(fmt "$br" "%.1fx")" "$(verdict "$br" '>=' 50)"
+    if [ "$BNN_SAMPLE" = 1 ]; then
+      row "bnn NUTS 4 x 1000: R-hat < 1.05 on sigma and f(x_i)" "$(fmt "$(sumget bnn_rhat)" "%.4f")" "$(verdict "$(sumget bnn_rhat)" '<=' 1.05)"
+      row "bnn NUTS 4 x 1000 on 2 threads: in seconds (<= 10 s)" "$(fmt "$(sumget bnn_s)" "%.2f s")" "$(verdict "$(sumget bnn_s)" '<=' 10)"
+    fi
+  fi
+  if want poisson; then
+    row "poisson 4 x (1000 + 1000), 2 threads: < 0.5 s" "$(fmt "$(sumget pois_s)" "%.3f s")" "$(verdict "$(sumget pois_s)" '<=' 0.5)"
+    row "poisson: R-hat < 1.01 for all 10 groups" "$(fmt "$(sumget pois_rhat)" "%.4f")" "$(verdict "$(sumget pois_rhat)" '<=' 1.01)"
+    row "poisson: |z| < 4 for all 10 groups" "$(fmt "$(sumget pois_z)" "%.2f")" "$(verdict "$(sumget pois_z)" '<=' 4)"
+  fi
   want isa && row "AVX2 toy time within 2x of AVX-512 (1 thread)" "$(fmt "$avx" "%.2fx")" "$(verdict "$avx" '<=' 2)"
   local l0 l1
   l0=$(sumget load_start) l1=$(load1)
@@ -540,9 +648,11 @@ main() {
   if want micro; then section_micro || echo "  (section micro failed)"; fi
   if want lenet; then section_lenet || echo "  (section lenet failed)"; fi
   if want ode; then section_ode || echo "  (section ode failed)"; fi
+  if want bnn; then section_bnn || echo "  (section bnn failed)"; fi
+  if want poisson; then section_poisson || echo "  (section poisson failed)"; fi
   if want isa; then section_isa || echo "  (section isa failed)"; fi
   if want hyperfine && [ -n "$TOY" ]; then section_hyperfine || echo "  (section hyperfine failed)"; fi
-  if want toy || want micro || want lenet || want ode || want isa; then section_summary || echo "  (summary failed)"; fi
+  if want toy || want micro || want lenet || want ode || want bnn || want poisson || want isa; then section_summary || echo "  (summary failed)"; fi
   echo
   echo "saved: $LOG"
 }
