@@ -438,31 +438,31 @@ section_bnn() {
   echo "    ns per call, each run the median of its own 7 repetitions; $BNN_RUNS runs per engine, interleaved)"
   [ -n "$BNNG" ] || { echo "  $BNNG_SRC not built ('make bench-bins')"; return; }
   local r out line
-  : >"$TMPD/bnn"
+  : >"$TMPD/bnn_times"
   for ((r = 1; r <= BNN_RUNS; r++)); do
     out=$("$BNNG" 2>&1) || true
     line=$(echo "$out" | grep '^RESULT' | tail -1)
     if [ -n "$line" ]; then
       echo "  $line   (load $(load1))"
-      echo "simplechain $(echo "$line" | field grad_ns) $(echo "$line" | field logp)" >>"$TMPD/bnn"
+      echo "simplechain $(echo "$line" | field grad_ns) $(echo "$line" | field logp)" >>"$TMPD/bnn_times"
     else echo "  simplechain FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; fi
     if [ $HAVE_TORCH = 1 ]; then
       out=$(env "${TORCH_ENV[@]}" "$PYTHON" bench/bnn_grad_torch.py 2>&1) || true
       line=$(echo "$out" | grep '^RESULT' | tail -1)
       if [ -n "$line" ]; then
         echo "  $line   (load $(load1))"
-        echo "pytorch $(echo "$line" | field grad_ns) $(echo "$line" | field logp)" >>"$TMPD/bnn"
+        echo "pytorch $(echo "$line" | field grad_ns) $(echo "$line" | field logp)" >>"$TMPD/bnn_times"
       else echo "  pytorch FAILED:"; echo "$out" | tail -5 | sed 's/^/    /'; fi
     fi
   done
   local sg pg
-  sg=$(awk '$1=="simplechain" {print $2}' "$TMPD/bnn" | median)
-  pg=$(awk '$1=="pytorch" {print $2}' "$TMPD/bnn" | median)
+  sg=$(awk '$1=="simplechain" {print $2}' "$TMPD/bnn_times" | median)
+  pg=$(awk '$1=="pytorch" {print $2}' "$TMPD/bnn_times" | median)
   echo
   printf '  %-40s %14s %10s\n' engine grad_ns ratio
   printf '  %-40s %14s %10s\n' "simplechain (sc_valgrad_f64)" "$sg" 1
   [ "$pg" != nan ] && printf '  %-40s %14s %10s\n' "pytorch (torch.autograd, float64)" "$pg" "$(awk -v a="$pg" -v b="$sg" 'BEGIN {printf "%.1fx", a / b}')"
-  echo "  log density at the benchmark point, both engines (must agree): $(awk '{print $1 " " $3}' "$TMPD/bnn" | sort -u | tr '\n' ' ')"
+  echo "  log density at the benchmark point, both engines (must agree): $(awk '{print $1 " " $3}' "$TMPD/bnn_times" | sort -u | tr '\n' ' ')"
   echo "  context, NOT comparable (another machine, another BNN whose sizes were not published; TuringLang/Turing.jl#2454,"
   echo "  LogDensityProblems.logdensity_and_gradient, minimum over runs): Tracker 99.1 us (linked: fails),"
   echo "  Mooncake 532 us (linked 531 us), Zygote 2252 us (linked 2382 us)"
