@@ -2524,8 +2524,11 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #if !SC__F32 && defined(SC__VEC_F64)
 #include "kernels/vec_f64.h"
 #define SC__K_FOLD_TW vec_dwl_fold_f64
+#define SC__K_DWD vec_dense_dwd_f64 /* small dense layers: dW in dot form, not lane form */
+#define SC__DWD_DENSE 1
 #else
 #define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
+#define SC__DWD_DENSE 0
 #endif
 #define SC__K_ACTB SC__TN(sc__act_bwd)
 #if SC__F32 && defined(SC__VEC_CONV)
@@ -2765,7 +2768,9 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
             /* the first dW write of this slice for this layer stores instead of adding
              * (every tile writes every accumulator; with pairs the first write is the
              * second tile's, or the first's when the slice has one tile) */
-#ifdef SC__K_DWL2
+#if defined(SC__K_DWD)
+            SC__K_DWD(gs + P->poff, cur, xin, P->out, P->in);
+#elif defined(SC__K_DWL2)
             int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
             /* tiles in pairs: the first one's dz is held (its input stays in the a_off
              * buffers, x_off for layer 0), the second's pass does both (the same FMAs on
@@ -2855,7 +2860,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
-      if (P->dwl_off != SIZE_MAX) SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
+      if (P->dwl_off != SIZE_MAX && !(SC__DWD_DENSE && P->spec.kind == SC_LAYER_DENSE))
+        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;
       SC__T *gb = gs + P->poff + nw;
@@ -3410,6 +3416,8 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_DWL
 #undef SC__K_DWL_FOLD
 #undef SC__K_FOLD_TW
+#undef SC__K_DWD
+#undef SC__DWD_DENSE
 #undef SC__K_DWL2
 #undef SC__K_DX_ACT
 #undef SC__DX_ACT_OK
