@@ -14,30 +14,6 @@
 
 #if SC__TW % 8 != 0
 #error "vec_dwl_fold_f64 needs a tile width that is a multiple of 8"
-/* dW of a small dense layer in dot form: gW[o*I + i] += the sum over the tile's SC__TW
- * samples of dz[o][t] x[i][t], as two 4-wide partial sums (lanes t mod 8 < 4 and >= 4,
- * samples in order), added as ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) +
- * (s0[3] + s1[3])). On the double paths it replaces the lane form, whose read-modify-write
- * of O x I x SC__TW accumulators per tile (and their fold per slice) was the largest cost
- * of a small double valgrad; for float the lane form stays (twice the lanes per vector). */
-static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
-                                     const double *restrict x, size_t O, size_t I) {
-  for (size_t o = 0; o < O; o++) {
-    const double *d = dz + o * SC__TW;
-    for (size_t i = 0; i < I; i++) {
-      const double *xi = x + i * SC__TW;
-      sc_v4d s0 = *(const sc_v4d *)(const void *)d * *(const sc_v4d *)(const void *)xi;
-      sc_v4d s1 = *(const sc_v4d *)(const void *)(d + 4) * *(const sc_v4d *)(const void *)(xi + 4);
-      for (int t = 8; t < SC__TW; t += 8) {
-        s0 += *(const sc_v4d *)(const void *)(d + t) * *(const sc_v4d *)(const void *)(xi + t);
-        s1 += *(const sc_v4d *)(const void *)(d + t + 4) *
-              *(const sc_v4d *)(const void *)(xi + t + 4);
-      }
-      gW[o * I + i] += ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) + (s0[3] + s1[3]));
-    }
-  }
-}
-
 #endif
 
 typedef double sc_v4d __attribute__((vector_size(32), aligned(8), may_alias));

@@ -1,5 +1,7 @@
 /* tests/test_isa.c — every ISA kernel path against the portable scalar reference, in
- * float: forward outputs, valgrad loss / g / gx (all three losses) and pullback g / gx.
+ * float: forward outputs, valgrad loss / g / gx (all three losses) and pullback g / gx;
+ * and in double (test_double_paths: the double kernels of the ISA files, vec_f64.h's dW in
+ * dot form and lane fold among them), with a double-sized tolerance.
  *
  * Sizes 1, 3, 7, 16, 17, 33, 100 are used as input sizes and layer widths, and as batch
  * sizes (plus 257, which spans 5 slices): none but 16 is a multiple of a vector width
@@ -354,12 +356,128 @@ static void test_isa_unavailable(void **state) {
   unsetenv("SC_ISA");
 }
 
+/* Double precision: the _f64 entry points of every path against the scalar one. The ISA
+ * files compile the portable double kernels with their flags and take two from
+ * kernels/vec_f64.h (the lane fold of the bias gradients and the dW of small dense layers
+ * in dot form, a different summation order from the scalar lane form), so the results
+ * agree to rounding: |v - r| <= 1e-12 max(|r|, 0.1 max_k |r_k|) (about 4500 double ulps;
+ * the largest difference measured is printed). Nets: the BNN's 1 -> 32 relu -> 1, a small
+ * three-layer net with every activation (dot-form dW), and a 100 -> 100 layer (10,000
+ * weights: the transposed dW form); batches 1, 7, 33, 100, 257; the three losses. */
+#define ISA_RTOL64 1e-12
+static void compare64(const char *what, const char *ctx, const double *v, const double *r, size_t n,
+                      double *worst) {
+  double scale = 0;
+  for (size_t k = 0; k < n; k++) scale = fmax(scale, fabs(r[k]));
+  for (size_t k = 0; k < n; k++) {
+    double den = fmax(fabs(r[k]), ISA_FLOOR * scale), d = fabs(v[k] - r[k]);
+    double rel = den > 0 ? d / den : d;
+    if (!(rel <= ISA_RTOL64))
+      fail_msg("%s %s[%zu]: %.17g, scalar %.17g (rel %.3g > %g)", ctx, what, k, v[k], r[k], rel,
+               ISA_RTOL64);
+    if (rel > *worst) *worst = rel;
+  }
+}
+
+typedef struct results64 {
+  double *y, *g, *gx, *pg, *pgx, loss;
+  size_t ny, np, nx;
+} results64;
+
+static void run_path64(const char *isa, const netdef *n, sc_loss loss, size_t batch, uint64_t seed,
+                       results64 *r) {
+  sc_chain *c = mk_chain(isa, n);
+  size_t out = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &r->np));
+  SC_OK_OR_FAIL(sc_chain_output_size(c, &out));
+  r->ny = batch * out;
+  r->nx = batch * n->in;
+  double *p = malloc(r->np * sizeof *p), *x = malloc(r->nx * sizeof *x);
+  double *t = malloc(r->ny * sizeof *t), *dy = malloc(r->ny * sizeof *dy);
+  int32_t *lab = malloc(batch * sizeof *lab);
+  r->y = malloc(r->ny * sizeof *r->y);
+  r->g = malloc(r->np * sizeof *r->g);
+  r->pg = malloc(r->np * sizeof *r->pg);
+  r->gx = malloc(r->nx * sizeof *r->gx);
+  r->pgx = malloc(r->nx * sizeof *r->pgx);
+  assert_true(p && x && t && dy && lab && r->y && r->g && r->pg && r->gx && r->pgx);
+  tu_fill_f64(p, r->np, seed, 0.8);
+  tu_fill_f64(x, r->nx, seed + 11, 2.0);
+  tu_fill_f64(t, r->ny, seed + 12, 1.0);
+  tu_fill_f64(dy, r->ny, seed + 13, 1.0);
+  for (size_t b = 0; b < batch; b++) lab[b] = (int32_t)((b * 5 + seed) % (out < 2 ? 2 : out));
+  const void *target = loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t;
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, batch));
+  SC_OK_OR_FAIL(sc_forward_f64(c, p, x, batch, r->y, ws));
+  SC_OK_OR_FAIL(sc_valgrad_f64(c, loss, p, x, target, batch, &r->loss, r->g, r->gx, ws));
+  tu_fill_f64(r->pg, r->np, seed + 14, 1.0);
+  SC_OK_OR_FAIL(sc_pullback_f64(c, p, x, dy, batch, r->pg, r->pgx, ws));
+  sc_workspace_destroy(ws);
+  sc_chain_destroy(c);
+  free(p), free(x), free(t), free(dy), free(lab);
+}
+
+static void results64_free(results64 *r) {
+  free(r->y), free(r->g), free(r->gx), free(r->pg), free(r->pgx);
+}
+
+static void test_double_paths(void **state) {
+  (void)state;
+  static const size_t BATCHES[5] = {1, 7, 33, 100, 257};
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  double worst = 0;
+  size_t runs = 0;
+  for (int net = 0; net < 8; net++) {
+    netdef n;
+    if (net == 0) {
+      n = net_of(1, 2);
+      n.L[0] = sc_dense(32, SC_RELU);
+      n.L[1] = sc_dense(1, SC_IDENTITY);
+    } else if (net == 7) {
+      n = net_of(100, 2);
+      n.L[0] = sc_dense(100, SC_TANH);
+      n.L[1] = sc_dense(3, SC_IDENTITY);
+    } else {
+      n = net_of(17, 3);
+      n.L[0] = sc_dense(33, ACTS[net - 1]);
+      n.L[1] = net % 2 ? sc_dense(16, ACTS[net % 6]) : sc_dense_nobias(16, ACTS[net % 6]);
+      n.L[2] = sc_dense(3, SC_IDENTITY);
+    }
+    for (int b = 0; b < 5; b++) {
+      sc_loss loss = (sc_loss)(SC_LOSS_SQUARED + (net + b) % (net == 0 ? 2 : 3)); /* 1 output */
+      results64 ref;
+      run_path64("scalar", &n, loss, BATCHES[b], 500 + 10 * (uint64_t)net + (uint64_t)b, &ref);
+      for (int i = 1; i < nisa; i++) {
+        results64 got;
+        run_path64(isas[i], &n, loss, BATCHES[b], 500 + 10 * (uint64_t)net + (uint64_t)b, &got);
+        char ctx[128];
+        snprintf(ctx, sizeof ctx, "double isa=%s net=%d batch=%zu loss=%d", isas[i], net,
+                 BATCHES[b], (int)loss);
+        compare64("forward y", ctx, got.y, ref.y, ref.ny, &worst);
+        compare64("valgrad loss", ctx, &got.loss, &ref.loss, 1, &worst);
+        compare64("valgrad g", ctx, got.g, ref.g, ref.np, &worst);
+        compare64("valgrad gx", ctx, got.gx, ref.gx, ref.nx, &worst);
+        compare64("pullback g", ctx, got.pg, ref.pg, ref.np, &worst);
+        compare64("pullback gx", ctx, got.pgx, ref.pgx, ref.nx, &worst);
+        results64_free(&got);
+        runs++;
+      }
+      results64_free(&ref);
+    }
+  }
+  print_message("  double: %zu path runs compared with scalar, worst relative difference %.3g\n",
+                runs, worst);
+  unsetenv("SC_ISA");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes_grid),      cmocka_unit_test(test_acts_batches),
       cmocka_unit_test(test_isa_names),       cmocka_unit_test(test_isa_bogus),
       cmocka_unit_test(test_isa_unavailable), cmocka_unit_test(test_xsmm_layers),
-      cmocka_unit_test(test_few_columns),
+      cmocka_unit_test(test_few_columns),     cmocka_unit_test(test_double_paths),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
