@@ -1229,28 +1229,30 @@ sc_status sc_mcmc_write_csv(const char *path, const double *draws, size_t chains
                             i, names[i]);
     }
   size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
+  char *tmp = malloc(plen + 48);
   if (!tmp) return sc_set_error(SC_ERR_NOMEM, fn, "out of memory");
+  /* a name no other writer uses: the process id (where there is one), a counter and a
+   * clock reading; created exclusively ("wx"), so the umask applies as to any new file */
+  static unsigned long counter;
   FILE *f = NULL;
+  int e = 0;
+  for (int attempt = 0; attempt < 100 && !f; attempt++) {
+    unsigned long k = counter++; /* a race here only costs a retry: "wx" is exclusive */
 #if SC__NUTS_POSIX_IO
-  snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd >= 0) {
-    f = fdopen(fd, "w");
-    if (!f) close(fd);
-  }
+    unsigned long id = (unsigned long)getpid();
 #else
-  snprintf(tmp, plen + 16, "%s.tmp", path);
-  f = fopen(tmp, "w");
+    unsigned long id = (unsigned long)(uintptr_t)&k;
 #endif
+    snprintf(tmp, plen + 48, "%s.tmp-%lx-%lx-%lx", path, id, k, (unsigned long)clock());
+    errno = 0;
+    f = fopen(tmp, "wx");
+    e = errno;
+    if (!f && e != EEXIST) break;
+  }
   if (!f) {
-    int e = errno;
-    sc_status st =
-        sc_set_error(e == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, fn,
-                     "cannot create a temporary file beside '%s': %s", path, strerror(e));
-#if SC__NUTS_POSIX_IO
-    if (fd >= 0) remove(tmp);
-#endif
+    sc_status st = sc_set_error(e == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, fn,
+                                "cannot create a temporary file beside '%s': %s", path,
+                                e ? strerror(e) : "no unused name");
     free(tmp);
     return st;
   }
@@ -1264,7 +1266,7 @@ sc_status sc_mcmc_write_csv(const char *path, const double *draws, size_t chains
   for (size_t c = 0; ok && c < chains; c++)
     for (size_t d = 0; ok && d < ndraws; d++)
       ok = csv_row(f, c, d, draws + (c * ndraws + d) * n, n, stats ? &stats[c * ndraws + d] : NULL);
-  int e = ok ? 0 : errno;
+  e = ok ? 0 : errno;
   if (ok && fflush(f) != 0) {
     ok = 0;
     e = errno;

@@ -169,7 +169,8 @@ sc_status sc_nuts_sample(sc_logdensity_fn fn, void *user, size_t n, const sc_nut
  * (ties get their average rank). ESS uses Geyer's initial monotone sequence on the
  * combined autocorrelations, with the antithetic correction, capped at S log10(S).
  * Quantiles are R's type 7. A quantity that is constant, or not finite somewhere, gets
- * NaN R-hat and ESS values. ndraws must be >= 4. */
+ * NaN R-hat and ESS values (and a non-finite one NaN for everything). ndraws must be >= 4;
+ * the ESS values need ndraws >= 8 (split halves of at least 4 draws) and are NaN below. */
 typedef struct sc_mcmc_summary {
   double mean, sd, mcse_mean;
   double q5, q50, q95;

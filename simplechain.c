@@ -2018,7 +2018,7 @@ done:
 #ifndef SC__OB
 #define SC__OB 4 /* output rows per register block; ISA files may raise it */
 #endif
-#define SC__IC 16   /* columns of the dW block */
+#define SC__IC 16 /* columns of the dW block */
 #ifndef SC__CW
 /* samples per column chunk of the portable dense forward and dx: their OB x CW accumulators
  * stay in registers (OB x TW of them spilled: double on AVX2 needs 32 ymm for 4 x 32).

@@ -15,9 +15,12 @@
 int main(int argc, char **argv) {
   long hidden = 32, points = 100, calls = 50000;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--hidden")) hidden = atol(argv[i + 1]);
-    else if (!strcmp(argv[i], "--points")) points = atol(argv[i + 1]);
-    else if (!strcmp(argv[i], "--calls")) calls = atol(argv[i + 1]);
+    if (!strcmp(argv[i], "--hidden"))
+      hidden = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--points"))
+      points = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--calls"))
+      calls = atol(argv[i + 1]);
   }
   if (hidden < 1 || hidden > 4096 || points < 1 || points > 1000000 || calls < 1) {
     fprintf(stderr, "usage: bnn_grad [--hidden H] [--points N] [--calls N]\n");
@@ -36,11 +39,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   double ns[7];
-  BENCH_7RUNS(ns, calls, for (long k = 0; k < calls; k++) {
-    v[0] += 1e-12;
-    bnn_logdensity(&m, 0, v, m.n, &lp, g);
-    sink += lp;
-  });
+  BENCH_7RUNS(
+      ns, calls, for (long k = 0; k < calls; k++) {
+        v[0] += 1e-12;
+        bnn_logdensity(&m, 0, v, m.n, &lp, g);
+        sink += lp;
+      });
   printf("RESULT engine=simplechain bench=bnn_grad hidden=%ld points=%ld dtype=float64 "
          "kernels=%s logp=%.12g grad_ns=%.1f min_ns=%.1f max_ns=%.1f%s\n",
          hidden, points, sc_chain_isa(m.chain), lp0, ns[3], ns[0], ns[6], sink == sink ? "" : " ?");

@@ -109,6 +109,10 @@ static int write_svg(const char *path, const bnn_model *m, const double *gx, dou
           "<text x=\"%.0f\" y=\"%.0f\" fill=\"#3182bd\">90%% band of f(x)</text>\n"
           "<text x=\"%.0f\" y=\"%.0f\" fill=\"#d62728\">data</text>\n",
           L + 10, T + 16, L + 10, T + 32, L + 10, T + 48);
+  fprintf(f,
+          "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">x</text>\n"
+          "<text x=\"14\" y=\"%.1f\">y</text>\n",
+          (L + W - R) / 2, H - 6, (T + H - B) / 2);
 #undef PX
 #undef PY
   int ok = fprintf(f, "</svg>\n") > 0;
@@ -168,17 +172,7 @@ int main(int argc, char **argv) {
     }
     i++;
   }
-  /* refuse unwritable output paths before sampling, not after */
-  const char *outs[2] = {svg, cli.csv};
-  for (int k = 0; k < 2; k++) {
-    if (!outs[k]) continue;
-    FILE *t = fopen(outs[k], "a");
-    if (!t) {
-      fprintf(stderr, "bnn: cannot write '%s': %s\n", outs[k], strerror(errno));
-      return 2;
-    }
-    fclose(t);
-  }
+  if (!nuts_cli_writable("bnn", svg) || !nuts_cli_writable("bnn", cli.csv)) return 2;
   size_t C = cli.chains, D = cli.draws, S = C * D;
   bnn_model m;
   sc_status st = bnn_create(&m, hidden, points, dseed, C);
