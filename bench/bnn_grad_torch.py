@@ -13,10 +13,11 @@ Times, in ns per call (median of repetitions of the mean over many calls):
 grad_ns is the faster of the two."""
 import argparse
 import math
-import time
 
 import torch
 import torch.nn as nn
+
+from twin_timing import timeit
 
 MASK = (1 << 64) - 1
 
@@ -43,23 +44,6 @@ def bnn_data(n, seed):
         xs.append(x)
         ys.append(math.sin(1.5 * x) + 0.2 * x + 0.15 * noise)
     return xs, ys
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
-
-
-def timeit(fn, calls, reps):
-    for _ in range(max(calls // 10, 10)):
-        fn()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - t0) / calls * 1e9)
-    return median(out)
 
 
 def main():

@@ -9,27 +9,11 @@ one state, float64, one thread. Times, in ns per call (median of repetitions):
 Prints a RESULT line in bench/ode_rhs.c's format (vjp_ns = the faster of the two VJP
 variants; both are printed)."""
 import argparse
-import time
 
 import torch
 import torch.nn as nn
 
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
-
-
-def timeit(fn, calls, reps):
-    for _ in range(max(calls // 10, 10)):
-        fn()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - t0) / calls * 1e9)
-    return median(out)
+from twin_timing import timeit
 
 
 def main():

@@ -132,46 +132,29 @@ static void usage(FILE *f) {
          "  --help         this text\n");
 }
 
+typedef struct bnn_flags {
+  size_t hidden, points, dseed;
+  const char *svg;
+} bnn_flags;
+
+static int bnn_option(void *user, const char *a, const char *v) {
+  bnn_flags *f = user;
+  if (!strcmp(a, "--hidden"))
+    return nuts_cli_size(v, &f->hidden) && f->hidden >= 1 && f->hidden <= 4096 ? 1 : -1;
+  if (!strcmp(a, "--points"))
+    return nuts_cli_size(v, &f->points) && f->points >= 1 && f->points <= 1000000 ? 1 : -1;
+  if (!strcmp(a, "--data-seed")) return nuts_cli_size(v, &f->dseed) ? 1 : -1;
+  if (!strcmp(a, "--out")) return (f->svg = v)[0] ? 1 : -1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   nuts_cli cli = {"bnn", 4, 1000, 1000, (size_t)-1, 1, 2, 0, NULL};
-  size_t hidden = 32, points = 100, dseed = 2454;
-  const char *svg = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(a, "--quiet")) {
-      cli.quiet = 1;
-      continue;
-    }
-    if (!v) {
-      fprintf(stderr, "bnn: %s needs a value (see --help)\n", a);
-      return 2;
-    }
-    int r = nuts_cli_option(&cli, a, v), ok = 1;
-    if (r < 0) return 2;
-    if (r == 0) {
-      if (!strcmp(a, "--hidden"))
-        ok = nuts_cli_size(v, &hidden) && hidden >= 1 && hidden <= 4096;
-      else if (!strcmp(a, "--points"))
-        ok = nuts_cli_size(v, &points) && points >= 1 && points <= 1000000;
-      else if (!strcmp(a, "--data-seed"))
-        ok = nuts_cli_size(v, &dseed);
-      else if (!strcmp(a, "--out"))
-        ok = (svg = v)[0] != 0;
-      else {
-        fprintf(stderr, "bnn: unknown option '%s' (see --help)\n", a);
-        return 2;
-      }
-    }
-    if (!ok) {
-      fprintf(stderr, "bnn: bad value '%s' for %s (see --help)\n", v, a);
-      return 2;
-    }
-    i++;
-  }
+  bnn_flags fl = {32, 100, 2454, NULL};
+  int code = nuts_cli_parse(&cli, argc, argv, usage, bnn_option, &fl);
+  if (code >= 0) return code;
+  size_t hidden = fl.hidden, points = fl.points, dseed = fl.dseed;
+  const char *svg = fl.svg;
   if (!nuts_cli_writable("bnn", svg) || !nuts_cli_writable("bnn", cli.csv)) return 2;
   size_t C = cli.chains, D = cli.draws, S = C * D;
   bnn_model m;

@@ -72,6 +72,45 @@ static inline int nuts_cli_option(nuts_cli *c, const char *a, const char *v) {
   return 1;
 }
 
+/* The program's own options: 1 = taken (value used), 0 = unknown, -1 = bad value (the
+ * caller prints the message). */
+typedef int (*nuts_cli_extra_fn)(void *user, const char *opt, const char *val);
+
+/* Parses the command line: --help / -h (usage on stdout), --quiet, the sampler flags above
+ * and, through extra, the program's own options (all of which take a value). Returns -1 to
+ * go on, or the exit code (0 after --help, 2 after a bad option or value, with a message). */
+static inline int nuts_cli_parse(nuts_cli *c, int argc, char **argv, void (*usage)(FILE *),
+                                 nuts_cli_extra_fn extra, void *user) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--quiet")) {
+      c->quiet = 1;
+      continue;
+    }
+    if (!v) {
+      fprintf(stderr, "%s: %s needs a value (see --help)\n", c->prog, a);
+      return 2;
+    }
+    int r = nuts_cli_option(c, a, v);
+    if (r < 0) return 2;
+    if (r == 0) r = extra(user, a, v);
+    if (r == 0) {
+      fprintf(stderr, "%s: unknown option '%s' (see --help)\n", c->prog, a);
+      return 2;
+    }
+    if (r < 0) {
+      fprintf(stderr, "%s: bad value '%s' for %s (see --help)\n", c->prog, v, a);
+      return 2;
+    }
+    i++;
+  }
+  return -1;
+}
+
 static inline int nuts_cli_progress(void *user, size_t chain, size_t it, size_t total) {
   const nuts_cli *c = user;
   printf("chain %zu: iteration %6zu/%zu%s\n", chain + 1, it, total,

@@ -94,43 +94,26 @@ static void usage(FILE *f) {
              "  --help         this text\n");
 }
 
+typedef struct poisson_flags {
+  size_t groups, counts, dseed;
+} poisson_flags;
+
+static int poisson_option(void *user, const char *a, const char *v) {
+  poisson_flags *f = user;
+  if (!strcmp(a, "--groups"))
+    return nuts_cli_size(v, &f->groups) && f->groups >= 1 && f->groups <= 100000 ? 1 : -1;
+  if (!strcmp(a, "--counts"))
+    return nuts_cli_size(v, &f->counts) && f->counts >= 1 && f->counts <= 100000000 ? 1 : -1;
+  if (!strcmp(a, "--data-seed")) return nuts_cli_size(v, &f->dseed) ? 1 : -1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   nuts_cli cli = {"poisson", 4, 1000, 1000, (size_t)-1, 1, 2, 0, NULL};
-  size_t groups = 10, counts = 3000, dseed = 2265;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(a, "--quiet")) {
-      cli.quiet = 1;
-      continue;
-    }
-    if (!v) {
-      fprintf(stderr, "poisson: %s needs a value (see --help)\n", a);
-      return 2;
-    }
-    int r = nuts_cli_option(&cli, a, v), ok = 1;
-    if (r < 0) return 2;
-    if (r == 0) {
-      if (!strcmp(a, "--groups"))
-        ok = nuts_cli_size(v, &groups) && groups >= 1 && groups <= 100000;
-      else if (!strcmp(a, "--counts"))
-        ok = nuts_cli_size(v, &counts) && counts >= 1 && counts <= 100000000 / groups;
-      else if (!strcmp(a, "--data-seed"))
-        ok = nuts_cli_size(v, &dseed);
-      else {
-        fprintf(stderr, "poisson: unknown option '%s' (see --help)\n", a);
-        return 2;
-      }
-    }
-    if (!ok) {
-      fprintf(stderr, "poisson: bad value '%s' for %s (see --help)\n", v, a);
-      return 2;
-    }
-    i++;
-  }
+  poisson_flags fl = {10, 3000, 2265};
+  int code = nuts_cli_parse(&cli, argc, argv, usage, poisson_option, &fl);
+  if (code >= 0) return code;
+  size_t groups = fl.groups, counts = fl.counts, dseed = fl.dseed;
   if (counts > 100000000 / groups) {
     fprintf(stderr, "poisson: --groups x --counts must be at most 1e8\n");
     return 2;
