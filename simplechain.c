@@ -1926,6 +1926,15 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   if (st) return st;
   if ((st = sc__finite_check_f32(__func__, chain, "parameter", p, 1, chain->nparams))) return st;
 
+  const sc_dist *dist = opts->dist;
+  if (dist) {
+    if (dist->ranks < 1 || dist->ranks > 65536)
+      return SC__FAIL(SC_ERR_ARG, "dist->ranks = %d, must be in [1, 65536]", dist->ranks);
+    if (dist->rank < 0 || dist->rank >= dist->ranks)
+      return SC__FAIL(SC_ERR_ARG, "dist->rank = %d, must be in [0, %d)", dist->rank, dist->ranks);
+    if (!dist->allgather) return SC__FAIL(SC_ERR_NULL, "dist->allgather is NULL");
+  }
+
   size_t steps_per_epoch = (n + bs - 1) / bs;
   size_t total = sc__mul(steps_per_epoch, opts->epochs, &ok);
   if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "epochs x steps overflows size_t");
@@ -1938,6 +1947,13 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   size_t step = 0, epoch = 0;
   float *g = NULL;
   size_t *idx = NULL;
+  /* data-parallel: one record per slice, nparams floats then the slice's loss (a double) */
+  size_t rec_g = sc__roundup(sc__mul(chain->nparams, sizeof(float), &ok), sizeof(double), &ok);
+  size_t rec = sc__add(rec_g, sizeof(double), &ok);
+  unsigned char *xsend = NULL, *xrecv = NULL;
+  size_t *xcounts = NULL, *xdispls = NULL;
+  double slice_loss[SC__MAX_SLICES];
+  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "exchange record size overflows size_t");
   if ((st = sc_workspace_create(&ws, chain, bs)) != SC_OK) goto done;
   if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
   if ((st = sc_optimizer_create(&opt, &opts->optim, chain->nparams)) != SC_OK) goto done;
@@ -1947,6 +1963,20 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   if (!g || (shuffle && !idx)) {
     st = SC__FAIL(SC_ERR_NOMEM, "out of memory for the gradient or the sample index");
     goto done;
+  }
+  if (dist) {
+    size_t xb = sc__mul(rec, SC__MAX_SLICES, &ok);
+    if (ok) {
+      xsend = malloc(xb);
+      xrecv = malloc(xb);
+      xcounts = malloc((size_t)dist->ranks * sizeof *xcounts);
+      xdispls = malloc((size_t)dist->ranks * sizeof *xdispls);
+    }
+    if (!xsend || !xrecv || !xcounts || !xdispls) {
+      st = SC__FAIL(SC_ERR_NOMEM, "out of memory for the gradient exchange buffers (2 x %zu bytes)",
+                    xb);
+      goto done;
+    }
   }
   if (idx)
     for (size_t k = 0; k < n; k++) idx[k] = k;
@@ -1976,7 +2006,46 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
                  ? (const void *)((const int32_t *)tb + b0)
                  : (const void *)((const float *)tb + b0 * chain->out);
       }
-      sc__valgrad_run_f32(chain, loss, p, xb, ib, tb, nb, &lv, g, NULL, ws, 1);
+      if (!dist) {
+        sc__valgrad_run_f32(chain, loss, p, xb, ib, tb, nb, &lv, g, NULL, ws, 1);
+      } else { /* this rank's slices, then every slice from every rank, added in order */
+        size_t ns, lo, hi;
+        sc__valgrad_own_f32(chain, loss, p, xb, ib, tb, nb, ws, dist->rank, dist->ranks, &ns, &lo,
+                            &hi, slice_loss);
+        for (size_t q = lo; q < hi; q++) {
+          unsigned char *r = xsend + (q - lo) * rec;
+          memcpy(r, ws->slices + q * ws->slice_bytes + ws->tile_bytes,
+                 chain->nparams * sizeof(float));
+          memcpy(r + rec_g, &slice_loss[q], sizeof(double));
+        }
+        for (int r = 0; r < dist->ranks; r++) {
+          size_t rlo = (size_t)r * ns / (size_t)dist->ranks;
+          size_t rhi = ((size_t)r + 1) * ns / (size_t)dist->ranks;
+          xcounts[r] = (rhi - rlo) * rec;
+          xdispls[r] = rlo * rec;
+        }
+        int rc = dist->allgather(dist->ctx, xsend, xrecv, xcounts, xdispls);
+        if (rc != 0) {
+          st = SC__FAIL(SC_ERR_CALLBACK,
+                        "the gradient exchange (dist->allgather) returned %d at step %zu (rank %d "
+                        "of %d)",
+                        rc, step + 1, dist->rank, dist->ranks);
+          goto done;
+        }
+        double lsum = 0;
+        for (size_t q = 0; q < ns; q++) {
+          const unsigned char *r = xrecv + q * rec;
+          double sl;
+          memcpy(&sl, r + rec_g, sizeof sl);
+          lsum += sl;
+          const float *gq = (const float *)(const void *)r;
+          if (q == 0)
+            memcpy(g, gq, chain->nparams * sizeof(float));
+          else
+            for (size_t k = 0; k < chain->nparams; k++) g[k] += gq[k];
+        }
+        lv = lsum / (double)nb;
+      }
       if (!isfinite(lv)) {
         st = SC__FAIL(SC_ERR_NONFINITE,
                       "the loss became %s at step %zu (epoch %zu): learning rate too high?",
@@ -2006,6 +2075,10 @@ done:
   }
   free(idx);
   free(g);
+  free(xsend);
+  free(xrecv);
+  free(xcounts);
+  free(xdispls);
   sc_optimizer_destroy(opt);
   sc_workspace_destroy(ws);
   return st;
@@ -2563,6 +2636,9 @@ typedef struct SC__TN(sc__job) {
   uint64_t drop_seed, drop_step;
   double slice_loss[SC__MAX_SLICES];
   double slice_correct[SC__MAX_SLICES];
+  int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
+  size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
+  int dist_rank, dist_ranks;
 } SC__TN(sc__job);
 
 static inline size_t SC__TN(sc__row)(const SC__TN(sc__job) * J, size_t b) {
@@ -3197,10 +3273,11 @@ static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
   SC__TN(sc__job) *J = arg;
   (void)worker;
   if (nworkers <= 1) {
-    for (size_t s = 0; s < J->nslices; s++) J->kt->run_slice(J, s);
+    for (size_t s = J->slice_lo; s < J->slice_hi; s++) J->kt->run_slice(J, s);
     return;
   }
-  for (size_t s; (s = sc__pool_claim(J->ws->pool)) < J->nslices;) J->kt->run_slice(J, s);
+  for (size_t s; (s = J->slice_lo + sc__pool_claim(J->ws->pool)) < J->slice_hi;)
+    J->kt->run_slice(J, s);
 }
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
@@ -3209,7 +3286,14 @@ static void SC__TN(sc__execute)(SC__TN(sc__job) * J, SC__T *g, int accumulate, d
   J->nslices = sc__slices_for(J->c, J->batch);
   J->scale = (SC__T)(1.0 / (double)J->batch);
   J->kt = SC__F32 ? (const void *)J->c->kf : (const void *)J->c->kd;
-  sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
+  J->slice_lo = 0;
+  J->slice_hi = J->nslices;
+  if (J->own_slices) { /* data-parallel: this rank's contiguous run of slices */
+    J->slice_lo = (size_t)J->dist_rank * J->nslices / (size_t)J->dist_ranks;
+    J->slice_hi = ((size_t)J->dist_rank + 1) * J->nslices / (size_t)J->dist_ranks;
+  }
+  if (J->slice_hi > J->slice_lo) sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
+  if (J->own_slices) return; /* the caller exchanges the slices and reduces them */
   if (loss) {
     double l = 0;
     for (size_t s = 0; s < J->nslices; s++) l += J->slice_loss[s];
@@ -3273,6 +3357,34 @@ static void SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const S
   SC__TN(sc__execute)(&J, g, 0, lossv);
   if (train) ws->drop_step++;
 }
+
+#if SC__F32
+/* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
+ * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
+static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                    const SC__T *x, const size_t *idx, const void *target,
+                                    size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
+                                    size_t *lo, size_t *hi, double *slice_loss) {
+  SC__TN(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
+  J.loss = loss;
+  J.target = target;
+  J.idx = idx;
+  J.want_g = 1;
+  J.train = 1;
+  J.drop_seed = ws->drop_seed;
+  J.drop_step = ws->drop_step;
+  J.own_slices = 1;
+  J.dist_rank = rank;
+  J.dist_ranks = ranks;
+  SC__TN(sc__execute)(&J, NULL, 0, NULL);
+  *ns = J.nslices;
+  *lo = J.slice_lo;
+  *hi = J.slice_hi;
+  for (size_t s = J.slice_lo; s < J.slice_hi; s++) slice_loss[s] = J.slice_loss[s];
+  ws->drop_step++;
+}
+#endif
 
 static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain, sc_loss loss,
                                           const void *target, size_t batch) {

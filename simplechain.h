@@ -390,6 +390,30 @@ typedef struct sc_progress {
 /* Return non-zero to stop training (sc_train then returns SC_ERR_STOPPED). */
 typedef int (*sc_progress_fn)(const sc_progress *progress, void *user);
 
+/* Data-parallel training over several processes (sc_mpi.h binds it to MPI; anything that can
+ * gather bytes from every process works). Every process runs sc_train with the same chain,
+ * data (or at least the same sample count and the samples of its share), options and
+ * initial p. A minibatch is cut into slices exactly as in one process (their number depends
+ * on the batch size only); rank r computes the contiguous run of slices
+ * [r * S / ranks, (r + 1) * S / ranks) and reads only the samples of those slices. The
+ * slices' gradients and losses are then gathered on every rank and added in slice order, as
+ * one process adds them, and every rank takes the same optimizer step: after every step p
+ * is bitwise the same on every rank, and the same as sc_train in one process with the same
+ * seed and batch size, for any number of ranks and threads per rank. A rank with no slice
+ * (more ranks than slices) computes nothing and still takes part in the exchange.
+ * Exchanged per step: S records of nparams floats plus the slice's loss (8-byte aligned). */
+typedef struct sc_dist {
+  int rank;  /* this process, in [0, ranks) */
+  int ranks; /* processes taking part, >= 1 */
+  /* Gathers counts[r] bytes from every rank r into recv + displs[r] (rank order, contiguous);
+   * this rank's bytes are send. Called collectively, the same number of times with the same
+   * counts on every rank (MPI_Allgatherv on bytes). Return 0, or non-zero for an error
+   * (sc_train then returns SC_ERR_CALLBACK naming the step). */
+  int (*allgather)(void *ctx, const void *send, void *recv, const size_t *counts,
+                   const size_t *displs);
+  void *ctx;
+} sc_dist;
+
 typedef struct sc_train_opts {
   sc_optim optim;        /* default: sc_adam(1e-3) */
   size_t epochs;         /* default 1 */
@@ -400,6 +424,7 @@ typedef struct sc_train_opts {
   size_t progress_every; /* call progress every this many steps (0: never) */
   sc_progress_fn progress;
   void *user;
+  const sc_dist *dist; /* NULL (default): this process alone; see sc_dist */
 } sc_train_opts;
 
 sc_train_opts sc_train_defaults(void);
