@@ -67,6 +67,15 @@ NODE_LIBS := -lsundials_cvodes -lsundials_nvecserial -lsundials_sunmatrixdense -
 ifeq ($(SC_NODE),1)
   EXAMPLES += $(BUILD)/neural_ode
 endif
+# OpenMPI (openmpi-bin, libopenmpi-dev): the MPI binding sc_mpi.c (its own library, so the
+# core stays MPI-free) and examples/train_mpi; SC_MPI=0/1 overrides the detection
+MPICC ?= mpicc
+ifndef SC_MPI
+  SC_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1,0)
+endif
+ifeq ($(SC_MPI),1)
+  EXAMPLES += $(BUILD)/train_mpi
+endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
@@ -103,9 +112,19 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h examples/nuts_cli.h examples/bnn_model.h
+$(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h examples/nuts_cli.h examples/bnn_model.h examples/toy_data.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/sc_mpi.o: sc_mpi.c sc_mpi.h simplechain.h
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+$(BUILD)/libsimplechain_mpi.a: $(BUILD)/sc_mpi.o
+	@rm -f $@
+	$(AR) rcs $@ $^
+$(BUILD)/train_mpi: examples/train_mpi.c examples/toy_data.h $(BUILD)/libsimplechain_mpi.a $(LIB) sc_mpi.h simplechain.h
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) -I. $< $(BUILD)/libsimplechain_mpi.a $(LIB) -o $@ $(LDLIBS)
 
 $(BUILD)/neural_ode: examples/neural_ode.c $(LIB) simplechain.h
 	@mkdir -p $(@D)
