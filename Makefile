@@ -79,7 +79,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: bench-mpi bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
 
 help:
@@ -194,7 +194,7 @@ $(BUILD)/bench/peak_main.o: bench/peak.c
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/peak: $(BUILD)/bench/peak_main.o $(BUILD)/bench/peak_avx512.o $(BUILD)/bench/peak_avx2.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-bench-bins: $(BUILD)/toy2x2 $(BUILD)/lenet5 $(BENCH_BINS)  # only what the benchmarks run
+bench-bins: $(BUILD)/toy2x2 $(BUILD)/lenet5 $(BENCH_BINS) $(if $(filter 1,$(SC_MPI)),$(BUILD)/train_mpi)  # only what the benchmarks run
 
 # One invocation, everything side by side (bench/bench_all.sh; knobs: STEPS, REPS, ...)
 bench: bench-bins
@@ -214,6 +214,9 @@ bench-lenet: $(BUILD)/lenet5 $(PEAK_BIN)
 bench-ode: $(BUILD)/ode_rhs
 	@bash scripts/install-deps.sh bench
 	SECTIONS=ode bash bench/bench_all.sh
+bench-mpi: $(BUILD)/train_mpi
+	@bash scripts/install-deps.sh bench
+	SECTIONS=mpi bash bench/bench_all.sh
 bench-bayes: $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn
 	@bash scripts/install-deps.sh bench
 	SECTIONS="bnn poisson" bash bench/bench_all.sh

@@ -19,6 +19,8 @@
 #               context; then one NUTS run of build/bnn (4 chains x 1000 draws after 1000)
 #   poisson     build/poisson (the 10-group Poisson model): 4 chains x (1000 + 1000)
 #               iterations on 2 threads, seconds and bulk ESS per second, POISSON_RUNS runs
+#   mpi         LeNet5 on Fashion-MNIST over MPI (build/train_mpi): 1 rank x 2 threads vs 2 ranks x
+#               1 thread at batch 64 and 2048, s/epoch, exchange time and bytes per step
 #   isa         toy2x2 and the micro-benchmark at 1 thread with SC_ISA=avx512, avx2, scalar
 #   hyperfine   (c) the toy trainer as a whole process
 #   summary     the figures against the targets stated in the project's issues
@@ -30,7 +32,7 @@
 #
 # Environment (all optional):
 #   SECTIONS     which sections, in this order regardless
-#                (default "peak toy micro lenet ode bnn poisson isa hyperfine")
+#                (default "peak toy micro lenet ode bnn poisson mpi isa hyperfine")
 #   STEPS        ADAM steps per toy run (default 10000); REPS repetitions of the toy and
 #                LeNet5 runs (default 3)
 #   THREADS      thread counts for the toy (default "1 2"); SAMPLES (default 10000)
@@ -61,7 +63,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-SECTIONS=${SECTIONS:-"peak toy micro lenet ode bnn poisson isa hyperfine"}
+SECTIONS=${SECTIONS:-"peak toy micro lenet ode bnn poisson mpi isa hyperfine"}
 STEPS=${STEPS:-10000}
 REPS=${REPS:-3}
 THREADS=${THREADS:-"1 2"}
@@ -112,8 +114,8 @@ SUM="$TMPD/summary" # "section key... value" lines for the summary
 # private copies of the programs
 TOY_SRC="$BUILD/toy2x2" MICRO_SRC="$BUILD/micro_valgrad" PEAK_SRC="$BUILD/peak"
 LENET_SRC="$BUILD/lenet5" ODE_SRC="$BUILD/ode_rhs"
-BNNG_SRC="$BUILD/bnn_grad" BNN_SRC="$BUILD/bnn" POIS_SRC="$BUILD/poisson"
-TOY="" MICRO="" PEAK="" LENET="" ODE="" BNNG="" BNN="" POIS=""
+BNNG_SRC="$BUILD/bnn_grad" BNN_SRC="$BUILD/bnn" POIS_SRC="$BUILD/poisson" MPI_SRC="$BUILD/train_mpi"
+TOY="" MICRO="" PEAK="" LENET="" ODE="" BNNG="" BNN="" POIS="" TMPI=""
 # (toy2x2 goes to a folder of its own, handed to bench_toy.sh as its BUILD: every section
 # runs the same copy)
 mkdir -p "$TMPD/build"
@@ -125,6 +127,7 @@ mkdir -p "$TMPD/build"
 [ -x "$BNNG_SRC" ] && cp "$BNNG_SRC" "$TMPD/bnn_grad" && BNNG="$TMPD/bnn_grad"
 [ -x "$BNN_SRC" ] && cp "$BNN_SRC" "$TMPD/bnn" && BNN="$TMPD/bnn"
 [ -x "$POIS_SRC" ] && cp "$POIS_SRC" "$TMPD/poisson" && POIS="$TMPD/poisson"
+[ -x "$MPI_SRC" ] && cp "$MPI_SRC" "$TMPD/train_mpi" && TMPI="$TMPD/train_mpi"
 
 source bench/torch_env.sh
 
@@ -506,6 +509,33 @@ section_poisson() {
   sumput pois_z "$z"
 }
 
+# --- mpi ----------------------------------------------------------------------------------
+section_mpi() {
+  echo
+  echo "== data-parallel LeNet5 over MPI (build/train_mpi): 1 rank x 2 threads vs 2 ranks x 1 thread, one epoch"
+  echo "   (Fashion-MNIST from $FASHION_DIR, 60,000 images; s/epoch is the training loop alone, --quiet: no evaluation)"
+  [ -n "$TMPI" ] || { echo "  $MPI_SRC not built (OpenMPI not installed: 'bash scripts/install-deps.sh test')"; return; }
+  command -v mpirun >/dev/null 2>&1 || { echo "  mpirun not found"; return; }
+  [ -d "$FASHION_DIR" ] || { echo "  $FASHION_DIR missing ('make data')"; return; }
+  local b cfg np thr out line s ms by
+  printf '  %-6s %-18s %10s %14s %14s %10s\n' batch config s/epoch exchange_ms/step bytes/step params_fnv
+  for b in 64 2048; do
+    for cfg in "1 2" "2 1"; do
+      np=${cfg% *} thr=${cfg#* }
+      out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np "$np" \
+        "$TMPI" --data "$FASHION_DIR" --epochs 1 --batch "$b" --threads "$thr" --quiet 2>&1) || true
+      line=$(echo "$out" | grep '^RESULT' | tail -1)
+      if [ -z "$line" ]; then echo "  batch $b, $np x $thr FAILED:"; echo "$out" | tail -3 | sed 's/^/    /'; continue; fi
+      s=$(echo "$line" | field seconds) ms=$(echo "$line" | field exchange_ms_per_step) by=$(echo "$line" | field bytes_per_step)
+      printf '  %-6s %-18s %10s %14s %14s %10s\n' "$b" "$np rank(s) x $thr" "$s" "$ms" "$by" "$(echo "$line" | field params_fnv)"
+      sumput "mpi_${b}_${np}x${thr}" "$s"
+    done
+    awk -v a="$(sumget mpi_${b}_2x1)" -v c="$(sumget mpi_${b}_1x2)" -v b="$b" 'BEGIN {
+      if (a != "nan" && c != "nan") printf "  batch %s: 2 ranks x 1 thread / 1 rank x 2 threads = %.3f\n", b, a / c }'
+  done
+  echo "  (the same params_fnv in both configurations of a batch size: the results are bitwise equal)"
+}
+
 # --- isa ----------------------------------------------------------------------------------
 section_isa() {
   echo
@@ -630,6 +660,13 @@ section_summary() {
     row "poisson: R-hat < 1.01 for all 10 groups" "$(fmt "$(sumget pois_rhat)" "%.4f")" "$(verdict "$(sumget pois_rhat)" '<=' 1.01)"
     row "poisson: |z| < 4 for all 10 groups" "$(fmt "$(sumget pois_z)" "%.2f")" "$(verdict "$(sumget pois_z)" '<=' 4)"
   fi
+  if want mpi; then
+    local m64 m2k
+    m64=$(div "$(sumget mpi_64_2x1)" "$(sumget mpi_64_1x2)")
+    m2k=$(div "$(sumget mpi_2048_2x1)" "$(sumget mpi_2048_1x2)")
+    row "mpi lenet5 batch 2048: 2 ranks x 1 thr within 15 % of 1 x 2" "$(fmt "$m2k" "%.3f")" "$(verdict "$m2k" '<=' 1.15)"
+    row "mpi lenet5 batch 64: 2 ranks x 1 thr within 30 % of 1 x 2" "$(fmt "$m64" "%.3f")" "$(verdict "$m64" '<=' 1.30)"
+  fi
   want isa && row "AVX2 toy time within 2x of AVX-512 (1 thread)" "$(fmt "$avx" "%.2fx")" "$(verdict "$avx" '<=' 2)"
   local l0 l1
   l0=$(sumget load_start) l1=$(load1)
@@ -650,9 +687,10 @@ main() {
   if want ode; then section_ode || echo "  (section ode failed)"; fi
   if want bnn; then section_bnn || echo "  (section bnn failed)"; fi
   if want poisson; then section_poisson || echo "  (section poisson failed)"; fi
+  if want mpi; then section_mpi || echo "  (section mpi failed)"; fi
   if want isa; then section_isa || echo "  (section isa failed)"; fi
   if want hyperfine && [ -n "$TOY" ]; then section_hyperfine || echo "  (section hyperfine failed)"; fi
-  if want toy || want micro || want lenet || want ode || want bnn || want poisson || want isa; then section_summary || echo "  (summary failed)"; fi
+  if want toy || want micro || want lenet || want ode || want bnn || want poisson || want mpi || want isa; then section_summary || echo "  (summary failed)"; fi
   echo
   echo "saved: $LOG"
 }

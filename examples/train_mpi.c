@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
     if (!st && !err[0]) st = sc_idx_load_images(path[2], &xte, &nte, &r2, &c2, 1.0f / 255);
     if (!st && !err[0]) st = sc_idx_load_labels(path[3], &lte, &nl2, 10);
     if (!st && !err[0] && (r1 != 28 || c1 != 28 || r2 != 28 || c2 != 28 || nl1 != ntr || nl2 != nte))
-      snprintf(err, sizeof err, "%s: images must be 28x28 with one label each", dir);
+      snprintf(err, sizeof err, "%.200s: images must be 28x28 with one label each", dir);
     if (!st && !err[0] && limit && limit < ntr) ntr = limit;
   } else {
     sc_layer L[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
