@@ -522,7 +522,7 @@ section_mpi() {
   for b in 64 2048; do
     for cfg in "1 2" "2 1"; do
       np=${cfg% *} thr=${cfg#* }
-      out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np "$np" \
+      out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np "$np" \
         "$TMPI" --data "$FASHION_DIR" --epochs 1 --batch "$b" --threads "$thr" --quiet 2>&1) || true
       line=$(echo "$out" | grep '^RESULT' | tail -1)
       if [ -z "$line" ]; then echo "  batch $b, $np x $thr FAILED:"; echo "$out" | tail -3 | sed 's/^/    /'; continue; fi
