@@ -113,7 +113,8 @@ const char *sc_last_error(void);
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-sc_status sc_set_error(sc_status st, const char *fn, const char *fmt, ...);
+sc_status
+sc_set_error(sc_status st, const char *fn, const char *fmt, ...);
 
 /* ---------------------------------------------------------------- layers */
 typedef enum sc_act { SC_IDENTITY = 0, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU } sc_act;

@@ -12,11 +12,14 @@
  * params_fnv is FNV-1a (64 bit) over the bytes of p. --no-dist trains every rank alone
  * (sc_train without sc_dist), for comparison. In --data, "{rank}" is replaced by the rank, so
  * that each rank can read its own copy. A rank that cannot load its data makes every rank
- * exit with status 1, each naming the failing rank and the cause; nothing is saved. */
+ * exit with status 1, each naming the failing rank and the cause; nothing is saved. For the
+ * tests, --die-rank R --die-step N makes rank R kill itself (SIGKILL) at step N: mpirun then
+ * ends the job. */
 #include "sc_mpi.h"
 #include "toy_data.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +73,7 @@ static int find_file(const char *dir, const char *name, char *out, size_t cap) {
 
 typedef struct run {
   int rank, ranks, quiet, lenet;
+  size_t die_step; /* --die-step (tests): this rank kills itself at that step */
   size_t steps_per_epoch, epochs, ntrain, batch;
   const sc_chain *chain;
   const float *xt;
@@ -81,6 +85,7 @@ typedef struct run {
 
 static int on_progress(const sc_progress *pr, void *user) {
   run *r = user;
+  if (r->die_step && pr->step == r->die_step) raise(SIGKILL); /* a rank dying mid-training */
   if (r->rank != 0 || r->quiet) return 0;
   size_t in_epoch = (pr->step - 1) % r->steps_per_epoch + 1;
   if (in_epoch != r->steps_per_epoch) return 0;
@@ -105,6 +110,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   size_t epochs = 1, batch = 64, limit = 0, seed = 1, samples = 10000, steps = 1000, thr = 1;
+  size_t die_rank = 0, die_step = 0;
   double lr = 1e-3;
   int quiet = 0, nodist = 0, lenet = 1;
   const char *data_arg = NULL, *save = NULL;
@@ -128,19 +134,32 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--model")) {
       ok = !strcmp(v, "lenet5") || !strcmp(v, "toy");
       lenet = !strcmp(v, "lenet5");
-    } else if (!strcmp(a, "--epochs")) ok = parse_size(v, &epochs) && epochs > 0;
-    else if (!strcmp(a, "--batch")) ok = parse_size(v, &batch) && batch > 0;
-    else if (!strcmp(a, "--limit")) ok = parse_size(v, &limit) && limit > 0;
-    else if (!strcmp(a, "--seed")) ok = parse_size(v, &seed);
-    else if (!strcmp(a, "--samples")) ok = parse_size(v, &samples) && samples > 0 && samples < (1u << 28);
-    else if (!strcmp(a, "--steps")) ok = parse_size(v, &steps) && steps > 0;
-    else if (!strcmp(a, "--threads")) ok = parse_size(v, &thr) && thr >= 1 && thr <= 256;
+    } else if (!strcmp(a, "--epochs"))
+      ok = parse_size(v, &epochs) && epochs > 0;
+    else if (!strcmp(a, "--batch"))
+      ok = parse_size(v, &batch) && batch > 0;
+    else if (!strcmp(a, "--limit"))
+      ok = parse_size(v, &limit) && limit > 0;
+    else if (!strcmp(a, "--seed"))
+      ok = parse_size(v, &seed);
+    else if (!strcmp(a, "--samples"))
+      ok = parse_size(v, &samples) && samples > 0 && samples < (1u << 28);
+    else if (!strcmp(a, "--steps"))
+      ok = parse_size(v, &steps) && steps > 0;
+    else if (!strcmp(a, "--threads"))
+      ok = parse_size(v, &thr) && thr >= 1 && thr <= 256;
     else if (!strcmp(a, "--lr")) {
       char *end;
       lr = strtod(v, &end);
       ok = !*end && lr > 0 && lr < 1e3;
-    } else if (!strcmp(a, "--data")) data_arg = v;
-    else if (!strcmp(a, "--save")) save = v;
+    } else if (!strcmp(a, "--data"))
+      data_arg = v;
+    else if (!strcmp(a, "--die-rank"))
+      ok = parse_size(v, &die_rank); /* for the tests */
+    else if (!strcmp(a, "--die-step"))
+      ok = parse_size(v, &die_step) && die_step > 0;
+    else if (!strcmp(a, "--save"))
+      save = v;
     else {
       if (rank == 0) fprintf(stderr, "train_mpi: unknown option '%s' (see --help)\n", a);
       MPI_Finalize();
@@ -162,9 +181,14 @@ int main(int argc, char **argv) {
   size_t ntr = 0, nte = 0, np = 0;
   sc_status st = SC_OK;
   if (lenet) {
-    sc_layer L[] = {sc_conv2d(5, 5, 6, SC_RELU), sc_maxpool2d(2, 2),  sc_conv2d(5, 5, 16, SC_RELU),
-                    sc_maxpool2d(2, 2),          sc_flatten(),        sc_dense(120, SC_RELU),
-                    sc_dense(84, SC_RELU),       sc_dense(10, SC_IDENTITY)};
+    sc_layer L[] = {sc_conv2d(5, 5, 6, SC_RELU),
+                    sc_maxpool2d(2, 2),
+                    sc_conv2d(5, 5, 16, SC_RELU),
+                    sc_maxpool2d(2, 2),
+                    sc_flatten(),
+                    sc_dense(120, SC_RELU),
+                    sc_dense(84, SC_RELU),
+                    sc_dense(10, SC_IDENTITY)};
     st = sc_chain_create_image(&chain, 1, 28, 28, L, 8);
     char dir[2048] = "";
     if (!st) {
@@ -191,12 +215,14 @@ int main(int argc, char **argv) {
     size_t r1, c1, r2, c2, nl1, nl2;
     if (!st && !dir[0]) snprintf(err, sizeof err, "no MNIST-style data found (use --data DIR)");
     for (int k = 0; !st && !err[0] && k < 4; k++)
-      if (!find_file(dir, F[k], path[k], sizeof path[k])) snprintf(path[k], sizeof path[k], "%s/%s", dir, F[k]);
+      if (!find_file(dir, F[k], path[k], sizeof path[k]))
+        snprintf(path[k], sizeof path[k], "%s/%s", dir, F[k]);
     if (!st && !err[0]) st = sc_idx_load_images(path[0], &xtr, &ntr, &r1, &c1, 1.0f / 255);
     if (!st && !err[0]) st = sc_idx_load_labels(path[1], &ltr, &nl1, 10);
     if (!st && !err[0]) st = sc_idx_load_images(path[2], &xte, &nte, &r2, &c2, 1.0f / 255);
     if (!st && !err[0]) st = sc_idx_load_labels(path[3], &lte, &nl2, 10);
-    if (!st && !err[0] && (r1 != 28 || c1 != 28 || r2 != 28 || c2 != 28 || nl1 != ntr || nl2 != nte))
+    if (!st && !err[0] &&
+        (r1 != 28 || c1 != 28 || r2 != 28 || c2 != 28 || nl1 != ntr || nl2 != nte))
       snprintf(err, sizeof err, "%.200s: images must be 28x28 with one label each", dir);
     if (!st && !err[0] && limit && limit < ntr) ntr = limit;
   } else {
@@ -207,7 +233,8 @@ int main(int argc, char **argv) {
     ytoy = malloc(samples * 4 * sizeof *ytoy);
     xtoy_t = malloc(samples * 4 * sizeof *xtoy_t);
     ytoy_t = malloc(samples * 4 * sizeof *ytoy_t);
-    if (!xtr || !ytoy || !xtoy_t || !ytoy_t) snprintf(err, sizeof err, "out of memory");
+    if (!xtr || !ytoy || !xtoy_t || !ytoy_t)
+      snprintf(err, sizeof err, "out of memory");
     else {
       make_data(xtr, ytoy, samples, seed * 2 + 1);
       make_data(xtoy_t, ytoy_t, samples, seed * 2 + 2);
@@ -219,6 +246,18 @@ int main(int argc, char **argv) {
   if (!st && !err[0] && !(p = malloc(np * sizeof *p))) snprintf(err, sizeof err, "out of memory");
   if (!st && !err[0]) st = sc_params_init(chain, p, np, seed);
   if (st && !err[0]) snprintf(err, sizeof err, "%s: %s", sc_status_str(st), sc_last_error());
+  if (!err[0] && save && rank == 0) { /* refuse an unwritable --save before training */
+    FILE *t = fopen(save, "r");
+    int existed = t != NULL;
+    if (t) fclose(t);
+    t = fopen(save, "a");
+    if (!t)
+      snprintf(err, sizeof err, "cannot write '%.200s': %s", save, strerror(errno));
+    else {
+      fclose(t);
+      if (!existed) remove(save);
+    }
+  }
   /* every rank learns of every failure: no rank trains (or hangs) when one cannot */
   char *all = malloc((size_t)ranks * sizeof err);
   if (!all) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -246,7 +285,9 @@ int main(int argc, char **argv) {
   sc_dist dist;
   if ((st = sc_mpi_create(&mpi, MPI_COMM_WORLD, &dist))) goto fail;
   if (lenet && (st = sc_workspace_create(&ws_eval, chain, 1000))) goto fail;
-  run R = {rank, ranks, quiet, lenet, 0, epochs, ntr, batch, chain, xte, lte, nte, ws_eval, 0};
+  run R = {rank, ranks,  quiet, lenet,   (size_t)rank == die_rank ? die_step : 0,
+           0,    epochs, ntr,   batch,   chain,
+           xte,  lte,    nte,   ws_eval, 0};
   size_t bs = batch < ntr ? batch : ntr;
   R.steps_per_epoch = lenet ? (ntr + bs - 1) / bs : 1;
   sc_train_opts o = sc_train_defaults();

@@ -8,7 +8,10 @@
  *   - LeNet5 on small generated IDX files (256 training images, batch 96: 3 slices, so 4 ranks
  *     include one with nothing to compute): 1, 2 and 4 ranks the same;
  *   - a rank whose data directory is missing: the job exits non-zero, the output names the
- *     failing rank and the cause, and --save wrote nothing.
+ *     failing rank and the cause, and --save wrote nothing;
+ *   - a rank killed in the middle of training (--die-rank 1 --die-step 3: SIGKILL): the job
+ *     ends non-zero within the 120 s `timeout` around it (no rank hangs in the exchange),
+ *     and nothing is saved.
  * Skipped, with a message, where train_mpi was not built (no OpenMPI). In-process ranks
  * without MPI are tested by tests/test_dist.c. */
 #include "testutil.h"
@@ -61,9 +64,7 @@ static void test_toy_ranks(void **state) {
   char cmd[8192];
   snprintf(cmd, sizeof cmd, "'%s' %s --no-dist", bin, args);
   char *ref = fnv_of(cmd);
-  static const struct {
-    int np, threads;
-  } runs[4] = {{1, 1}, {2, 1}, {4, 1}, {2, 2}};
+  static const struct { int np, threads; } runs[4] = {{1, 1}, {2, 1}, {4, 1}, {2, 2}};
   for (int k = 0; k < 4; k++) {
     snprintf(cmd, sizeof cmd, "mpirun --oversubscribe -np %d '%s' %s --threads %d", runs[k].np, bin,
              args, runs[k].threads);
@@ -86,9 +87,11 @@ static void write_idx(const char *path, unsigned ndims, const uint32_t *dims, ui
   b[2] = 0x08;
   b[3] = (unsigned char)ndims;
   for (unsigned d = 0; d < ndims; d++)
-    for (int k = 0; k < 4; k++) b[4 + 4 * d + (unsigned)k] = (unsigned char)(dims[d] >> (24 - 8 * k));
+    for (int k = 0; k < 4; k++)
+      b[4 + 4 * d + (unsigned)k] = (unsigned char)(dims[d] >> (24 - 8 * k));
   for (size_t i = 0; i < n; i++)
-    b[4 + 4 * ndims + i] = (unsigned char)((uint64_t)(0.5 * (tu_unif(&seed) + 1) * 1e6) % (uint64_t)mod);
+    b[4 + 4 * ndims + i] =
+        (unsigned char)((uint64_t)(0.5 * (tu_unif(&seed) + 1) * 1e6) % (uint64_t)mod);
   tu_write_all(path, b, len);
   free(b);
 }
@@ -134,7 +137,8 @@ static void test_lenet_ranks_and_failure(void **state) {
              "mpirun --oversubscribe -np %d '%s' --data '%s' --epochs 2 --batch 96 --quiet", np,
              bin, dir);
     char *got = fnv_of(cmd);
-    if (!ref) ref = got;
+    if (!ref)
+      ref = got;
     else {
       if (strcmp(got, ref)) fail_msg("%s: params_fnv %s, 1 rank %s", cmd, got, ref);
       free(got);
@@ -154,6 +158,16 @@ static void test_lenet_ranks_and_failure(void **state) {
   if (rc == 0 || !strstr(out, "rank 1 failed") || !strstr(out, "cannot open"))
     fail_msg("a rank without data: exit %d, output:\n%s", rc, out);
   assert_int_not_equal(access(save, F_OK), 0); /* nothing saved */
+  free(out);
+  /* a rank killed at step 3 */
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 mpirun --oversubscribe -np 2 '%s' --data '%s' --batch 96 --epochs 3 "
+           "--save '%s' --die-rank 1 --die-step 3 --quiet",
+           bin, dir, save);
+  rc = tu_run(cmd, &out);
+  if (rc == 0 || rc == 124 || strstr(out, "unknown option") || !strstr(out, "signal 9"))
+    fail_msg("a killed rank: exit %d (124: the job hung), output:\n%s", rc, out);
+  assert_int_not_equal(access(save, F_OK), 0);
   free(out);
   remove_data_dir(dir0);
   remove_data_dir(dir);
