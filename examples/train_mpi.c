@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
     char path[4][4096];
     static const char *const F[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-    size_t r1, c1, r2, c2, nl1, nl2;
+    size_t r1 = 0, c1 = 0, r2 = 0, c2 = 0, nl1 = 0, nl2 = 0;
     if (!st && !dir[0]) snprintf(err, sizeof err, "no MNIST-style data found (use --data DIR)");
     for (int k = 0; !st && !err[0] && k < 4; k++)
       if (!find_file(dir, F[k], path[k], sizeof path[k]))
