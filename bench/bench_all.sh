@@ -526,7 +526,9 @@ section_mpi() {
         "$TMPI" --data "$FASHION_DIR" --epochs 1 --batch "$b" --threads "$thr" --quiet 2>&1) || true
       line=$(echo "$out" | grep '^RESULT' | tail -1)
       if [ -z "$line" ]; then echo "  batch $b, $np x $thr FAILED:"; echo "$out" | tail -3 | sed 's/^/    /'; continue; fi
-      s=$(echo "$line" | field seconds) ms=$(echo "$line" | field exchange_ms_per_step) by=$(echo "$line" | field bytes_per_step)
+      s=$(echo "$line" | field seconds)
+      ms=$(echo "$out" | sed -n 's/^exchange: \([^ ]*\) ms per step, \([^ ]*\) bytes.*/\1/p' | tail -1)
+      by=$(echo "$out" | sed -n 's/^exchange: \([^ ]*\) ms per step, \([^ ]*\) bytes.*/\2/p' | tail -1)
       printf '  %-6s %-18s %10s %14s %14s %10s\n' "$b" "$np rank(s) x $thr" "$s" "$ms" "$by" "$(echo "$line" | field params_fnv)"
       sumput "mpi_${b}_${np}x${thr}" "$s"
     done

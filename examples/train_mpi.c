@@ -8,7 +8,8 @@
  *
  * Rank 0 prints the progress (images/s over all ranks) and, last, the line
  *   RESULT bench=train_mpi model=M ranks=R threads=T steps=N seconds=S params_fnv=<16 hex>
- *          test_accuracy=A           (toy: test_mse=E) exchange_ms_per_step=X bytes_per_step=Y
+ *          test_accuracy=A           (toy: test_mse=E)
+ * after a line "exchange: X ms per step, Y bytes gathered per step, N steps".
  * params_fnv is FNV-1a (64 bit) over the bytes of p. --no-dist trains every rank alone
  * (sc_train without sc_dist), for comparison. In --data, "{rank}" is replaced by the rank, so
  * that each rank can read its own copy. A rank that cannot load its data makes every rank
@@ -49,6 +50,9 @@ static void usage(FILE *f) {
              "  --samples N    toy: training samples (default 10000)\n"
              "  --steps N      toy: full-batch steps (default 1000)\n"
              "  --save FILE    rank 0 writes the trained parameters (sc_params_save)\n"
+             "  --eval FILE    load parameters (sc_params_load) and evaluate them, no training\n"
+             "  --every N      toy: a progress line every N steps (default 100, 0 = none)\n"
+             "  --check        compare p across the ranks after every step (FNV-1a)\n"
              "  --no-dist      every rank trains alone (no exchange), for comparison\n"
              "  --quiet        only the RESULT line\n"
              "  --help         this text\n");
@@ -73,6 +77,9 @@ static int find_file(const char *dir, const char *name, char *out, size_t cap) {
 
 typedef struct run {
   int rank, ranks, quiet, lenet;
+  int check;    /* --check: compare p across the ranks after every step */
+  size_t every; /* toy: a progress line every this many steps */
+  size_t np;
   size_t die_step; /* --die-step (tests): this rank kills itself at that step */
   size_t steps_per_epoch, epochs, ntrain, batch;
   const sc_chain *chain;
@@ -86,6 +93,16 @@ typedef struct run {
 static int on_progress(const sc_progress *pr, void *user) {
   run *r = user;
   if (r->die_step && pr->step == r->die_step) raise(SIGKILL); /* a rank dying mid-training */
+  if (r->check) { /* every rank calls this at every step: a collective comparison is safe */
+    unsigned long long h = fnv1a(pr->p, r->np * sizeof *pr->p), lo, hi;
+    MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (lo != hi) {
+      fprintf(stderr, "train_mpi: rank %d: p differs between ranks after step %zu\n", r->rank,
+              pr->step);
+      return 1;
+    }
+  }
   if (r->rank != 0 || r->quiet) return 0;
   size_t in_epoch = (pr->step - 1) % r->steps_per_epoch + 1;
   if (in_epoch != r->steps_per_epoch) return 0;
@@ -97,7 +114,7 @@ static int on_progress(const sc_progress *pr, void *user) {
            "(all %d ranks)\n",
            pr->epoch + 1, r->epochs, pr->epoch_loss, 100 * acc, dt, (double)r->ntrain / dt,
            r->ranks);
-  } else if (pr->step % 100 == 0 || pr->step == pr->total_steps)
+  } else if ((r->every && pr->step % r->every == 0) || pr->step == pr->total_steps)
     printf("step %6zu/%zu  train MSE %.5f\n", pr->step, pr->total_steps, pr->loss / 4);
   fflush(stdout);
   r->t_epoch = MPI_Wtime();
@@ -110,7 +127,9 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   size_t epochs = 1, batch = 64, limit = 0, seed = 1, samples = 10000, steps = 1000, thr = 1;
-  size_t die_rank = 0, die_step = 0;
+  size_t die_rank = 0, die_step = 0, every = 100;
+  int check = 0;
+  const char *eval = NULL;
   double lr = 1e-3;
   int quiet = 0, nodist = 0, lenet = 1;
   const char *data_arg = NULL, *save = NULL;
@@ -122,8 +141,8 @@ int main(int argc, char **argv) {
       MPI_Finalize();
       return 0;
     }
-    if (!strcmp(a, "--quiet") || !strcmp(a, "--no-dist")) {
-      *(a[2] == 'q' ? &quiet : &nodist) = 1;
+    if (!strcmp(a, "--quiet") || !strcmp(a, "--no-dist") || !strcmp(a, "--check")) {
+      *(a[2] == 'q' ? &quiet : a[2] == 'n' ? &nodist : &check) = 1;
       continue;
     }
     if (!v) {
@@ -154,6 +173,10 @@ int main(int argc, char **argv) {
       ok = !*end && lr > 0 && lr < 1e3;
     } else if (!strcmp(a, "--data"))
       data_arg = v;
+    else if (!strcmp(a, "--every"))
+      ok = parse_size(v, &every);
+    else if (!strcmp(a, "--eval"))
+      eval = v;
     else if (!strcmp(a, "--die-rank"))
       ok = parse_size(v, &die_rank); /* for the tests */
     else if (!strcmp(a, "--die-step"))
@@ -285,9 +308,30 @@ int main(int argc, char **argv) {
   sc_dist dist;
   if ((st = sc_mpi_create(&mpi, MPI_COMM_WORLD, &dist))) goto fail;
   if (lenet && (st = sc_workspace_create(&ws_eval, chain, 1000))) goto fail;
-  run R = {rank, ranks,  quiet, lenet,   (size_t)rank == die_rank ? die_step : 0,
-           0,    epochs, ntr,   batch,   chain,
-           xte,  lte,    nte,   ws_eval, 0};
+  run R = {
+      rank,    ranks,  quiet, lenet, check, every, np,  (size_t)rank == die_rank ? die_step : 0,
+      0,       epochs, ntr,   batch, chain, xte,   lte, nte,
+      ws_eval, 0};
+  if (eval) { /* no training: every rank loads, rank 0 reports */
+    if ((st = sc_params_load(chain, p, np, eval))) goto fail;
+    if (rank == 0) {
+      double metric = 0;
+      if (lenet)
+        st = sc_evaluate(chain, p, xte, lte, nte, NULL, &metric, ws_eval);
+      else {
+        sc_workspace *wt = NULL;
+        float l = 0;
+        if (!(st = sc_workspace_create(&wt, chain, samples)))
+          st = sc_loss_value(chain, SC_LOSS_SQUARED, p, xtoy_t, ytoy_t, samples, &l, wt);
+        sc_workspace_destroy(wt);
+        metric = l / 4.0;
+      }
+      if (st) goto fail;
+      printf("%s: %s %.6f\n", eval, lenet ? "test accuracy" : "test MSE", metric);
+    }
+    rc = 0;
+    goto out;
+  }
   size_t bs = batch < ntr ? batch : ntr;
   R.steps_per_epoch = lenet ? (ntr + bs - 1) / bs : 1;
   sc_train_opts o = sc_train_defaults();
@@ -339,12 +383,13 @@ int main(int argc, char **argv) {
       if ((st = sc_params_save(chain, p, np, save))) goto fail;
       if (!quiet) printf("rank 0 saved %zu parameters to %s\n", np, save);
     }
-    printf("RESULT bench=train_mpi model=%s ranks=%d threads=%zu steps=%zu seconds=%.4f "
-           "params_fnv=%016llx %s=%.6f exchange_ms_per_step=%.4f bytes_per_step=%.0f\n",
-           lenet ? "lenet5" : "toy", nodist ? 1 : ranks, thr, rep.steps, seconds, h,
-           lenet ? "test_accuracy" : "test_mse", metric,
+    printf("exchange: %.4f ms per step, %.0f bytes gathered per step, %zu steps\n",
            xs.calls ? 1e3 * xs.seconds / (double)xs.calls : 0.0,
-           xs.calls ? xs.bytes / (double)xs.calls : 0.0);
+           xs.calls ? xs.bytes / (double)xs.calls : 0.0, xs.calls);
+    printf("RESULT bench=train_mpi model=%s ranks=%d threads=%zu steps=%zu seconds=%.4f "
+           "params_fnv=%016llx %s=%.6f\n",
+           lenet ? "lenet5" : "toy", nodist ? 1 : ranks, thr, rep.steps, seconds, h,
+           lenet ? "test_accuracy" : "test_mse", metric);
     fflush(stdout);
   }
   rc = 0;

@@ -4,7 +4,8 @@
  * variables, --oversubscribe for more ranks than cores) and compares the params_fnv of its
  * RESULT line (FNV-1a of the bytes of the trained p):
  *   - the toy: one process without sc_dist (--no-dist, i.e. plain sc_train), and 1, 2 and 4
- *     ranks with 1 thread and 2 ranks with 2 threads: all the same;
+ *     ranks with 1 thread and 2 ranks with 2 threads: all the same, and with --check p is
+ *     compared across the ranks after every step;
  *   - LeNet5 on small generated IDX files (256 training images, batch 96: 3 slices, so 4 ranks
  *     include one with nothing to compute): 1, 2 and 4 ranks the same;
  *   - a rank whose data directory is missing: the job exits non-zero, the output names the
@@ -60,7 +61,7 @@ static void test_toy_ranks(void **state) {
     skip();
   }
   setup_env();
-  const char *args = "--model toy --steps 200 --samples 1500 --quiet";
+  const char *args = "--model toy --steps 200 --samples 1500 --quiet --check";
   char cmd[8192];
   snprintf(cmd, sizeof cmd, "'%s' %s --no-dist", bin, args);
   char *ref = fnv_of(cmd);
