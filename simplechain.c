@@ -923,6 +923,11 @@ sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const 
   SC__CHECK_NULL(path);
   size_t plen = strlen(path);
   if (plen == 0) return SC__FAIL(SC_ERR_ARG, "path is empty");
+  /* a file sc_params_load would refuse is never written */
+  for (size_t k = 0; k < n; k++)
+    if (!isfinite(p[k]))
+      return SC__FAIL(SC_ERR_NONFINITE, "parameter p[%zu] is %s: not saved to '%s'", k,
+                      isnan(p[k]) ? "NaN" : "Inf", path);
   char *tmp = malloc(plen + 5);
   if (!tmp) return SC__FAIL(SC_ERR_NOMEM, "out of memory");
   memcpy(tmp, path, plen);

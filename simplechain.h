@@ -230,7 +230,8 @@ sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_
  * bias), so a file only loads into a chain of the same shape. Saving writes
  * "<path>.tmp" and renames it over path, so a crash never leaves a half-written file.
  * Loading checks every field and names the problem and the byte offset on failure;
- * it writes p only when the whole file is valid. */
+ * it writes p only when the whole file is valid. Saving refuses NaN or Inf parameters
+ * (SC_ERR_NONFINITE naming the element; nothing is written), since loading would. */
 sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path);
 sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path);
 

@@ -43,6 +43,39 @@ static void test_roundtrip(void **state) {
   sc_chain_destroy(c);
 }
 
+/* issue 12, defect 1: NaN or Inf parameters are refused at save time (the loader would refuse
+ * the file), naming the element, and nothing is written: an existing file stays as it was */
+static void test_save_nonfinite(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(4);
+  size_t n;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &n));
+  float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
+  SC_OK_OR_FAIL(sc_params_init(c, p, n, 5));
+  char path[512], tmp[600];
+  tu_tmp_path(path, sizeof path, "params", "nonfinite.scp");
+  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  for (int k = 0; k < 3; k++) {
+    float keep = p[n - 2];
+    p[n - 2] = bad[k];
+    SC_EXPECT(SC_ERR_NONFINITE, sc_params_save(c, p, n, path));
+    char want[64];
+    snprintf(want, sizeof want, "p[%zu]", n - 2);
+    if (!strstr(sc_last_error(), want))
+      fail_msg("message '%s' does not name %s", sc_last_error(), want);
+    p[n - 2] = keep;
+  }
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  assert_int_equal(access(tmp, F_OK), -1);
+  SC_OK_OR_FAIL(sc_params_load(c, q, n, path)); /* the first file, intact */
+  assert_memory_equal(p, q, n * sizeof *p);
+  remove(path);
+  free(p);
+  free(q);
+  sc_chain_destroy(c);
+}
+
 static void test_wrong_chain(void **state) {
   (void)state;
   sc_chain *a = make_chain(7), *b = make_chain(8);
@@ -179,10 +212,18 @@ static void test_bad_args(void **state) {
   SC_EXPECT(SC_ERR_SHAPE, sc_params_load(c, p, n - 1, path));
   SC_EXPECT(SC_ERR_IO, sc_params_load(c, p, n, "/nonexistent-dir-sc/x.scp"));
   assert_non_null(strstr(sc_last_error(), "/nonexistent-dir-sc/x.scp"));
-  /* a NaN parameter in the file is reported with its index */
-  p[2] = NAN;
+  /* a NaN parameter in a file (written by hand: sc_params_save refuses one) is reported with
+   * its index; the checksum (FNV-1a over the value bytes) is made to match */
   SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
-  p[2] = 0;
+  size_t len;
+  unsigned char *b = tu_read_all(path, &len);
+  const unsigned char qnan[4] = {0x00, 0x00, 0xc0, 0x7f};
+  memcpy(b + 32 + 4 * 2, qnan, 4);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t k = 32; k < 32 + 4 * n; k++) h = (h ^ b[k]) * 0x100000001b3ull;
+  for (int k = 0; k < 8; k++) b[32 + 4 * n + (size_t)k] = (unsigned char)(h >> (8 * k));
+  tu_write_all(path, b, len);
+  free(b);
   SC_EXPECT(SC_ERR_NONFINITE, sc_params_load(c, p, n, path));
   assert_non_null(strstr(sc_last_error(), "parameter 2"));
   remove(path);
@@ -225,11 +266,9 @@ static void test_init(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip),
-      cmocka_unit_test(test_wrong_chain),
-      cmocka_unit_test(test_truncated_everywhere),
-      cmocka_unit_test(test_corrupt_fields),
-      cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_save_nonfinite),
+      cmocka_unit_test(test_wrong_chain),    cmocka_unit_test(test_truncated_everywhere),
+      cmocka_unit_test(test_corrupt_fields), cmocka_unit_test(test_bad_args),
       cmocka_unit_test(test_init),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
