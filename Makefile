@@ -112,7 +112,7 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h examples/nuts_cli.h examples/bnn_model.h examples/toy_data.h
+$(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h examples/nuts_cli.h examples/bnn_model.h examples/toy_data.h examples/example_util.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 
@@ -126,7 +126,7 @@ $(BUILD)/train_mpi: examples/train_mpi.c examples/toy_data.h $(BUILD)/libsimplec
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) -I. $< $(BUILD)/libsimplechain_mpi.a $(LIB) -o $@ $(LDLIBS)
 
-$(BUILD)/neural_ode: examples/neural_ode.c $(LIB) simplechain.h
+$(BUILD)/neural_ode: examples/neural_ode.c examples/example_util.h $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(NODE_LIBS) $(LDLIBS)
 

@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
   if (code >= 0) return code;
   size_t hidden = fl.hidden, points = fl.points, dseed = fl.dseed;
   const char *svg = fl.svg;
-  if (!nuts_cli_writable("bnn", svg) || !nuts_cli_writable("bnn", cli.csv)) return 2;
+  if (!example_writable("bnn", svg) || !example_writable("bnn", cli.csv)) return 2;
   size_t C = cli.chains, D = cli.draws, S = C * D;
   bnn_model m;
   sc_status st = bnn_create(&m, hidden, points, dseed, C);

@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "simplechain.h"
+#include "example_util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -189,6 +190,11 @@ int main(int argc, char **argv) {
     i++;
   }
 
+  if (!example_writable("lenet5", save)) return 2;
+  if (eval && access(eval, R_OK) != 0) {
+    fprintf(stderr, "lenet5: cannot read --eval '%s': %s\n", eval, strerror(errno));
+    return 2;
+  }
   /* find the data */
   const char *env = getenv("SC_DATA_DIR");
   const char *cands[5] = {data, env && *env ? env : NULL, "data/mnist", "../shared/data/mnist",

@@ -33,6 +33,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "simplechain.h"
+#include "example_util.h"
 
 #include <cvodes/cvodes.h>
 #include <lbfgs.h>
@@ -831,6 +832,7 @@ int main(int argc, char **argv) {
     i++;
   }
 
+  if (!example_writable("neural_ode", out_path)) return 2;
   int rc = 1;
   sc_chain *chain = NULL;
   node S;

@@ -3,6 +3,7 @@
 #ifndef NUTS_CLI_H
 #define NUTS_CLI_H
 
+#include "example_util.h"
 #include "sc_nuts.h"
 
 #include <errno.h>
@@ -150,23 +151,6 @@ static inline void nuts_cli_report(const nuts_cli *c, const sc_nuts_chain_info *
   }
   printf("%zu divergent transitions and %zu at the maximum tree depth among %zu draws\n", div, hits,
          c->chains * c->draws);
-}
-
-/* An output path that cannot be written is refused before sampling, not after: 1 if path
- * (when not NULL) can be opened for writing; a file the probe created is removed again. */
-static inline int nuts_cli_writable(const char *prog, const char *path) {
-  if (!path) return 1;
-  FILE *t = fopen(path, "r");
-  int existed = t != NULL;
-  if (t) fclose(t);
-  t = fopen(path, "a");
-  if (!t) {
-    fprintf(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
-    return 0;
-  }
-  fclose(t);
-  if (!existed) remove(path);
-  return 1;
 }
 
 static inline double nuts_cli_now(void) {

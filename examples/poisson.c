@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "poisson: --groups x --counts must be at most 1e8\n");
     return 2;
   }
-  if (!nuts_cli_writable("poisson", cli.csv)) return 2;
+  if (!example_writable("poisson", cli.csv)) return 2;
   size_t G = groups, C = cli.chains, D = cli.draws;
   double *y = malloc(G * counts * sizeof *y), *truth = malloc(G * sizeof *truth);
   double *draws = malloc(C * D * G * sizeof *draws), *rho = malloc(C * D * G * sizeof *rho);

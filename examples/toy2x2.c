@@ -11,6 +11,7 @@
  * library's squared loss sums over outputs, so MSE = loss / 4).
  */
 #include "simplechain.h"
+#include "example_util.h"
 #include "toy_data.h"
 
 #include <errno.h>
@@ -127,6 +128,12 @@ int main(int argc, char **argv) {
     i++;
   }
 
+  if (samples > SIZE_MAX / (4 * sizeof(float))) {
+    fprintf(stderr, "toy2x2: --samples %zu is too large for this machine's address space\n",
+            samples);
+    return 2;
+  }
+  if (!example_writable("toy2x2", save)) return 2;
   sc_layer layers[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
   sc_chain *chain = NULL;
   sc_workspace *ws_test = NULL;

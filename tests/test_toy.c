@@ -111,9 +111,19 @@ static void test_toy_bad_args(void **state) {
   static const struct {
     const char *args, *needle;
   } cases[] = {
-      {"--steps abc", "abc"},   {"--steps 0", "--steps"},     {"--steps -5", "-5"},
-      {"--samples 12x", "12x"}, {"--threads 0", "--threads"}, {"--lr -1", "--lr"},
-      {"--bogus 1", "--bogus"}, {"--steps", "--steps"},
+      {"--steps abc", "abc"},
+      {"--steps 0", "--steps"},
+      {"--steps -5", "-5"},
+      {"--samples 12x", "12x"},
+      {"--threads 0", "--threads"},
+      {"--lr -1", "--lr"},
+      {"--bogus 1", "--bogus"},
+      {"--steps", "--steps"},
+      /* issue 12, defect 6: a sample count whose buffers overflow size_t crashed (a tiny
+       * malloc written past), and a bad --save target was found only after training (the
+       * 10^9 steps would take hours: the case passes only if it is refused first) */
+      {"--samples 1152921504606846976", "too large"},
+      {"--steps 1000000000 --save /nonexistent-dir-sc/x.params", "/nonexistent-dir-sc/x.params"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *out = NULL;
