@@ -176,9 +176,9 @@ static void test_solver_failures(void **state) {
   if (rc != 1 || !strstr(out, "ADAM iteration") || !strstr(out, "failed"))
     fail_msg("--lr 1e6: rc %d, output:\n%s", rc, out);
   free(out);
-  /* an unwritable SVG path */
+  /* an unwritable SVG path: refused before any training (exit 2, like a bad flag) */
   rc = run("--iters 1 --lbfgs 0 --out /nonexistent-sc-dir/x.svg", &out);
-  if (rc != 1 || !strstr(out, "/nonexistent-sc-dir/x.svg"))
+  if (rc != 2 || !strstr(out, "/nonexistent-sc-dir/x.svg") || strstr(out, "ADAM"))
     fail_msg("unwritable --out: rc %d, output:\n%s", rc, out);
   free(out);
 }
