@@ -112,7 +112,7 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h examples/nuts_cli.h examples/bnn_model.h examples/toy_data.h examples/example_util.h
+$(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h examples/nuts_cli.h examples/bnn_model.h examples/toy_data.h examples/example_util.h examples/lenet_data.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 
@@ -122,7 +122,7 @@ $(BUILD)/sc_mpi.o: sc_mpi.c sc_mpi.h simplechain.h
 $(BUILD)/libsimplechain_mpi.a: $(BUILD)/sc_mpi.o
 	@rm -f $@
 	$(AR) rcs $@ $^
-$(BUILD)/train_mpi: examples/train_mpi.c examples/toy_data.h $(BUILD)/libsimplechain_mpi.a $(LIB) sc_mpi.h simplechain.h
+$(BUILD)/train_mpi: examples/train_mpi.c examples/toy_data.h examples/example_util.h examples/lenet_data.h $(BUILD)/libsimplechain_mpi.a $(LIB) sc_mpi.h simplechain.h
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) -I. $< $(BUILD)/libsimplechain_mpi.a $(LIB) -o $@ $(LDLIBS)
 

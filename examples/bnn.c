@@ -140,10 +140,10 @@ typedef struct bnn_flags {
 static int bnn_option(void *user, const char *a, const char *v) {
   bnn_flags *f = user;
   if (!strcmp(a, "--hidden"))
-    return nuts_cli_size(v, &f->hidden) && f->hidden >= 1 && f->hidden <= 4096 ? 1 : -1;
+    return example_size(v, &f->hidden) && f->hidden >= 1 && f->hidden <= 4096 ? 1 : -1;
   if (!strcmp(a, "--points"))
-    return nuts_cli_size(v, &f->points) && f->points >= 1 && f->points <= 1000000 ? 1 : -1;
-  if (!strcmp(a, "--data-seed")) return nuts_cli_size(v, &f->dseed) ? 1 : -1;
+    return example_size(v, &f->points) && f->points >= 1 && f->points <= 1000000 ? 1 : -1;
+  if (!strcmp(a, "--data-seed")) return example_size(v, &f->dseed) ? 1 : -1;
   if (!strcmp(a, "--out")) return (f->svg = v)[0] ? 1 : -1;
   return 0;
 }

@@ -1,28 +1,50 @@
-/* example_util.h — what every example shares: refusing an unwritable output path before the
- * work starts (issue 12: --save/--out/--csv targets were only found bad after training). */
+/* example_util.h — what the examples share: reading a size from the command line, and
+ * refusing an unwritable output path before the work starts (issue 12: --save/--out/--csv
+ * targets were only found bad after training). */
 #ifndef EXAMPLE_UTIL_H
 #define EXAMPLE_UTIL_H
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* An output path that cannot be written is refused before the work, not after it: 1 if path
- * (when not NULL) can be opened for writing (a file the probe created is removed again),
- * else 0 with a message naming the path and the system's reason. */
-static inline int example_writable(const char *prog, const char *path) {
+/* a non-negative decimal integer, the whole string: 1 and *out, or 0 */
+static inline int example_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || end == s || s[0] == '-' || v > (unsigned long long)SIZE_MAX) return 0;
+  *out = (size_t)v;
+  return 1;
+}
+
+/* whether path (NULL: nothing to check) can be written; else 0 and the reason in msg. A file
+ * the probe creates is removed again. */
+static inline int example_writable_msg(const char *path, char *msg, size_t cap) {
   if (!path) return 1;
   FILE *t = fopen(path, "r");
   int existed = t != NULL;
   if (t) fclose(t);
   t = fopen(path, "a");
   if (!t) {
-    fprintf(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
+    snprintf(msg, cap, "cannot write '%.200s': %s", path, strerror(errno));
     return 0;
   }
   fclose(t);
   if (!existed) remove(path);
   return 1;
+}
+
+/* An output path that cannot be written is refused before the work, not after it: 1 if path
+ * (when not NULL) can be opened for writing, else 0 with a message naming the path and the
+ * system's reason. */
+static inline int example_writable(const char *prog, const char *path) {
+  char msg[300];
+  if (example_writable_msg(path, msg, sizeof msg)) return 1;
+  fprintf(stderr, "%s: %s\n", prog, msg);
+  return 0;
 }
 
 #endif

@@ -15,6 +15,7 @@
 #endif
 #include "simplechain.h"
 #include "example_util.h"
+#include "lenet_data.h"
 
 #include <errno.h>
 #include <math.h>
@@ -60,35 +61,6 @@ static void usage(FILE *f) {
       "  --quiet        no progress lines, only the per-epoch summaries\n"
       "  --help         this text\n",
       DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR);
-}
-
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end || end == s || s[0] == '-') return 0;
-  *out = (size_t)v;
-  return 1;
-}
-
-static int file_exists(const char *p) { return access(p, R_OK) == 0; }
-
-/* dir/name or dir/name.gz, whichever exists */
-static int find_file(const char *dir, const char *name, char *out, size_t cap) {
-  snprintf(out, cap, "%s/%s.gz", dir, name);
-  if (file_exists(out)) return 1;
-  snprintf(out, cap, "%s/%s", dir, name);
-  return file_exists(out);
-}
-
-static const char *const FILES[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                     "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-
-static int dir_has_data(const char *dir) {
-  char p[4096];
-  for (int i = 0; i < 4; i++)
-    if (!find_file(dir, FILES[i], p, sizeof p)) return 0;
-  return 1;
 }
 
 typedef struct {
@@ -158,20 +130,20 @@ int main(int argc, char **argv) {
       return 2;
     }
     if (!strcmp(a, "--epochs"))
-      ok = parse_size(v, &epochs) && epochs > 0;
+      ok = example_size(v, &epochs) && epochs > 0;
     else if (!strcmp(a, "--batch"))
-      ok = parse_size(v, &batch) && batch > 0;
+      ok = example_size(v, &batch) && batch > 0;
     else if (!strcmp(a, "--limit"))
-      ok = parse_size(v, &limit) && limit > 0;
+      ok = example_size(v, &limit) && limit > 0;
     else if (!strcmp(a, "--seed"))
-      ok = parse_size(v, &seed);
+      ok = example_size(v, &seed);
     else if (!strcmp(a, "--lr")) {
       char *end;
       lr = strtod(v, &end);
       ok = *end == 0 && lr > 0 && isfinite(lr);
     } else if (!strcmp(a, "--threads")) {
       size_t t;
-      ok = parse_size(v, &t) && t >= 1 && t <= 1024;
+      ok = example_size(v, &t) && t >= 1 && t <= 1024;
       threads = (int)t;
     } else if (!strcmp(a, "--data"))
       data = v;
@@ -201,17 +173,17 @@ int main(int argc, char **argv) {
                           "/usr/share/datasets/fashion-mnist"};
   const char *dir = NULL;
   if (data) {
-    if (!dir_has_data(data)) {
+    if (!lenet_dir_has_data(data)) {
       fprintf(stderr,
               "lenet5: --data %s: missing one of the four IDX files (%s, %s, %s, %s,\n"
               "        raw or .gz)\n",
-              data, FILES[0], FILES[1], FILES[2], FILES[3]);
+              data, LENET_FILES[0], LENET_FILES[1], LENET_FILES[2], LENET_FILES[3]);
       return 1;
     }
     dir = data;
   } else
     for (int i = 1; i < 5 && !dir; i++)
-      if (cands[i] && dir_has_data(cands[i])) dir = cands[i];
+      if (cands[i] && lenet_dir_has_data(cands[i])) dir = cands[i];
   if (!dir) {
     fprintf(
         stderr,
@@ -224,7 +196,7 @@ int main(int argc, char **argv) {
   }
 
   char path[4][4096];
-  for (int i = 0; i < 4; i++) find_file(dir, FILES[i], path[i], sizeof path[i]);
+  for (int i = 0; i < 4; i++) lenet_find_file(dir, LENET_FILES[i], path[i], sizeof path[i]);
   float *xtr = NULL, *xte = NULL, *p = NULL;
   int32_t *ytr = NULL, *yte = NULL;
   size_t ntr = 0, nte = 0, nl = 0, r = 0, c = 0, r2 = 0, c2 = 0;
@@ -260,15 +232,9 @@ int main(int argc, char **argv) {
   }
   t_load = now() - t_load;
 
-  sc_layer layers[] = {sc_conv2d(5, 5, 6, SC_RELU),
-                       sc_maxpool2d(2, 2),
-                       sc_conv2d(5, 5, 16, SC_RELU),
-                       sc_maxpool2d(2, 2),
-                       sc_flatten(),
-                       sc_dense(120, SC_RELU),
-                       sc_dense(84, SC_RELU),
-                       sc_dense(10, SC_IDENTITY)};
-  CHECK(sc_chain_create_image(&chain, 1, 28, 28, layers, sizeof layers / sizeof layers[0]));
+  sc_layer layers[LENET5_NLAYERS];
+  lenet5_layers(layers);
+  CHECK(sc_chain_create_image(&chain, 1, 28, 28, layers, LENET5_NLAYERS));
   size_t np;
   CHECK(sc_chain_nparams(chain, &np));
   p = malloc(np * sizeof *p);

@@ -33,33 +33,24 @@ typedef struct nuts_cli {
   "                 Stan's sampler columns)\n"                                                     \
   "  --quiet        only the summary\n"
 
-static inline int nuts_cli_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end || end == s || s[0] == '-' || v > (unsigned long long)SIZE_MAX) return 0;
-  *out = (size_t)v;
-  return 1;
-}
-
 /* Consumes option a (with value v when it takes one): 1 = it was a sampler option (value
  * used), 0 = not one of ours, -1 = bad value (message printed). */
 static inline int nuts_cli_option(nuts_cli *c, const char *a, const char *v) {
   size_t t = 0;
   int ok;
   if (!strcmp(a, "--chains"))
-    ok = nuts_cli_size(v, &c->chains) && c->chains >= 1 && c->chains <= 4096;
+    ok = example_size(v, &c->chains) && c->chains >= 1 && c->chains <= 4096;
   else if (!strcmp(a, "--draws"))
-    ok = nuts_cli_size(v, &c->draws) && c->draws >= 4 && c->draws <= 100000000;
+    ok = example_size(v, &c->draws) && c->draws >= 4 && c->draws <= 100000000;
   else if (!strcmp(a, "--warmup"))
-    ok = nuts_cli_size(v, &c->warmup) && c->warmup <= 100000000;
+    ok = example_size(v, &c->warmup) && c->warmup <= 100000000;
   else if (!strcmp(a, "--every"))
-    ok = nuts_cli_size(v, &c->every);
+    ok = example_size(v, &c->every);
   else if (!strcmp(a, "--seed")) {
-    ok = nuts_cli_size(v, &t);
+    ok = example_size(v, &t);
     c->seed = t;
   } else if (!strcmp(a, "--threads")) {
-    ok = nuts_cli_size(v, &t) && t >= 1 && t <= 64;
+    ok = example_size(v, &t) && t >= 1 && t <= 64;
     c->threads = (int)t;
   } else if (!strcmp(a, "--csv")) {
     ok = v[0] != 0;

@@ -101,10 +101,10 @@ typedef struct poisson_flags {
 static int poisson_option(void *user, const char *a, const char *v) {
   poisson_flags *f = user;
   if (!strcmp(a, "--groups"))
-    return nuts_cli_size(v, &f->groups) && f->groups >= 1 && f->groups <= 100000 ? 1 : -1;
+    return example_size(v, &f->groups) && f->groups >= 1 && f->groups <= 100000 ? 1 : -1;
   if (!strcmp(a, "--counts"))
-    return nuts_cli_size(v, &f->counts) && f->counts >= 1 && f->counts <= 100000000 ? 1 : -1;
-  if (!strcmp(a, "--data-seed")) return nuts_cli_size(v, &f->dseed) ? 1 : -1;
+    return example_size(v, &f->counts) && f->counts >= 1 && f->counts <= 100000000 ? 1 : -1;
+  if (!strcmp(a, "--data-seed")) return example_size(v, &f->dseed) ? 1 : -1;
   return 0;
 }
 

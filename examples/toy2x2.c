@@ -68,15 +68,6 @@ static void usage(FILE *f) {
          "  --help         this text\n");
 }
 
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end || end == s || s[0] == '-') return 0;
-  *out = (size_t)v;
-  return 1;
-}
-
 int main(int argc, char **argv) {
   size_t steps = 10000, samples = 10000, every = 1000;
   unsigned long long seed = 1;
@@ -98,14 +89,14 @@ int main(int argc, char **argv) {
       return 2;
     }
     if (!strcmp(a, "--steps"))
-      ok = parse_size(v, &steps) && steps > 0;
+      ok = example_size(v, &steps) && steps > 0;
     else if (!strcmp(a, "--samples"))
-      ok = parse_size(v, &samples) && samples > 0;
+      ok = example_size(v, &samples) && samples > 0;
     else if (!strcmp(a, "--every"))
-      ok = parse_size(v, &every);
+      ok = example_size(v, &every);
     else if (!strcmp(a, "--seed")) {
       size_t s;
-      ok = parse_size(v, &s);
+      ok = example_size(v, &s);
       seed = s;
     } else if (!strcmp(a, "--lr")) {
       char *end;
@@ -113,7 +104,7 @@ int main(int argc, char **argv) {
       ok = *end == 0 && lr > 0 && isfinite(lr);
     } else if (!strcmp(a, "--threads")) {
       size_t t;
-      ok = parse_size(v, &t) && t >= 1 && t <= 1024;
+      ok = example_size(v, &t) && t >= 1 && t <= 1024;
       threads = (int)t;
     } else if (!strcmp(a, "--save"))
       save = v;

@@ -17,6 +17,8 @@
  * tests, --die-rank R --die-step N makes rank R kill itself (SIGKILL) at step N: mpirun then
  * ends the job. */
 #include "sc_mpi.h"
+#include "example_util.h"
+#include "lenet_data.h"
 #include "toy_data.h"
 
 #include <errno.h>
@@ -56,23 +58,6 @@ static void usage(FILE *f) {
              "  --no-dist      every rank trains alone (no exchange), for comparison\n"
              "  --quiet        only the RESULT line\n"
              "  --help         this text\n");
-}
-
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end || end == s || s[0] == '-') return 0;
-  *out = (size_t)v;
-  return 1;
-}
-
-/* dir/name(.gz) */
-static int find_file(const char *dir, const char *name, char *out, size_t cap) {
-  snprintf(out, cap, "%s/%s.gz", dir, name);
-  if (access(out, R_OK) == 0) return 1;
-  snprintf(out, cap, "%s/%s", dir, name);
-  return access(out, R_OK) == 0;
 }
 
 typedef struct run {
@@ -154,19 +139,19 @@ int main(int argc, char **argv) {
       ok = !strcmp(v, "lenet5") || !strcmp(v, "toy");
       lenet = !strcmp(v, "lenet5");
     } else if (!strcmp(a, "--epochs"))
-      ok = parse_size(v, &epochs) && epochs > 0;
+      ok = example_size(v, &epochs) && epochs > 0;
     else if (!strcmp(a, "--batch"))
-      ok = parse_size(v, &batch) && batch > 0;
+      ok = example_size(v, &batch) && batch > 0;
     else if (!strcmp(a, "--limit"))
-      ok = parse_size(v, &limit) && limit > 0;
+      ok = example_size(v, &limit) && limit > 0;
     else if (!strcmp(a, "--seed"))
-      ok = parse_size(v, &seed);
+      ok = example_size(v, &seed);
     else if (!strcmp(a, "--samples"))
-      ok = parse_size(v, &samples) && samples > 0 && samples < (1u << 28);
+      ok = example_size(v, &samples) && samples > 0 && samples < (1u << 28);
     else if (!strcmp(a, "--steps"))
-      ok = parse_size(v, &steps) && steps > 0;
+      ok = example_size(v, &steps) && steps > 0;
     else if (!strcmp(a, "--threads"))
-      ok = parse_size(v, &thr) && thr >= 1 && thr <= 256;
+      ok = example_size(v, &thr) && thr >= 1 && thr <= 256;
     else if (!strcmp(a, "--lr")) {
       char *end;
       lr = strtod(v, &end);
@@ -174,13 +159,13 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--data"))
       data_arg = v;
     else if (!strcmp(a, "--every"))
-      ok = parse_size(v, &every);
+      ok = example_size(v, &every);
     else if (!strcmp(a, "--eval"))
       eval = v;
     else if (!strcmp(a, "--die-rank"))
-      ok = parse_size(v, &die_rank); /* for the tests */
+      ok = example_size(v, &die_rank); /* for the tests */
     else if (!strcmp(a, "--die-step"))
-      ok = parse_size(v, &die_step) && die_step > 0;
+      ok = example_size(v, &die_step) && die_step > 0;
     else if (!strcmp(a, "--save"))
       save = v;
     else {
@@ -204,15 +189,9 @@ int main(int argc, char **argv) {
   size_t ntr = 0, nte = 0, np = 0;
   sc_status st = SC_OK;
   if (lenet) {
-    sc_layer L[] = {sc_conv2d(5, 5, 6, SC_RELU),
-                    sc_maxpool2d(2, 2),
-                    sc_conv2d(5, 5, 16, SC_RELU),
-                    sc_maxpool2d(2, 2),
-                    sc_flatten(),
-                    sc_dense(120, SC_RELU),
-                    sc_dense(84, SC_RELU),
-                    sc_dense(10, SC_IDENTITY)};
-    st = sc_chain_create_image(&chain, 1, 28, 28, L, 8);
+    sc_layer L[LENET5_NLAYERS];
+    lenet5_layers(L);
+    st = sc_chain_create_image(&chain, 1, 28, 28, L, LENET5_NLAYERS);
     char dir[2048] = "";
     if (!st) {
       const char *cands[] = {data_arg, getenv("SC_DATA_DIR"), "data/mnist", "../shared/data/mnist",
@@ -226,20 +205,18 @@ int main(int argc, char **argv) {
         else
           snprintf(dir, sizeof dir, "%s", cands[k]);
         char probe[4096];
-        if (!find_file(dir, "train-images-idx3-ubyte", probe, sizeof probe)) {
+        if (!lenet_find_file(dir, LENET_FILES[0], probe, sizeof probe)) {
           if (k == 0) break; /* an explicit --data must work: its error is reported below */
           dir[0] = 0;
         }
       }
     }
     char path[4][4096];
-    static const char *const F[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                     "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
     size_t r1 = 0, c1 = 0, r2 = 0, c2 = 0, nl1 = 0, nl2 = 0;
     if (!st && !dir[0]) snprintf(err, sizeof err, "no MNIST-style data found (use --data DIR)");
     for (int k = 0; !st && !err[0] && k < 4; k++)
-      if (!find_file(dir, F[k], path[k], sizeof path[k]))
-        snprintf(path[k], sizeof path[k], "%s/%s", dir, F[k]);
+      if (!lenet_find_file(dir, LENET_FILES[k], path[k], sizeof path[k]))
+        snprintf(path[k], sizeof path[k], "%s/%s", dir, LENET_FILES[k]);
     if (!st && !err[0]) st = sc_idx_load_images(path[0], &xtr, &ntr, &r1, &c1, 1.0f / 255);
     if (!st && !err[0]) st = sc_idx_load_labels(path[1], &ltr, &nl1, 10);
     if (!st && !err[0]) st = sc_idx_load_images(path[2], &xte, &nte, &r2, &c2, 1.0f / 255);
@@ -269,18 +246,8 @@ int main(int argc, char **argv) {
   if (!st && !err[0] && !(p = malloc(np * sizeof *p))) snprintf(err, sizeof err, "out of memory");
   if (!st && !err[0]) st = sc_params_init(chain, p, np, seed);
   if (st && !err[0]) snprintf(err, sizeof err, "%s: %s", sc_status_str(st), sc_last_error());
-  if (!err[0] && save && rank == 0) { /* refuse an unwritable --save before training */
-    FILE *t = fopen(save, "r");
-    int existed = t != NULL;
-    if (t) fclose(t);
-    t = fopen(save, "a");
-    if (!t)
-      snprintf(err, sizeof err, "cannot write '%.200s': %s", save, strerror(errno));
-    else {
-      fclose(t);
-      if (!existed) remove(save);
-    }
-  }
+  if (!err[0] && rank == 0) /* refuse an unwritable --save before training */
+    example_writable_msg(save, err, sizeof err);
   /* every rank learns of every failure: no rank trains (or hangs) when one cannot */
   char *all = malloc((size_t)ranks * sizeof err);
   if (!all) MPI_Abort(MPI_COMM_WORLD, 1);
