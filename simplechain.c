@@ -917,6 +917,151 @@ static uint64_t sc__get_le(const unsigned char *b, int bytes) {
   return v;
 }
 
+/* ---------------------------------------------------------------- atomic file writes */
+/* Files are written under a temporary name no other writer uses, in the directory of the
+ * target ("<path>.tmp-<pid>-<counter>-<clock>", created exclusively), flushed to the disk
+ * (fsync, where the system has it) and renamed over the target; the directory is then
+ * synced so the rename itself survives a power cut. On every error path the temporary file
+ * is removed. Where POSIX I/O exists no heap memory is used (the caller gives the name
+ * buffer), so a trainer may checkpoint without allocating. */
+#if defined(__unix__) || defined(__APPLE__)
+#define SC__POSIX_IO 1
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#else
+#define SC__POSIX_IO 0
+#endif
+
+#define SC__TMP_EXTRA 64 /* bytes a temporary name needs beyond the path */
+
+typedef struct sc__wfile {
+#if SC__POSIX_IO
+  int fd;
+#else
+  FILE *f;
+#endif
+  char *tmp; /* caller's buffer of strlen(path) + SC__TMP_EXTRA bytes */
+  int err;   /* first errno seen (0: none), or -1 for a short write without errno */
+} sc__wfile;
+
+static sc_status sc__io_fail(const char *fn, int e, const char *what, const char *path) {
+  if (e == ENOMEM) return sc__fail(SC_ERR_NOMEM, fn, "%s '%s': out of memory", what, path);
+  return sc__fail(SC_ERR_IO, fn, "%s '%s': %s", what, path,
+                  e > 0 ? strerror(e) : "write error (disk full?)");
+}
+
+static sc_status sc__wopen(sc__wfile *w, const char *path, char *tmp, const char *fn) {
+  static unsigned long counter; /* a race only costs a retry: creation is exclusive */
+  size_t plen = strlen(path);
+  int e = 0;
+  w->tmp = tmp;
+  w->err = 0;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    unsigned long k = counter++;
+#if SC__POSIX_IO
+    unsigned long id = (unsigned long)getpid();
+#else
+    unsigned long id = (unsigned long)(uintptr_t)&k;
+#endif
+    snprintf(tmp, plen + SC__TMP_EXTRA, "%s.tmp-%lx-%lx-%lx", path, id, k,
+             (unsigned long)clock());
+    errno = 0;
+#if SC__POSIX_IO
+    w->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0666);
+    if (w->fd >= 0) return SC_OK;
+#else
+    w->f = fopen(tmp, "wbx");
+    if (w->f) return SC_OK;
+#endif
+    e = errno;
+    if (e != EEXIST) break;
+  }
+  if (e == ENOMEM) return sc__fail(SC_ERR_NOMEM, fn, "cannot create a file beside '%s': out of memory", path);
+  return sc__fail(SC_ERR_IO, fn, "cannot create a temporary file beside '%s': %s", path,
+                  e ? strerror(e) : "no unused name");
+}
+
+static void sc__wwrite(sc__wfile *w, const void *data, size_t n) {
+  const unsigned char *b = data;
+  while (n > 0 && !w->err) {
+#if SC__POSIX_IO
+    ssize_t r = write(w->fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      w->err = r < 0 && errno ? errno : -1;
+      break;
+    }
+    b += r, n -= (size_t)r;
+#else
+    size_t r = fwrite(b, 1, n, w->f);
+    if (r < n) w->err = errno ? errno : -1;
+    n = 0;
+#endif
+  }
+}
+
+/* Ends the write: sync, close, rename over path, sync the directory; or, after an error
+ * (w->err or fail), removes the temporary file. Returns the status with a message. */
+static sc_status sc__wcommit(sc__wfile *w, const char *path, const char *fn) {
+  int e = w->err;
+#if SC__POSIX_IO
+  if (!e && fsync(w->fd) != 0) e = errno;
+  if (close(w->fd) != 0 && !e) e = errno;
+#else
+  if (!e && fflush(w->f) != 0) e = errno ? errno : -1;
+  if (fclose(w->f) != 0 && !e) e = errno ? errno : -1;
+#endif
+  if (!e && rename(w->tmp, path) != 0) e = errno ? errno : -1;
+  if (e) {
+    remove(w->tmp);
+    return sc__io_fail(fn, e, "cannot write", path);
+  }
+#if SC__POSIX_IO
+  /* the directory entry: sync the directory holding path (best effort: some file systems
+   * refuse fsync on a directory, and the data itself is already on the disk) */
+  const char *slash = strrchr(path, '/');
+  char *dir = w->tmp;
+  if (!slash)
+    strcpy(dir, ".");
+  else if (slash == path)
+    strcpy(dir, "/");
+  else {
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+  }
+  int dfd = open(dir, O_RDONLY);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+#endif
+  return SC_OK;
+}
+
+/* Opens path for reading; a directory or an unreadable path is SC_ERR_IO with the system's
+ * reason, an allocation failure SC_ERR_NOMEM. */
+static sc_status sc__ropen(FILE **f, const char *path, const char *fn) {
+  errno = 0;
+  *f = fopen(path, "rb");
+  if (!*f) return sc__io_fail(fn, errno, "cannot open", path);
+#if SC__POSIX_IO
+  struct stat sb;
+  if (fstat(fileno(*f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(*f);
+    *f = NULL;
+    return sc__io_fail(fn, EISDIR, "cannot read", path);
+  }
+#endif
+  return SC_OK;
+}
+
+/* After a short fread: a read error (SC_ERR_IO with the system's reason) or end of file (0). */
+static sc_status sc__rerr(FILE *f, const char *path, const char *fn) {
+  if (!ferror(f)) return SC_OK;
+  return sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
+}
+
 sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path) {
   sc_status st = sc__init_check(__func__, chain, p, n);
   if (st) return st;
@@ -928,13 +1073,11 @@ sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const 
     if (!isfinite(p[k]))
       return SC__FAIL(SC_ERR_NONFINITE, "parameter p[%zu] is %s: not saved to '%s'", k,
                       isnan(p[k]) ? "NaN" : "Inf", path);
-  char *tmp = malloc(plen + 5);
+  if (plen > SIZE_MAX - SC__TMP_EXTRA) return SC__FAIL(SC_ERR_OVERFLOW, "path too long");
+  char *tmp = malloc(plen + SC__TMP_EXTRA);
   if (!tmp) return SC__FAIL(SC_ERR_NOMEM, "out of memory");
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    st = SC__FAIL(SC_ERR_IO, "cannot open '%s' for writing", tmp);
+  sc__wfile w;
+  if ((st = sc__wopen(&w, path, tmp, __func__))) {
     free(tmp);
     return st;
   }
@@ -944,21 +1087,17 @@ sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const 
   sc__put_le(head + 12, 1, 4);
   sc__put_le(head + 16, (uint64_t)n, 8);
   sc__put_le(head + 24, sc__fingerprint(chain), 8);
-  int ok = fwrite(head, 1, sizeof head, f) == sizeof head;
+  sc__wwrite(&w, head, sizeof head);
   uint64_t sum = SC__FNV_INIT;
-  for (size_t k = 0; ok && k < n;) {
+  for (size_t k = 0; !w.err && k < n;) {
     size_t m = 0;
     for (; k < n && m + 4 <= sizeof buf; k++, m += 4) sc__put_le(buf + m, sc__fbits(p[k]), 4);
     sum = sc__fnv1a(sum, buf, m);
-    ok = fwrite(buf, 1, m, f) == m;
+    sc__wwrite(&w, buf, m);
   }
   sc__put_le(head, sum, 8);
-  ok = ok && fwrite(head, 1, 8, f) == 8;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    remove(tmp);
-    st = SC__FAIL(SC_ERR_IO, "writing '%s' failed (disk full or no permission?)", path);
-  }
+  sc__wwrite(&w, head, 8);
+  st = sc__wcommit(&w, path, __func__);
   free(tmp);
   return st;
 }
@@ -967,10 +1106,15 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
   sc_status st = sc__init_check(__func__, chain, p, n);
   if (st) return st;
   SC__CHECK_NULL(path);
-  FILE *f = fopen(path, "rb");
-  if (!f) return SC__FAIL(SC_ERR_IO, "cannot open '%s' for reading", path);
+  FILE *f;
+  if ((st = sc__ropen(&f, path, __func__))) return st;
   unsigned char head[SC__PF_HEAD], buf[4096];
+  errno = 0;
   size_t got = fread(head, 1, sizeof head, f);
+  if (got < sizeof head && (st = sc__rerr(f, path, __func__))) {
+    fclose(f);
+    return st;
+  }
   if (got < 8 || memcmp(head, SC__PF_MAGIC, 8) != 0) {
     fclose(f);
     return SC__FAIL(SC_ERR_FORMAT, "'%s': not a simplechain parameter file (bad magic at offset 0)",
@@ -1009,24 +1153,28 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
   size_t k = 0;
   while (k < n) {
     size_t want = (n - k) * 4 < sizeof buf ? (n - k) * 4 : sizeof buf;
+    errno = 0;
     got = fread(buf, 1, want, f);
     sum = sc__fnv1a(sum, buf, got);
     for (size_t m = 0; m + 4 <= got; m += 4, k++) {
       tmp[k] = sc__fof((uint32_t)sc__get_le(buf + m, 4));
     }
     if (got < want) {
-      st = SC__FAIL(SC_ERR_FORMAT,
-                    "'%s': truncated: file ends at offset %zu, expected %zu bytes of values", path,
-                    SC__PF_HEAD + k * 4 + got % 4, SC__PF_HEAD + n * 4);
+      if (!(st = sc__rerr(f, path, __func__)))
+        st = SC__FAIL(SC_ERR_FORMAT,
+                      "'%s': truncated: file ends at offset %zu, expected %zu bytes of values",
+                      path, SC__PF_HEAD + k * 4 + got % 4, SC__PF_HEAD + n * 4);
       break;
     }
   }
   if (!st) {
+    errno = 0;
     got = fread(head, 1, 8, f);
-    if (got < 8)
-      st = SC__FAIL(SC_ERR_FORMAT, "'%s': truncated: checksum missing at offset %zu", path,
-                    SC__PF_HEAD + n * 4 + got);
-    else if (sc__get_le(head, 8) != sum)
+    if (got < 8) {
+      if (!(st = sc__rerr(f, path, __func__)))
+        st = SC__FAIL(SC_ERR_FORMAT, "'%s': truncated: checksum missing at offset %zu", path,
+                      SC__PF_HEAD + n * 4 + got);
+    } else if (sc__get_le(head, 8) != sum)
       st = SC__FAIL(SC_ERR_FORMAT, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
                     SC__PF_HEAD + n * 4);
     else if (fgetc(f) != EOF)

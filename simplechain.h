@@ -227,11 +227,20 @@ sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_
  *   bytes 16..23  parameter count n           bytes 24..31  chain fingerprint
  *   then n float32 values, then an 8-byte FNV-1a checksum of those value bytes.
  * The fingerprint hashes the input size and every layer (kind, outputs, activation,
- * bias), so a file only loads into a chain of the same shape. Saving writes
- * "<path>.tmp" and renames it over path, so a crash never leaves a half-written file.
+ * bias), so a file only loads into a chain of the same shape.
+ * Saving is atomic: the file is written under a temporary name of its own in the same
+ * directory ("<path>.tmp-<pid>-<n>-<clock>", created exclusively, so concurrent savers
+ * never share one), synced to the disk (fsync), renamed over path, and the directory is
+ * synced. After a crash or power cut path holds either the old or the new file, whole;
+ * two processes saving to one path leave one of the two files, whole. On any error the
+ * temporary file is removed and path is untouched. Saving refuses NaN or Inf parameters
+ * (SC_ERR_NONFINITE naming the element; nothing is written), since loading would.
  * Loading checks every field and names the problem and the byte offset on failure;
- * it writes p only when the whole file is valid. Saving refuses NaN or Inf parameters
- * (SC_ERR_NONFINITE naming the element; nothing is written), since loading would. */
+ * it writes p only when the whole file is valid.
+ * Errors: SC_ERR_IO when a file cannot be opened, read, written or renamed (a directory
+ * included), naming the path and the system's reason; SC_ERR_NOMEM when memory runs out
+ * (in the C library's fopen too); SC_ERR_FORMAT / SC_ERR_SHAPE / SC_ERR_NONFINITE for the
+ * contents. */
 sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path);
 sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path);
 

@@ -2,7 +2,72 @@
  * checked, truncation at every offset, corruption, atomic write, init determinism. */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+/* Allocation failure inside the C library (issue 12, defect 3): with glibc this program's
+ * malloc replaces the library's for libc too (fopen's FILE), so arming fail_at makes the
+ * fail_at-th allocation from then on fail. Not under ASan, which owns malloc. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TP_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TP_ASAN 1
+#endif
+#if defined(__GLIBC__) && !defined(TP_ASAN)
+#define TP_FAILMALLOC 1
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *ptr, size_t size);
+static long fail_at; /* 0: off; k > 0: the k-th allocation from now fails */
+static int fail_hit(void) { return fail_at > 0 && --fail_at == 0; }
+void *malloc(size_t size) {
+  if (fail_hit()) return errno = ENOMEM, NULL;
+  return __libc_malloc(size);
+}
+void *calloc(size_t n, size_t size) {
+  if (fail_hit()) return errno = ENOMEM, NULL;
+  return __libc_calloc(n, size);
+}
+void *realloc(void *ptr, size_t size) {
+  if (fail_hit()) return errno = ENOMEM, NULL;
+  return __libc_realloc(ptr, size);
+}
+#endif
+
+/* files in dir whose name starts with prefix */
+static int count_prefixed(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int k = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) k++;
+  closedir(d);
+  return k;
+}
+
+/* a fresh directory of its own for a test (removed by rm_dir) */
+static void make_dir(char *buf, size_t cap, const char *name) {
+  tu_tmp_path(buf, cap, "params", name);
+  assert_int_equal(mkdir(buf, 0700), 0);
+}
+static void rm_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char f[1200];
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+    if (remove(f) != 0) rm_dir(f);
+  }
+  closedir(d);
+  rmdir(dir);
+}
 
 static sc_chain *make_chain(size_t hidden) {
   sc_layer l[] = {sc_dense(hidden, SC_TANH), sc_dense_nobias(3, SC_IDENTITY)};
@@ -23,6 +88,13 @@ static void test_roundtrip(void **state) {
   SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   assert_int_equal(access(tmp, F_OK), -1); /* the temporary file was renamed away */
+  {
+    const char *slash = strrchr(path, '/');
+    char d[512];
+    snprintf(d, sizeof d, "%.*s", (int)(slash - path), path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", slash + 1);
+    assert_int_equal(count_prefixed(d, tmp), 0);
+  }
   memset(q, 0, n * sizeof *q);
   SC_OK_OR_FAIL(sc_params_load(c, q, n, path));
   assert_memory_equal(p, q, n * sizeof *p);
@@ -231,6 +303,127 @@ static void test_bad_args(void **state) {
   sc_chain_destroy(c);
 }
 
+
+/* issue 12, defect 3: I/O errors give SC_ERR_IO with the path and the system's reason (a
+ * directory is not "bad magic"); a failed save names the target, not a temporary name; an
+ * allocation failure inside fopen is SC_ERR_NOMEM */
+static void test_io_reasons(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(4);
+  size_t n;
+  sc_chain_nparams(c, &n);
+  float *p = calloc(n, sizeof *p);
+  char dir[512], path[700];
+  make_dir(dir, sizeof dir, "iodir");
+  SC_EXPECT(SC_ERR_IO, sc_params_load(c, p, n, dir));
+  if (!strstr(sc_last_error(), dir) || !strstr(sc_last_error(), strerror(EISDIR)))
+    fail_msg("load of a directory: '%s'", sc_last_error());
+  snprintf(path, sizeof path, "%s/missing.scp", dir);
+  SC_EXPECT(SC_ERR_IO, sc_params_load(c, p, n, path));
+  if (!strstr(sc_last_error(), path) || !strstr(sc_last_error(), strerror(ENOENT)))
+    fail_msg("load of a missing file: '%s'", sc_last_error());
+  snprintf(path, sizeof path, "%s/no-such-dir/x.scp", dir);
+  SC_EXPECT(SC_ERR_IO, sc_params_save(c, p, n, path));
+  if (!strstr(sc_last_error(), path) || strstr(sc_last_error(), ".tmp") ||
+      !strstr(sc_last_error(), strerror(ENOENT)))
+    fail_msg("save into a missing directory: '%s'", sc_last_error());
+  /* saving over a directory: the rename fails, the reason is given, no temporary file stays */
+  snprintf(path, sizeof path, "%s/sub", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  SC_EXPECT(SC_ERR_IO, sc_params_save(c, p, n, path));
+  if (!strstr(sc_last_error(), path) || !strstr(sc_last_error(), strerror(EISDIR)))
+    fail_msg("save over a directory: '%s'", sc_last_error());
+  assert_int_equal(count_prefixed(dir, "sub."), 0);
+  /* an unreadable file (not when running as root, who reads everything) */
+  snprintf(path, sizeof path, "%s/locked.scp", dir);
+  SC_OK_OR_FAIL(sc_params_save(c, p, n, path));
+  if (geteuid() != 0) {
+    chmod(path, 0);
+    SC_EXPECT(SC_ERR_IO, sc_params_load(c, p, n, path));
+    if (!strstr(sc_last_error(), strerror(EACCES))) fail_msg("'%s'", sc_last_error());
+  }
+#ifdef TP_FAILMALLOC
+  /* fail each allocation of a load and of a save in turn: SC_ERR_NOMEM (never SC_ERR_IO),
+   * until there are no more allocations to fail */
+  chmod(path, 0600);
+  for (int which = 0; which < 2; which++) {
+    int nomem = 0;
+    for (long k = 1; k < 100; k++) {
+      fail_at = k;
+      sc_status st = which ? sc_params_save(c, p, n, path) : sc_params_load(c, p, n, path);
+      int hit = fail_at == 0;
+      fail_at = 0;
+      if (!hit) {
+        SC_OK_OR_FAIL(st);
+        break;
+      }
+      if (st == SC_OK) continue; /* an allocation the C library can do without (stdio buffer) */
+      if (st != SC_ERR_NOMEM)
+        fail_msg("%s: allocation %ld failed: %s, '%s'", which ? "save" : "load", k,
+                 sc_status_str(st), sc_last_error());
+      nomem++;
+    }
+    assert_true(nomem >= 1); /* at least one allocation was failed */
+  }
+  assert_int_equal(count_prefixed(dir, "locked.scp.tmp"), 0);
+#endif
+  rm_dir(dir);
+  free(p);
+  sc_chain_destroy(c);
+}
+
+/* issue 12, defect 5: two processes saving to the same path never tear the file (each save
+ * writes a temporary file of its own and renames it), a reader always sees one whole file,
+ * and no temporary file is left behind */
+static void test_concurrent_saves(void **state) {
+  (void)state;
+  sc_chain *c = make_chain(40);
+  size_t n;
+  sc_chain_nparams(c, &n);
+  float *pa = malloc(n * sizeof *pa), *pb = malloc(n * sizeof *pb), *q = malloc(n * sizeof *q);
+  SC_OK_OR_FAIL(sc_params_init(c, pa, n, 1));
+  SC_OK_OR_FAIL(sc_params_init(c, pb, n, 2));
+  char dir[512], path[700];
+  make_dir(dir, sizeof dir, "concurrent");
+  snprintf(path, sizeof path, "%s/shared.scp", dir);
+  SC_OK_OR_FAIL(sc_params_save(c, pa, n, path));
+  pid_t kid[2];
+  for (int w = 0; w < 2; w++) {
+    kid[w] = fork();
+    assert_true(kid[w] >= 0);
+    if (kid[w] == 0) {
+      int bad = 0;
+      for (int k = 0; k < 150; k++) bad |= sc_params_save(c, w ? pb : pa, n, path) != SC_OK;
+      _exit(bad);
+    }
+  }
+  int loads = 0, torn = 0;
+  for (int running = 2; running > 0;) {
+    memset(q, 0, n * sizeof *q);
+    sc_status st = sc_params_load(c, q, n, path);
+    loads++;
+    if (st != SC_OK || (memcmp(q, pa, n * sizeof *q) && memcmp(q, pb, n * sizeof *q))) torn++;
+    running = 0;
+    for (int w = 0; w < 2; w++)
+      if (kid[w] > 0) {
+        int ws;
+        pid_t r = waitpid(kid[w], &ws, WNOHANG);
+        if (r == kid[w]) {
+          assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+          kid[w] = 0;
+        } else
+          running++;
+      }
+  }
+  if (torn) fail_msg("%d of %d loads during concurrent saves failed", torn, loads);
+  assert_int_equal(count_prefixed(dir, "shared.scp.tmp"), 0);
+  rm_dir(dir);
+  free(pa);
+  free(pb);
+  free(q);
+  sc_chain_destroy(c);
+}
+
 /* Glorot init: deterministic per seed, different across seeds, within the bound, zero
  * biases, and float/double agree */
 static void test_init(void **state) {
@@ -269,7 +462,8 @@ int main(void) {
       cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_save_nonfinite),
       cmocka_unit_test(test_wrong_chain),    cmocka_unit_test(test_truncated_everywhere),
       cmocka_unit_test(test_corrupt_fields), cmocka_unit_test(test_bad_args),
-      cmocka_unit_test(test_init),
+      cmocka_unit_test(test_init), cmocka_unit_test(test_io_reasons),
+      cmocka_unit_test(test_concurrent_saves),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
