@@ -332,6 +332,12 @@ sc_layer sc_conv2d_ex(size_t kh, size_t kw, size_t channels, sc_act act, size_t 
 sc_layer sc_conv2d(size_t kh, size_t kw, size_t channels, sc_act act) {
   return sc_conv2d_ex(kh, kw, channels, act, 1, 1, 0, 0);
 }
+sc_layer sc_conv2d_nobias(size_t kh, size_t kw, size_t channels, sc_act act, size_t sh, size_t sw,
+                          size_t ph, size_t pw) {
+  sc_layer l = sc_conv2d_ex(kh, kw, channels, act, sh, sw, ph, pw);
+  l.bias = 0;
+  return l;
+}
 sc_layer sc_maxpool2d(size_t kh, size_t kw) {
   sc_layer l;
   memset(&l, 0, sizeof l);
@@ -466,6 +472,35 @@ static size_t sc__tile_alloc(size_t *cursor, size_t elems, int *ok) {
 
 #define SC__DIM_MAX ((size_t)1 << 28) /* keeps every per-tile buffer addressable */
 
+/* Fields a layer kind does not use must hold what its constructor sets (0, or for a
+ * maxpool's stride the window), so that a hand-built layer means exactly one thing and
+ * fingerprints (parameter files) match the constructor-built twin. */
+enum { SC__F_ACT = 1, SC__F_OUT = 2, SC__F_BIAS = 4, SC__F_K = 8, SC__F_S = 16, SC__F_P = 32,
+       SC__F_RATE = 64 };
+static sc_status sc__unused_fields(const char *fn, size_t l, const char *nm, const sc_layer *s,
+                                   unsigned must_be_zero) {
+  const char *f = NULL;
+  size_t v = 0;
+  if ((must_be_zero & SC__F_ACT) && s->act != SC_IDENTITY) f = "act", v = (size_t)s->act;
+  else if ((must_be_zero & SC__F_OUT) && s->outputs) f = "outputs", v = s->outputs;
+  else if ((must_be_zero & SC__F_BIAS) && s->bias) f = "bias", v = (size_t)s->bias;
+  else if ((must_be_zero & SC__F_K) && s->kh) f = "kh", v = s->kh;
+  else if ((must_be_zero & SC__F_K) && s->kw) f = "kw", v = s->kw;
+  else if ((must_be_zero & SC__F_S) && s->sh) f = "sh", v = s->sh;
+  else if ((must_be_zero & SC__F_S) && s->sw) f = "sw", v = s->sw;
+  else if ((must_be_zero & SC__F_P) && s->ph) f = "ph", v = s->ph;
+  else if ((must_be_zero & SC__F_P) && s->pw) f = "pw", v = s->pw;
+  if (f)
+    return sc__fail(SC_ERR_ARG, fn,
+                    "layer %zu (%s): field '%s' = %lld is not used by a %s layer and must be 0", l,
+                    nm, f, (long long)v, nm);
+  if ((must_be_zero & SC__F_RATE) && s->rate != 0.0)
+    return sc__fail(SC_ERR_ARG, fn,
+                    "layer %zu (%s): field 'rate' = %g is not used by a %s layer and must be 0", l,
+                    nm, s->rate, nm);
+  return SC_OK;
+}
+
 /* Validates one layer against its input shape and fills its shapes and parameter
  * count. Returns a status with the message already set. */
 static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok) {
@@ -475,6 +510,20 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
     return sc__fail(SC_ERR_ARG, fn, "layer %zu: unknown layer kind %d", l, (int)s->kind);
   P->in = sc__mul(sc__mul(P->ic, P->ih, ok), P->iw, ok);
   P->roff = NULL;
+  static const unsigned unused[] = {
+      [SC_LAYER_DENSE] = SC__F_K | SC__F_S | SC__F_P | SC__F_RATE,
+      [SC_LAYER_CONV2D] = SC__F_RATE,
+      [SC_LAYER_MAXPOOL2D] = SC__F_ACT | SC__F_OUT | SC__F_BIAS | SC__F_P | SC__F_RATE,
+      [SC_LAYER_FLATTEN] =
+          SC__F_ACT | SC__F_OUT | SC__F_BIAS | SC__F_K | SC__F_S | SC__F_P | SC__F_RATE,
+      [SC_LAYER_DROPOUT] = SC__F_ACT | SC__F_OUT | SC__F_BIAS | SC__F_K | SC__F_S | SC__F_P};
+  sc_status ust = sc__unused_fields(fn, l, nm, s, unused[s->kind]);
+  if (ust) return ust;
+  if (s->kind == SC_LAYER_MAXPOOL2D && (s->sh != s->kh || s->sw != s->kw))
+    return sc__fail(SC_ERR_ARG, fn,
+                    "layer %zu (maxpool2d): stride %zux%zu must equal the window %zux%zu "
+                    "(only non-overlapping windows are supported)",
+                    l, s->sh, s->sw, s->kh, s->kw);
   switch (s->kind) {
   case SC_LAYER_DENSE:
   case SC_LAYER_CONV2D:

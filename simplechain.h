@@ -129,7 +129,9 @@ typedef enum sc_layer_kind {
 
 /* A layer is a small value. Build it with the constructors below; the fields are
  * public so that tables of layers can be written as initializers, but a chain only
- * accepts combinations the constructors can produce. */
+ * accepts combinations the constructors can produce: a field the layer's kind does not
+ * use must be 0 (act: SC_IDENTITY), and a maxpool's stride must equal its window;
+ * anything else is SC_ERR_ARG naming the layer and the field. */
 typedef struct sc_layer {
   sc_layer_kind kind;
   sc_act act;
@@ -152,6 +154,11 @@ sc_layer sc_conv2d(size_t kh, size_t kw, size_t channels, sc_act act);
 /* The same with strides and zero padding: output H' = (H + 2 ph - kh) / sh + 1. */
 sc_layer sc_conv2d_ex(size_t kh, size_t kw, size_t channels, sc_act act, size_t sh, size_t sw,
                       size_t ph, size_t pw);
+/* The same without bias (like Conv2d(..., bias=False)): its parameters are the weights
+ * alone, channels x C x kh x kw. With bias (the two constructors above) the weights are
+ * followed by the channels biases. */
+sc_layer sc_conv2d_nobias(size_t kh, size_t kw, size_t channels, sc_act act, size_t sh, size_t sw,
+                          size_t ph, size_t pw);
 /* Max over non-overlapping kh x kw windows (stride = window): H' = H / kh (rounded
  * down; trailing rows/columns that fill no window are ignored). The gradient goes to the
  * first maximal element of each window. */

@@ -283,6 +283,70 @@ static void test_chain_create_bad(void **state) {
   sc_chain_destroy(NULL); /* fine */
 }
 
+/* issue 12, defect 4: a field the layer's kind does not use is refused, naming it, so that a
+ * chain means one thing and a file saved from its constructor-built twin loads */
+static void test_unused_fields(void **state) {
+  (void)state;
+  sc_chain *c = NULL;
+  sc_layer d = sc_dense(4, SC_TANH);
+  d.kh = 5;
+  sc_layer l1[] = {d, sc_dense(2, SC_IDENTITY)};
+  EXPECT_FAIL(SC_ERR_ARG, sc_chain_create(&c, 3, l1, 2), "'kh'");
+  d = sc_dense(4, SC_TANH);
+  d.ph = 7;
+  l1[0] = d;
+  EXPECT_FAIL(SC_ERR_ARG, sc_chain_create(&c, 3, l1, 2), "'ph'");
+  sc_layer f = sc_flatten();
+  f.outputs = 99;
+  sc_layer l2[] = {sc_conv2d(2, 2, 3, SC_RELU), f, sc_dense(2, SC_IDENTITY)};
+  EXPECT_FAIL(SC_ERR_ARG, sc_chain_create_image(&c, 1, 5, 5, l2, 3), "'outputs'");
+  f = sc_flatten();
+  f.act = (sc_act)77;
+  l2[1] = f;
+  EXPECT_FAIL(SC_ERR_ARG, sc_chain_create_image(&c, 1, 5, 5, l2, 3), "'act'");
+  sc_layer m = sc_maxpool2d(2, 2);
+  m.sh = 1;
+  sc_layer l3[] = {sc_conv2d(2, 2, 3, SC_RELU), m, sc_flatten(), sc_dense(2, SC_IDENTITY)};
+  EXPECT_FAIL(SC_ERR_ARG, sc_chain_create_image(&c, 1, 7, 7, l3, 4), "stride");
+  sc_layer dr = sc_dropout(0.5);
+  dr.kh = 3;
+  sc_layer l4[] = {sc_dense(4, SC_TANH), dr, sc_dense(2, SC_IDENTITY)};
+  EXPECT_FAIL(SC_ERR_ARG, sc_chain_create(&c, 3, l4, 3), "'kh'");
+  sc_layer cv = sc_conv2d(2, 2, 3, SC_RELU);
+  cv.rate = NAN;
+  l3[0] = cv;
+  l3[1] = sc_maxpool2d(2, 2);
+  EXPECT_FAIL(SC_ERR_ARG, sc_chain_create_image(&c, 1, 7, 7, l3, 4), "'rate'");
+  /* a dense layer set field by field with the unused ones zero is the constructor's twin:
+   * a file saved from one loads into the other */
+  sc_layer hand = {.kind = SC_LAYER_DENSE, .act = SC_TANH, .outputs = 4, .bias = 1};
+  sc_layer la[] = {hand, sc_dense(2, SC_IDENTITY)};
+  sc_chain *a = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&a, 3, la, 2));
+  SC_OK_OR_FAIL(sc_chain_create(&c, 3, (sc_layer[]){sc_dense(4, SC_TANH), sc_dense(2, 0)}, 2));
+  size_t n;
+  sc_chain_nparams(a, &n);
+  float *p = calloc(n, sizeof *p);
+  SC_OK_OR_FAIL(sc_params_init(a, p, n, 4));
+  char path[512];
+  tu_tmp_path(path, sizeof path, "api", "twin.scp");
+  SC_OK_OR_FAIL(sc_params_save(a, p, n, path));
+  SC_OK_OR_FAIL(sc_params_load(c, p, n, path));
+  remove(path);
+  free(p);
+  sc_chain_destroy(a);
+  sc_chain_destroy(c);
+  /* sc_conv2d_nobias: weights only, K x C x kh x kw */
+  sc_layer l5[] = {sc_conv2d_nobias(3, 2, 4, SC_TANH, 1, 2, 1, 0), sc_flatten(),
+                   sc_dense(2, SC_IDENTITY)};
+  SC_OK_OR_FAIL(sc_chain_create_image(&c, 2, 6, 6, l5, 3));
+  sc_layer_info li;
+  SC_OK_OR_FAIL(sc_chain_layer_info(c, 0, &li));
+  assert_int_equal(li.nparams, 4 * 2 * 3 * 2);
+  assert_int_equal(li.layer.bias, 0);
+  sc_chain_destroy(c);
+}
+
 static void test_chain_overflow(void **state) {
   (void)state;
   sc_chain *c = NULL;
@@ -1197,7 +1261,7 @@ int main(void) {
       cmocka_unit_test(test_status_str),
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_layers_and_act_names),
-      cmocka_unit_test(test_chain_create_bad),
+      cmocka_unit_test(test_chain_create_bad), cmocka_unit_test(test_unused_fields),
       cmocka_unit_test(test_chain_overflow),
       cmocka_unit_test(test_out_of_memory),
       cmocka_unit_test_setup_teardown(test_chain_queries_bad, fx_setup, fx_teardown),

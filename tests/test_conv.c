@@ -646,8 +646,9 @@ static void test_fd_conv(void **state) {
       for (int bias = 0; bias < 2; bias++) {
         size_t i = a * 2 + (size_t)bias;
         const convcfg *q = &FD_CONV[(i + (size_t)is) % 6];
-        sc_layer conv = sc_conv2d_ex(q->kh, q->kw, q->k, ACTS[a], q->sh, q->sw, q->ph, q->pw);
-        if (!bias) conv = nobias(conv);
+        sc_layer conv =
+            bias ? sc_conv2d_ex(q->kh, q->kw, q->k, ACTS[a], q->sh, q->sw, q->ph, q->pw)
+                 : sc_conv2d_nobias(q->kh, q->kw, q->k, ACTS[a], q->sh, q->sw, q->ph, q->pw);
         net n = mk_net(q->c, q->h, q->w);
         add(&n, conv);
         check_fd(isas[is], &n, FD_SQUARED, BATCH[i % 4], 10 + i, &st);
