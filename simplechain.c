@@ -2324,7 +2324,7 @@ done:
  * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
  * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
  * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
- * Non-finite x never gets here (the API rejects it); +-inf would give +-1. */
+ * tanh(+-inf) = +-1 and tanh(NaN) is NaN (the NaN propagates, as on the vector paths). */
 /* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
 static inline float sc__fsel(int c, float a, float b) {
   uint32_t m = (uint32_t)0 - (uint32_t)c;
@@ -2332,7 +2332,7 @@ static inline float sc__fsel(int c, float a, float b) {
 }
 static inline float sc__tanh_f32(float x) {
   float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
-  float a = 2.0f * sc__fsel(ax < 9.0f, ax, 9.0f); /* 9 for NaN too */
+  float a = 2.0f * sc__fsel(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
   float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
   float n = t - 12582912.0f;
   float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
@@ -2388,7 +2388,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     for (t = 0; t < n; t++) a[t] = z[t];
     break;
   case SC_RELU:
-    for (t = 0; t < n; t++) a[t] = z[t] > 0 ? z[t] : 0;
+    for (t = 0; t < n; t++) a[t] = z[t] < 0 ? 0 : z[t]; /* NaN stays NaN (max(0, z) in SIMD) */
     break;
   case SC_TANH:
 #if defined(SC__SLEEF) && !SC__F32
@@ -2444,7 +2444,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
   switch (act) {
   case SC_IDENTITY: break;
   case SC_RELU:
-    for (k = 0; k < n; k++) d[k] = a[k] > 0 ? d[k] : 0;
+    for (k = 0; k < n; k++) d[k] = a[k] <= 0 ? 0 : d[k]; /* a NaN output passes d on */
     break;
   case SC_TANH:
     for (k = 0; k < n; k++) d[k] *= 1 - a[k] * a[k];
@@ -2479,7 +2479,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
     return;
   case SC_RELU:
     for (k = 0; k < n; k++) {
-      SC__T v = a[k] > 0 ? d[k] : 0;
+      SC__T v = a[k] <= 0 ? 0 : d[k];
       d[k] = v, bl[k] += v;
     }
     return;
@@ -3159,20 +3159,23 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
 
 /* index of the first NaN/Inf in v[0..n), or n */
 SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
-  /* v * 0 is NaN exactly when v is NaN or Inf; 128 independent lanes (8 AVX-512
-   * vectors of float) keep the adds from waiting on each other, and they are summed as
-   * a tree */
-  SC__T lanes[128] = {0};
-  size_t k = 0;
-  for (; k + 128 <= n; k += 128)
-    for (int j = 0; j < 128; j++) lanes[j] += v[k + (size_t)j] * 0;
-  for (; k + 16 <= n; k += 16) /* the tail in independent lanes too, not one chain */
-    for (int j = 0; j < 16; j++) lanes[j] += v[k + (size_t)j] * 0;
-  for (int j = 0; k < n; k++, j++) lanes[j] += v[k] * 0;
-  for (int w = 64; w > 0; w /= 2)
-    for (int j = 0; j < w; j++) lanes[j] += lanes[j + w];
-  if (lanes[0] == 0) return n;
-  for (k = 0; k < n; k++)
+  /* v - v is +0 (all bits clear) exactly when v is finite, NaN when v is NaN or Inf: an OR
+   * of those bits is a reduction the compiler vectorises with no dependency chain (an
+   * integer OR reassociates), one subtract, one OR per element */
+#if SC__F32
+  typedef uint32_t sc__ubits;
+#else
+  typedef uint64_t sc__ubits;
+#endif
+  sc__ubits acc = 0;
+  for (size_t k = 0; k < n; k++) {
+    SC__T d = v[k] - v[k];
+    sc__ubits u;
+    memcpy(&u, &d, sizeof u);
+    acc |= u;
+  }
+  if (acc == 0) return n;
+  for (size_t k = 0; k < n; k++)
     if (!isfinite(v[k])) return k;
   return n;
 }
@@ -3468,6 +3471,15 @@ static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, con
                   k % cols, isnan(v[k]) ? "NaN" : "Inf");
 }
 
+/* The parameters of a compute call: a NaN or Inf in p is SC_ERR_NONFINITE naming the
+ * element (one vectorised pass over p; bench/RESULTS.md gives its cost). */
+static sc_status SC__TN(sc__param_check)(const char *fn, const sc_chain *c, const SC__T *p) {
+  const SC__TN(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  size_t k = kt->find_nonfinite(p, c->nparams);
+  if (k == c->nparams) return SC_OK;
+  return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s", k, isnan(p[k]) ? "NaN" : "Inf");
+}
+
 /* Workers take slices as they go (an atomic counter), so a core slowed by the host does
  * not hold the others up. Results do not depend on it: a slice's work and buffers are its
  * own, and the slices are reduced in index order. */
@@ -3534,6 +3546,7 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   if (st) return st;
   if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   SC__TN(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
   J.y = y;
@@ -3604,6 +3617,7 @@ sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *
   if (st) return st;
   if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   double l = 0;
   SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1);
   if (lossv) *lossv = (SC__T)l;
@@ -3618,6 +3632,7 @@ sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, con
   if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
   if ((st = sc__target_check_f32(__func__, chain, loss, target, batch))) return st;
   if ((st = sc__finite_check_f32(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = sc__param_check_f32(__func__, chain, p))) return st;
   double l = 0;
   sc__valgrad_run_f32(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0);
   *lossv = (float)l;
@@ -3635,6 +3650,7 @@ sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, con
                     chain->out);
   if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
   if ((st = sc__finite_check_f32(__func__, chain, "input", x, n, chain->in))) return st;
+  if ((st = sc__param_check_f32(__func__, chain, p))) return st;
   double lsum = 0, csum = 0;
   for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
     size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
@@ -3661,6 +3677,7 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
   if (st) return st;
   if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
     return st;
   if (!g && !gx) return SC_OK;
@@ -3682,7 +3699,8 @@ static sc_status SC__TN(sc__one_check)(const char *fn, const sc_chain *chain, co
   if (!ws) return sc__fail(SC_ERR_NULL, fn, "argument 'ws' is NULL");
   if (ws->chain != chain)
     return sc__fail(SC_ERR_ARG, fn, "the workspace was created for a different chain");
-  return SC__TN(sc__finite_check)(fn, chain, "state u", u, 1, chain->in);
+  sc_status st = SC__TN(sc__finite_check)(fn, chain, "state u", u, 1, chain->in);
+  return st ? st : SC__TN(sc__param_check)(fn, chain, p);
 }
 
 static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,

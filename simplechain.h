@@ -305,7 +305,11 @@ typedef enum sc_loss {
  *   loss    (may be NULL) receives L.
  *   g       (may be NULL) receives dL/dp, length nparams. Overwritten, not accumulated.
  *   gx      (may be NULL) receives dL/dx, batch x inputs. Overwritten.
- * Inputs and targets are checked for NaN/Inf (SC_ERR_NONFINITE, naming the sample). */
+ * Inputs, targets and the parameters p are checked for NaN/Inf (SC_ERR_NONFINITE, naming
+ * the sample or the parameter p[k]); so are those of sc_forward, sc_loss_value,
+ * sc_evaluate and sc_pullback. A NaN or Inf that arises inside from finite values
+ * (overflow of huge weights) is not an error: it propagates through every activation (relu
+ * and tanh of NaN are NaN) into the outputs and the loss, alike on every kernel path. */
 sc_status sc_valgrad(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
                      const void *target, size_t batch, float *lossv, float *g, float *gx,
                      sc_workspace *ws);
@@ -344,7 +348,7 @@ sc_status sc_pullback_f64(const sc_chain *chain, const double *p, const double *
  *             NULL, e.g. du alone for the adjoint state, dp alone for the quadrature);
  *             y (may be NULL) receives f(u)
  *   sc_jvp:   jw = J_u(u) w  (overwritten); y (may be NULL) receives f(u)
- * u, v, w are checked for NaN/Inf (SC_ERR_NONFINITE). */
+ * u, v, w and p are checked for NaN/Inf (SC_ERR_NONFINITE). */
 sc_status sc_apply(const sc_chain *chain, const float *p, const float *u, float *y,
                    sc_workspace *ws);
 sc_status sc_apply_f64(const sc_chain *chain, const double *p, const double *u, double *y,

@@ -71,6 +71,10 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
   ((sc_vf)_mm256_blendv_ps((__m256)(b), (__m256)(a),                                               \
                            _mm256_cmp_ps((__m256)(x), _mm256_set1_ps(t), _CMP_GE_OQ)))
 #endif
+/* relu as max(0, z): MAXPS returns its second operand when either is NaN, so a NaN stays
+ * NaN (as in the portable z < 0 ? 0 : z) */
+#define v_relu(z) v_max(V_BCAST(0.0f), (z))
+
 /* the float tanh of sc__tanh_f32 in simplechain.c, the same method and coefficients on
  * vectors, with the dependency chain shortened: a tile's tanh pass is bound by the
  * latency of each vector's chain of about 20 dependent operations (the scheduler fills
@@ -85,7 +89,7 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
 static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
   sc_vu sign = (sc_vu)x & 0x80000000u;
   sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
-  sc_vf m = v_min(ax, V_BCAST(9.125f));    /* 9.125, not 9: tanh(9) must round to 1 */
+  sc_vf m = v_min(V_BCAST(9.125f), ax); /* 9.125, not 9: tanh(9) must round to 1; NaN stays */
   sc_vf t = m * 2.88539008f + 12582912.0f; /* 2 log2(e) m + 1.5 2^23 */
   sc_vf a = m + m;
   sc_vf n = t - 12582912.0f;
@@ -130,7 +134,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
     for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j];
     return;
   case SC_RELU:
-    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_max(acc[j], V_BCAST(0.0f));
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_relu(acc[j]);
     return;
   case SC_TANH:
     for (j = 0; j < NV; j++) V_ROWW(a, j) = V_TANH(acc[j]);
@@ -166,7 +170,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
       }                                                                                            \
       _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
           V_ROWW(a + (o + k) * SC__TW, jc + j) =                                                   \
-              act == SC_RELU ? v_max(acc[k][j], V_BCAST(0.0f)) : acc[k][j];                        \
+              act == SC_RELU ? v_relu(acc[k][j]) : acc[k][j];                        \
     }                                                                                              \
     o += NB;                                                                                       \
   }
@@ -287,7 +291,7 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
         if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
           sc_vf av = V_ROW(xa + (i + k) * SC__TW, jc + j);                                         \
           if (act == SC_RELU)                                                                      \
-            v = v_sel((sc_vi)(av > 0.0f), v, V_BCAST(0.0f));                                       \
+            v = v_sel((sc_vi)(av <= 0.0f), V_BCAST(0.0f), v);                                       \
           else if (act == SC_TANH)                                                                 \
             v = v * (1.0f - av * av);                                                              \
           else                                                                                     \

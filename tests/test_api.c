@@ -972,6 +972,97 @@ static void test_nonfinite(void **state) {
   }
 }
 
+/* issue 12, defect 2: a NaN or Inf parameter is refused by every compute call, naming p[k];
+ * a NaN that arises inside from finite values propagates through every activation to the
+ * outputs and the loss, on every kernel path alike */
+static void test_nonfinite_params(void **state) {
+  fx *f = *state;
+  const sc_loss SQ = SC_LOSS_SQUARED;
+  const float vals[] = {NAN, INFINITY, -INFINITY};
+  size_t np;
+  sc_chain_nparams(f->c, &np);
+  float *p = malloc(np * sizeof *p);
+  double *pd = malloc(np * sizeof *pd);
+  float l;
+  double ld;
+  for (int v = 0; v < 3; v++) {
+    memcpy(p, f->p, np * sizeof *p);
+    memcpy(pd, f->pd, np * sizeof *pd);
+    size_t k = v == 0 ? 0 : np - 1 - (size_t)v; /* p[0], as in the issue, and late ones */
+    p[k] = vals[v];
+    pd[k] = vals[v];
+    char want[32];
+    snprintf(want, sizeof want, "p[%zu]", k);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_forward(f->c, p, f->x, FB, f->y, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_forward_f64(f->c, pd, f->xd, FB, f->yd, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_valgrad(f->c, SQ, p, f->x, f->t, FB, &l, f->g, f->gx, f->ws),
+                want);
+    EXPECT_FAIL(SC_ERR_NONFINITE,
+                sc_valgrad_f64(f->c, SQ, pd, f->xd, f->td, FB, &ld, f->gd, f->gxd, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_loss_value(f->c, SQ, p, f->x, f->t, FB, &l, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_pullback(f->c, p, f->x, f->dy, FB, f->g, f->gx, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE,
+                sc_pullback_f64(f->c, pd, f->xd, f->dyd, FB, f->gd, f->gxd, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_apply(f->c, p, f->x, f->y, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_apply_f64(f->c, pd, f->xd, f->yd, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_vjp(f->c, p, f->x, f->dy, f->y, f->gx, f->g, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_vjp_f64(f->c, pd, f->xd, f->dyd, f->yd, f->gxd, f->gd, f->ws),
+                want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_jvp(f->c, p, f->x, f->x, f->y, f->y, f->ws), want);
+    EXPECT_FAIL(SC_ERR_NONFINITE, sc_jvp_f64(f->c, pd, f->xd, f->xd, f->yd, f->yd, f->ws), want);
+  }
+  free(p);
+  free(pd);
+
+  /* dense(2, identity) -> dense(3, act): layer 0 overflows to [+Inf, +Inf] from finite
+   * weights, layer 1 forms Inf - Inf = NaN in its first unit; act(NaN) must be NaN in the
+   * output and the loss must be NaN, for every activation, on every path, float and double */
+  static const sc_act acts[] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  const char *saved = getenv("SC_ISA");
+  char keep[32] = {0};
+  if (saved) snprintf(keep, sizeof keep, "%s", saved);
+  enum { B = 40 }; /* more than a tile: the vector kernels run */
+  for (int is = 0; is < nisa; is++)
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+      setenv("SC_ISA", isas[is], 1);
+      sc_layer L[] = {sc_dense(2, SC_IDENTITY), sc_dense(3, acts[a])};
+      sc_chain *c = NULL;
+      sc_workspace *ws = NULL;
+      SC_OK_OR_FAIL(sc_chain_create(&c, 1, L, 2));
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      /* W0 = [3e38, 3e38]^T, b0 = 0; W1 rows [1, -1], [1, 1], [-1, -1]; b1 = 0 */
+      float q[2 + 2 + 6 + 3] = {3e38f, 3e38f, 0, 0, 1, -1, 1, 1, -1, -1, 0, 0, 0};
+      double qd[13];
+      float x[B], y[3 * B], t[3 * B] = {0}, g[13];
+      double xd[B], yd[3 * B], td[3 * B] = {0}, gd[13];
+      for (int k = 0; k < 13; k++) qd[k] = k < 2 ? 1.7e308 : q[k];
+      for (int b = 0; b < B; b++) x[b] = 1.5f, xd[b] = 1.5;
+      SC_OK_OR_FAIL(sc_forward(c, q, x, B, y, ws));
+      SC_OK_OR_FAIL(sc_forward_f64(c, qd, xd, B, yd, ws));
+      for (int b = 0; b < B; b++)
+        if (!isnan(y[3 * b]) || !isnan(yd[3 * b]))
+          fail_msg("%s, %s: act(Inf - Inf) = %g (float), %g (double), not NaN (sample %d)",
+                   isas[is], sc_act_name(acts[a]), (double)y[3 * b], yd[3 * b], b);
+      SC_OK_OR_FAIL(sc_valgrad(c, SQ, q, x, t, B, &l, g, NULL, ws));
+      SC_OK_OR_FAIL(sc_valgrad_f64(c, SQ, qd, xd, td, B, &ld, gd, NULL, ws));
+      if (!isnan(l) || !isnan(ld))
+        fail_msg("%s, %s: loss %g / %g, not NaN", isas[is], sc_act_name(acts[a]), (double)l, ld);
+      SC_OK_OR_FAIL(sc_apply(c, q, x, y, ws));
+      SC_OK_OR_FAIL(sc_apply_f64(c, qd, xd, yd, ws));
+      if (!isnan(y[0]) || !isnan(yd[0]))
+        fail_msg("%s, %s: sc_apply gives %g / %g, not NaN", isas[is], sc_act_name(acts[a]),
+                 (double)y[0], yd[0]);
+      sc_workspace_destroy(ws);
+      sc_chain_destroy(c);
+    }
+  if (saved)
+    setenv("SC_ISA", keep, 1);
+  else
+    unsetenv("SC_ISA");
+}
+
 /* ------------------------------------------------------------------ optimizers */
 static void test_optim_bad(void **state) {
   (void)state;
@@ -1274,6 +1365,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_crossentropy_labels, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_pullback_bad, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_nonfinite, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_nonfinite_params, fx_setup, fx_teardown),
       cmocka_unit_test(test_optim_bad),
       cmocka_unit_test_setup_teardown(test_train_bad, fx_setup, fx_teardown),
   };
