@@ -1962,6 +1962,11 @@ static sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, s
     return sc__fail(SC_ERR_ARG, fn, "learning rate %g must be finite and > 0", cfg->lr);
   if (!(cfg->weight_decay >= 0) || !isfinite(cfg->weight_decay))
     return sc__fail(SC_ERR_ARG, fn, "weight_decay %g must be finite and >= 0", cfg->weight_decay);
+  if (cfg->kind == SC_ADAMW && !(cfg->lr * cfg->weight_decay < 1))
+    return sc__fail(SC_ERR_ARG, fn,
+                    "AdamW: lr x weight_decay = %g x %g = %g must be < 1 (each step scales p by "
+                    "1 - lr x weight_decay, which would be <= 0)",
+                    cfg->lr, cfg->weight_decay, cfg->lr * cfg->weight_decay);
   if (cfg->kind == SC_SGD) {
     if (!(cfg->momentum >= 0 && cfg->momentum < 1))
       return sc__fail(SC_ERR_ARG, fn, "SGD momentum %g must be in [0, 1)", cfg->momentum);

@@ -370,7 +370,8 @@ typedef enum sc_optim_kind { SC_ADAM = 1, SC_ADAMW, SC_SGD } sc_optim_kind;
  *          p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
  *          (weight_decay > 0 adds weight_decay * p to g first, as torch.optim.Adam)
  *   ADAMW: p -= lr * weight_decay * p, then the ADAM step with the raw gradient
- *          (as torch.optim.AdamW)
+ *          (as torch.optim.AdamW); lr * weight_decay must be < 1 (SC_ERR_ARG), or the
+ *          decay factor 1 - lr * weight_decay would flip or zero the parameters
  *   SGD  : g' = g + weight_decay * p;  buf = momentum * buf + g' (buf = g' at t = 1);
  *          p -= lr * buf   (momentum = 0: plain SGD; as torch.optim.SGD, no dampening)
  */

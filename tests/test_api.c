@@ -1189,6 +1189,16 @@ static void test_optim_bad(void **state) {
   SC_OK_OR_FAIL(sc_optimizer_reset(opt));
   sc_optimizer_destroy(opt); /* no-op for caller memory */
   sc_optimizer_destroy(NULL);
+  /* AdamW: a decay factor 1 - lr * weight_decay <= 0 is refused (issue 12, defect 6) */
+  {
+    sc_optim aw = sc_adamw(0.5, 3.0);
+    size_t by;
+    EXPECT_FAIL(SC_ERR_ARG, sc_optimizer_bytes(&aw, 10, &by), "lr x weight_decay");
+    aw = sc_adamw(0.5, 2.0);
+    EXPECT_FAIL(SC_ERR_ARG, sc_optimizer_bytes(&aw, 10, &by), "must be < 1");
+    aw = sc_adamw(0.5, 1.9);
+    SC_OK_OR_FAIL(sc_optimizer_bytes(&aw, 10, &by));
+  }
 }
 
 /* ------------------------------------------------------------------ training */
