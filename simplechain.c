@@ -2090,6 +2090,307 @@ sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t 
   return SC_OK;
 }
 
+/* ---------------------------------------------------------------- checkpoints */
+/* A checkpoint file (little-endian, see simplechain.h for the guarantees):
+ *   0 magic "SCCHECKP"   8 version (1, u32)      12 flags (0, u32)
+ *  16 nparams           24 chain fingerprint     32 samples     40 batch size    48 seed
+ *  56 shuffle (u32)     60 optimizer kind (u32)
+ *  64 lr, beta1, beta2, eps, momentum, weight_decay, clip_norm (7 doubles, as bits)
+ * 120 step             128 epoch               136 steps into the epoch
+ * 144 optimizer t      152 shuffling generator state (4 x u64)
+ * 184 loss sum of the epoch so far (double)    192 index count (samples if shuffled, else 0)
+ * 200 p, then the optimizer's m and v (nparams float32 each), then the sample order
+ *     (count u64), then an FNV-1a checksum (u64) of every byte before it. */
+#define SC__CK_MAGIC "SCCHECKP"
+#define SC__CK_HEAD 200
+
+typedef struct sc__ckpt {
+  uint64_t np, fp, nsamples, bs, seed;
+  uint32_t shuffle, kind;
+  double hyper[7]; /* lr, beta1, beta2, eps, momentum, weight_decay, clip_norm */
+  uint64_t step, epoch, pos, t, rng[4];
+  double epoch_sum;
+  uint64_t nidx;
+} sc__ckpt;
+
+static uint64_t sc__dbits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+static double sc__dof(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+static void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
+                            const sc_train_opts *o) {
+  memset(k, 0, sizeof *k);
+  k->np = chain->nparams, k->fp = sc__fingerprint(chain), k->nsamples = n, k->bs = bs;
+  k->seed = o->seed, k->shuffle = (uint32_t)shuffle, k->kind = (uint32_t)o->optim.kind;
+  const sc_optim *c = &o->optim;
+  double h[7] = {c->lr, c->beta1, c->beta2, c->eps, c->momentum, c->weight_decay, o->clip_norm};
+  memcpy(k->hyper, h, sizeof h);
+}
+
+static void sc__ck_encode(unsigned char *h, const sc__ckpt *k) {
+  memset(h, 0, SC__CK_HEAD);
+  memcpy(h, SC__CK_MAGIC, 8);
+  sc__put_le(h + 8, 1, 4);
+  sc__put_le(h + 16, k->np, 8);
+  sc__put_le(h + 24, k->fp, 8);
+  sc__put_le(h + 32, k->nsamples, 8);
+  sc__put_le(h + 40, k->bs, 8);
+  sc__put_le(h + 48, k->seed, 8);
+  sc__put_le(h + 56, k->shuffle, 4);
+  sc__put_le(h + 60, k->kind, 4);
+  for (int i = 0; i < 7; i++) sc__put_le(h + 64 + 8 * i, sc__dbits(k->hyper[i]), 8);
+  sc__put_le(h + 120, k->step, 8);
+  sc__put_le(h + 128, k->epoch, 8);
+  sc__put_le(h + 136, k->pos, 8);
+  sc__put_le(h + 144, k->t, 8);
+  for (int i = 0; i < 4; i++) sc__put_le(h + 152 + 8 * i, k->rng[i], 8);
+  sc__put_le(h + 184, sc__dbits(k->epoch_sum), 8);
+  sc__put_le(h + 192, k->nidx, 8);
+}
+
+static void sc__ck_decode(const unsigned char *h, sc__ckpt *k) {
+  k->np = sc__get_le(h + 16, 8), k->fp = sc__get_le(h + 24, 8);
+  k->nsamples = sc__get_le(h + 32, 8), k->bs = sc__get_le(h + 40, 8);
+  k->seed = sc__get_le(h + 48, 8);
+  k->shuffle = (uint32_t)sc__get_le(h + 56, 4), k->kind = (uint32_t)sc__get_le(h + 60, 4);
+  for (int i = 0; i < 7; i++) k->hyper[i] = sc__dof(sc__get_le(h + 64 + 8 * i, 8));
+  k->step = sc__get_le(h + 120, 8), k->epoch = sc__get_le(h + 128, 8);
+  k->pos = sc__get_le(h + 136, 8), k->t = sc__get_le(h + 144, 8);
+  for (int i = 0; i < 4; i++) k->rng[i] = sc__get_le(h + 152 + 8 * i, 8);
+  k->epoch_sum = sc__dof(sc__get_le(h + 184, 8));
+  k->nidx = sc__get_le(h + 192, 8);
+}
+
+/* Writes a checkpoint atomically (sc__wopen/sc__wcommit; tmp: strlen(path) + SC__TMP_EXTRA
+ * bytes). Allocates nothing where POSIX I/O exists. */
+static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const sc__ckpt *k,
+                              const float *p, const float *m, const float *v, const size_t *idx) {
+  sc__wfile w;
+  sc_status st = sc__wopen(&w, path, tmp, fn);
+  if (st) return st;
+  unsigned char buf[4096];
+  uint64_t sum = SC__FNV_INIT;
+  sc__ck_encode(buf, k);
+  sum = sc__fnv1a(sum, buf, SC__CK_HEAD);
+  sc__wwrite(&w, buf, SC__CK_HEAD);
+  const float *arr[3] = {p, m, v};
+  for (int a = 0; a < 3; a++)
+    for (size_t i = 0; !w.err && i < k->np;) {
+      size_t b = 0;
+      for (; i < k->np && b + 4 <= sizeof buf; i++, b += 4) sc__put_le(buf + b, sc__fbits(arr[a][i]), 4);
+      sum = sc__fnv1a(sum, buf, b);
+      sc__wwrite(&w, buf, b);
+    }
+  for (size_t i = 0; !w.err && i < k->nidx;) {
+    size_t b = 0;
+    for (; i < k->nidx && b + 8 <= sizeof buf; i++, b += 8) sc__put_le(buf + b, (uint64_t)idx[i], 8);
+    sum = sc__fnv1a(sum, buf, b);
+    sc__wwrite(&w, buf, b);
+  }
+  sc__put_le(buf, sum, 8);
+  sc__wwrite(&w, buf, 8);
+  return sc__wcommit(&w, path, fn);
+}
+
+/* Reads and checks a whole checkpoint. k receives the header. If want is not NULL, the run's
+ * identity (nparams, fingerprint, samples, batch size, seed, shuffle, optimizer and clip
+ * settings) must match it (SC_ERR_ARG / SC_ERR_SHAPE naming the field). The arrays go to p,
+ * m, v (nparams floats each) and idx (samples entries), each may be NULL; on an error they
+ * may hold part of the file, so the caller reads p into scratch memory. */
+static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
+                             const sc__ckpt *want, sc__ckpt *k, float *p, float *m, float *v,
+                             size_t *idx) {
+  FILE *f;
+  sc_status st = sc__ropen(&f, path, fn);
+  if (st) return st;
+  unsigned char buf[4096];
+  unsigned char *seen = NULL;
+  errno = 0;
+  size_t got = fread(buf, 1, SC__CK_HEAD, f);
+  if (got < SC__CK_HEAD && (st = sc__rerr(f, path, fn))) goto out;
+  if (got < 8 || memcmp(buf, SC__CK_MAGIC, 8) != 0) {
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': not a simplechain checkpoint (bad magic at offset 0)",
+                  path);
+    goto out;
+  }
+  if (got < SC__CK_HEAD) {
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated header (file ends at offset %zu of %d)", path,
+                  got, SC__CK_HEAD);
+    goto out;
+  }
+  uint64_t ver = sc__get_le(buf + 8, 4), flags = sc__get_le(buf + 12, 4);
+  if (ver != 1 || flags != 0) {
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': unsupported version %llu / flags %llu at offset 8", path,
+                  (unsigned long long)ver, (unsigned long long)flags);
+    goto out;
+  }
+  sc__ck_decode(buf, k);
+  uint64_t sum = sc__fnv1a(SC__FNV_INIT, buf, SC__CK_HEAD);
+  /* the header's own consistency */
+  const char *bad = NULL;
+  size_t at = 0;
+  int hok = 1;
+  for (int i = 0; i < 7; i++) hok &= isfinite(k->hyper[i]) != 0;
+  uint64_t spe = k->bs ? (k->nsamples + k->bs - 1) / k->bs : 0;
+  if (k->np != chain->nparams) {
+    st = sc__fail(SC_ERR_SHAPE, fn, "'%s': holds %llu parameters (offset 16), the chain has %zu",
+                  path, (unsigned long long)k->np, chain->nparams);
+    goto out;
+  }
+  if (k->fp != sc__fingerprint(chain)) {
+    st = sc__fail(SC_ERR_SHAPE, fn,
+                  "'%s': written for a chain of a different shape (fingerprint at offset 24)", path);
+    goto out;
+  }
+  if (k->nsamples == 0 || k->nsamples > SIZE_MAX / 16) bad = "sample count", at = 32;
+  else if (k->bs == 0 || k->bs > k->nsamples) bad = "batch size", at = 40;
+  else if (k->shuffle > 1) bad = "shuffle flag", at = 56;
+  else if (k->kind < SC_ADAM || k->kind > SC_SGD) bad = "optimizer kind", at = 60;
+  else if (!hok) bad = "optimizer settings", at = 64;
+  else if (k->pos >= spe) bad = "steps into the epoch", at = 136;
+  else if (k->epoch > UINT64_MAX / spe || k->epoch * spe + k->pos != k->step) bad = "step", at = 120;
+  else if (k->t != k->step) bad = "optimizer step count", at = 144;
+  else if (!isfinite(k->epoch_sum)) bad = "epoch loss sum", at = 184;
+  else if (k->nidx != (k->shuffle ? k->nsamples : 0)) bad = "index count", at = 192;
+  if (bad) {
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': inconsistent %s at offset %zu (file corrupted)", path,
+                  bad, at);
+    goto out;
+  }
+  if (want) {
+    static const char *hn[7] = {"lr", "beta1", "beta2", "eps", "momentum", "weight_decay",
+                                "clip_norm"};
+    if (k->nsamples != want->nsamples)
+      bad = "the sample count";
+    else if (k->bs != want->bs)
+      bad = "the batch size";
+    else if (k->seed != want->seed)
+      bad = "the seed";
+    else if (k->shuffle != want->shuffle)
+      bad = "shuffling";
+    else if (k->kind != want->kind)
+      bad = "the optimizer";
+    for (int i = 0; !bad && i < 7; i++)
+      if (sc__dbits(k->hyper[i]) != sc__dbits(want->hyper[i])) bad = hn[i];
+    if (bad) {
+      st = sc__fail(SC_ERR_ARG, fn,
+                    "'%s' was written by a run with different settings (%s differs): resuming "
+                    "needs the same data, batch size, seed, shuffling, optimizer and clip_norm",
+                    path, bad);
+      goto out;
+    }
+  }
+  /* the size the header claims, against the file's: nothing is allocated for a lie */
+  int ok = 1;
+  size_t need = sc__add(sc__add(SC__CK_HEAD, sc__mul(sc__mul((size_t)k->np, 12, &ok), 1, &ok), &ok),
+                        sc__add(sc__mul((size_t)k->nidx, 8, &ok), 8, &ok), &ok);
+  long end = -1;
+  if (fseek(f, 0, SEEK_END) == 0) end = ftell(f);
+  if (!ok || end < 0 || (uint64_t)end != (uint64_t)need || fseek(f, SC__CK_HEAD, SEEK_SET) != 0) {
+    if (end < 0) st = sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
+    else
+      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': %s: the file has %ld bytes, its header needs %zu",
+                    path, (uint64_t)end < need ? "truncated" : "unexpected bytes at the end", end,
+                    need);
+    goto out;
+  }
+  float *arr[3] = {p, m, v};
+  size_t off = SC__CK_HEAD;
+  for (int a = 0; a < 3; a++)
+    for (size_t i = 0; i < k->np;) {
+      size_t want_b = (k->np - i) * 4 < sizeof buf ? (k->np - i) * 4 : sizeof buf;
+      errno = 0;
+      got = fread(buf, 1, want_b, f);
+      if (got < want_b) {
+        if (!(st = sc__rerr(f, path, fn)))
+          st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated at offset %zu", path, off + got);
+        goto out;
+      }
+      sum = sc__fnv1a(sum, buf, got);
+      for (size_t b = 0; b < got; b += 4, i++, off += 4) {
+        float x = sc__fof((uint32_t)sc__get_le(buf + b, 4));
+        if (!isfinite(x) || (a == 2 && x < 0)) {
+          static const char *an[3] = {"parameter", "first moment", "second moment"};
+          st = sc__fail(SC_ERR_FORMAT, fn, "'%s': %s %zu (offset %zu) is %g", path, an[a], i, off,
+                        (double)x);
+          goto out;
+        }
+        if (arr[a]) arr[a][i] = x;
+      }
+    }
+  if (k->nidx) {
+    seen = calloc((size_t)(k->nidx + 7) / 8, 1);
+    if (!seen) {
+      st = sc__fail(SC_ERR_NOMEM, fn, "out of memory");
+      goto out;
+    }
+  }
+  for (size_t i = 0; i < k->nidx;) {
+    size_t want_b = (k->nidx - i) * 8 < sizeof buf ? (k->nidx - i) * 8 : sizeof buf;
+    errno = 0;
+    got = fread(buf, 1, want_b, f);
+    if (got < want_b) {
+      if (!(st = sc__rerr(f, path, fn)))
+        st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated at offset %zu", path, off + got);
+      goto out;
+    }
+    sum = sc__fnv1a(sum, buf, got);
+    for (size_t b = 0; b < got; b += 8, i++, off += 8) {
+      uint64_t j = sc__get_le(buf + b, 8);
+      if (j >= k->nsamples || (seen[j / 8] >> (j % 8) & 1)) {
+        st = sc__fail(SC_ERR_FORMAT, fn,
+                      "'%s': the sample order is not a permutation (entry %zu at offset %zu)", path,
+                      i, off);
+        goto out;
+      }
+      seen[j / 8] |= (unsigned char)(1u << (j % 8));
+      if (idx) idx[i] = (size_t)j;
+    }
+  }
+  errno = 0;
+  got = fread(buf, 1, 8, f);
+  if (got < 8) {
+    if (!(st = sc__rerr(f, path, fn)))
+      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated: checksum missing at offset %zu", path, off);
+  } else if (sc__get_le(buf, 8) != sum)
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
+                  off);
+out:
+  free(seen);
+  fclose(f);
+  return st;
+}
+
+sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpoint_state *info) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(path);
+  SC__CHECK_NULL(info);
+  sc__ckpt k;
+  sc_status st = sc__ck_read(__func__, path, chain, NULL, &k, NULL, NULL, NULL, NULL);
+  if (st) return st;
+  memset(info, 0, sizeof *info);
+  info->step = (size_t)k.step;
+  info->epoch = (size_t)k.epoch;
+  info->epoch_step = (size_t)k.pos;
+  info->samples = (size_t)k.nsamples;
+  info->batch_size = (size_t)k.bs;
+  info->seed = k.seed;
+  info->shuffle = (int)k.shuffle;
+  info->optim.kind = (sc_optim_kind)k.kind;
+  info->optim.lr = k.hyper[0], info->optim.beta1 = k.hyper[1], info->optim.beta2 = k.hyper[2];
+  info->optim.eps = k.hyper[3], info->optim.momentum = k.hyper[4];
+  info->optim.weight_decay = k.hyper[5];
+  info->clip_norm = k.hyper[6];
+  return SC_OK;
+}
+
 /* ---------------------------------------------------------------- training */
 sc_train_opts sc_train_defaults(void) {
   sc_train_opts o;
@@ -2109,17 +2410,27 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   SC__CHECK_NULL(p);
   SC__CHECK_NULL(data);
   SC__CHECK_NULL(opts);
+  if (report) memset(report, 0, sizeof *report);
   if (!data->x) return SC__FAIL(SC_ERR_NULL, "data->x is NULL");
   if (data->n == 0) return SC__FAIL(SC_ERR_BATCH, "data->n is 0: no samples");
-  if (opts->epochs == 0) return SC__FAIL(SC_ERR_ARG, "epochs is 0");
+  if (opts->epochs == 0)
+    return SC__FAIL(SC_ERR_ARG, "epochs is 0 (start from sc_train_defaults() and set what differs)");
   if (opts->threads < 1 || opts->threads > 1024)
     return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
+  if (!(opts->clip_norm >= 0) || !isfinite(opts->clip_norm))
+    return SC__FAIL(SC_ERR_ARG, "clip_norm = %g must be finite and >= 0 (0: off)", opts->clip_norm);
+  const char *ckpath = opts->checkpoint;
+  if (ckpath && !*ckpath) return SC__FAIL(SC_ERR_ARG, "checkpoint path is empty");
+  if (!ckpath && opts->resume) return SC__FAIL(SC_ERR_ARG, "resume is set but checkpoint is NULL");
+  if (!ckpath && opts->checkpoint_every)
+    return SC__FAIL(SC_ERR_ARG, "checkpoint_every = %zu but checkpoint is NULL",
+                    opts->checkpoint_every);
   sc_status st = sc__loss_check(__func__, chain, loss, data->target);
   if (st) return st;
   size_t obytes = 0;
   if ((st = sc__optim_plan(__func__, &opts->optim, chain->nparams, &obytes))) return st;
   int ok = 1;
-  size_t n = data->n, bs = opts->batch_size ? opts->batch_size : n;
+  size_t n = data->n, bs = opts->batch_size ? opts->batch_size : n, np = chain->nparams;
   if (bs > n) bs = n;
   sc__mul(n, chain->in > chain->out ? chain->in : chain->out, &ok);
   if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "data size overflows size_t");
@@ -2131,7 +2442,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
     st =
         sc__finite_check_f32(__func__, chain, "target", (const float *)data->target, n, chain->out);
   if (st) return st;
-  if ((st = sc__finite_check_f32(__func__, chain, "parameter", p, 1, chain->nparams))) return st;
+  if ((st = sc__finite_check_f32(__func__, chain, "parameter", p, 1, np))) return st;
 
   const sc_dist *dist = opts->dist;
   if (dist) {
@@ -2146,16 +2457,19 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   size_t total = sc__mul(steps_per_epoch, opts->epochs, &ok);
   if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "epochs x steps overflows size_t");
   int shuffle = opts->shuffle && bs < n;
+  int writer = ckpath && (!dist || dist->rank == 0); /* one rank writes the checkpoints */
 
   /* everything the steps need, allocated once */
   sc_workspace *ws = NULL;
   sc_optimizer *opt = NULL;
-  double t_start = sc__now(), epoch_loss = 0;
-  size_t step = 0, epoch = 0;
-  float *g = NULL;
+  double t_start = sc__now(), epoch_loss = 0, sum = 0;
+  size_t step = 0, epoch = 0, s0 = 0, last_ck = (size_t)-1;
+  float *g = NULL, *pbak = NULL;
   size_t *idx = NULL;
+  char *cktmp = NULL;
+  sc__ckpt ck;
   /* data-parallel: one record per slice, nparams floats then the slice's loss (a double) */
-  size_t rec_g = sc__roundup(sc__mul(chain->nparams, sizeof(float), &ok), sizeof(double), &ok);
+  size_t rec_g = sc__roundup(sc__mul(np, sizeof(float), &ok), sizeof(double), &ok);
   size_t rec = sc__add(rec_g, sizeof(double), &ok);
   unsigned char *xsend = NULL, *xrecv = NULL;
   size_t *xcounts = NULL, *xdispls = NULL;
@@ -2163,12 +2477,14 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "exchange record size overflows size_t");
   if ((st = sc_workspace_create(&ws, chain, bs)) != SC_OK) goto done;
   if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
-  if ((st = sc_optimizer_create(&opt, &opts->optim, chain->nparams)) != SC_OK) goto done;
+  if ((st = sc_optimizer_create(&opt, &opts->optim, np)) != SC_OK) goto done;
   sc_workspace_set_dropout(ws, opts->seed, 0);
-  g = malloc(chain->nparams * sizeof(float));
+  g = malloc(np * sizeof(float));
+  pbak = malloc(np * sizeof(float));
   if (shuffle) idx = malloc(sc__mul(n, sizeof(size_t), &ok));
-  if (!g || (shuffle && !idx)) {
-    st = SC__FAIL(SC_ERR_NOMEM, "out of memory for the gradient or the sample index");
+  if (ckpath) cktmp = malloc(sc__add(strlen(ckpath), SC__TMP_EXTRA, &ok));
+  if (!g || !pbak || (shuffle && !idx) || (ckpath && !cktmp)) {
+    st = SC__FAIL(SC_ERR_NOMEM, "out of memory for the gradient, the sample index or a file name");
     goto done;
   }
   if (dist) {
@@ -2190,16 +2506,40 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
 
   sc__rng rng;
   sc__rng_seed(&rng, opts->seed ^ 0x5C5C5C5C5C5C5C5Cull);
+  sc__ck_identity(&ck, chain, n, bs, shuffle, opts);
+  if (opts->resume) {
+    FILE *probe = fopen(ckpath, "rb");
+    int e = errno;
+    if (probe) fclose(probe);
+    if (probe || e != ENOENT) { /* a missing checkpoint starts from the beginning */
+      sc__ckpt got;
+      /* p is read into g first: it is overwritten only when the whole file checks out */
+      if ((st = sc__ck_read(__func__, ckpath, chain, &ck, &got, g, opt->m, opt->v, idx))) goto done;
+      if (got.step > total) {
+        st = SC__FAIL(SC_ERR_ARG, "'%s' is at step %llu, beyond the %zu steps of this run",
+                      ckpath, (unsigned long long)got.step, total);
+        goto done;
+      }
+      memcpy(p, g, np * sizeof *p);
+      opt->t = got.t;
+      memcpy(rng.s, got.rng, sizeof rng.s);
+      step = (size_t)got.step, epoch = (size_t)got.epoch, s0 = (size_t)got.pos;
+      sum = got.epoch_sum;
+      if (s0) epoch_loss = sum / (double)s0;
+      last_ck = step;
+      sc_workspace_set_dropout(ws, opts->seed, step);
+      if (report) report->resumed_step = step;
+    }
+  }
   t_start = sc__now();
-  for (epoch = 0; epoch < opts->epochs; epoch++) {
-    if (shuffle)
+  for (; epoch < opts->epochs; epoch++, s0 = 0, sum = 0) {
+    if (shuffle && s0 == 0)
       for (size_t k = n - 1; k > 0; k--) { /* Fisher-Yates */
         size_t j = (size_t)sc__rng_below(&rng, (uint64_t)k + 1), tmp = idx[k];
         idx[k] = idx[j];
         idx[j] = tmp;
       }
-    double sum = 0;
-    for (size_t s = 0; s < steps_per_epoch; s++) {
+    for (size_t s = s0; s < steps_per_epoch; s++) {
       size_t b0 = s * bs, nb = n - b0 < bs ? n - b0 : bs;
       double lv = 0;
       const float *xb = data->x;
@@ -2221,8 +2561,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
                             &hi, slice_loss);
         for (size_t q = lo; q < hi; q++) {
           unsigned char *r = xsend + (q - lo) * rec;
-          memcpy(r, ws->slices + q * ws->slice_bytes + ws->tile_bytes,
-                 chain->nparams * sizeof(float));
+          memcpy(r, ws->slices + q * ws->slice_bytes + ws->tile_bytes, np * sizeof(float));
           memcpy(r + rec_g, &slice_loss[q], sizeof(double));
         }
         for (int r = 0; r < dist->ranks; r++) {
@@ -2247,31 +2586,81 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
           lsum += sl;
           const float *gq = (const float *)(const void *)r;
           if (q == 0)
-            memcpy(g, gq, chain->nparams * sizeof(float));
+            memcpy(g, gq, np * sizeof(float));
           else
-            for (size_t k = 0; k < chain->nparams; k++) g[k] += gq[k];
+            for (size_t k = 0; k < np; k++) g[k] += gq[k];
         }
         lv = lsum / (double)nb;
       }
-      if (!isfinite(lv)) {
+      /* the NaN guard: a poisoned loss, gradient or update never reaches p */
+      size_t bad = np;
+      if (!isfinite(lv) || (bad = chain->kf->find_nonfinite(g, np)) < np) {
+        char what[64];
+        if (!isfinite(lv))
+          snprintf(what, sizeof what, "the loss became %s", isnan(lv) ? "NaN" : "Inf");
+        else
+          snprintf(what, sizeof what, "the gradient g[%zu] became %s", bad,
+                   isnan(g[bad]) ? "NaN" : "Inf");
         st = SC__FAIL(SC_ERR_NONFINITE,
-                      "the loss became %s at step %zu (epoch %zu): learning rate too high?",
-                      isnan(lv) ? "NaN" : "Inf", step + 1, epoch);
+                      "%s at step %zu (epoch %zu, minibatch %zu of %zu): p holds the parameters "
+                      "after step %zu; learning rate too high?",
+                      what, step + 1, epoch, s + 1, steps_per_epoch, step);
         goto done;
       }
-      sc_optimizer_step(opt, p, g, chain->nparams);
+      if (opts->clip_norm > 0) { /* as torch.nn.utils.clip_grad_norm_ */
+        double ss = 0;
+        for (size_t k = 0; k < np; k++) ss += (double)g[k] * (double)g[k];
+        double norm = sqrt(ss);
+        if (norm > opts->clip_norm) {
+          float c = (float)(opts->clip_norm / (norm + 1e-6));
+          for (size_t k = 0; k < np; k++) g[k] *= c;
+        }
+      }
+      memcpy(pbak, p, np * sizeof *p);
+      sc_optimizer_step(opt, p, g, np);
+      if ((bad = chain->kf->find_nonfinite(p, np)) < np) {
+        int nan = isnan(p[bad]);
+        memcpy(p, pbak, np * sizeof *p);
+        st = SC__FAIL(SC_ERR_NONFINITE,
+                      "the update of step %zu (epoch %zu, minibatch %zu of %zu) made p[%zu] %s: p "
+                      "holds the parameters after step %zu; learning rate too high?",
+                      step + 1, epoch, s + 1, steps_per_epoch, bad, nan ? "NaN" : "Inf", step);
+        goto done;
+      }
       step++;
       sum += lv;
       epoch_loss = sum / (double)(s + 1);
+      if (writer && opts->checkpoint_every && step % opts->checkpoint_every == 0) {
+        int end = s + 1 == steps_per_epoch; /* the next step opens the next epoch */
+        ck.step = step, ck.epoch = end ? epoch + 1 : epoch, ck.pos = end ? 0 : s + 1;
+        ck.t = step, ck.epoch_sum = end ? 0 : sum, ck.nidx = idx ? n : 0;
+        memcpy(ck.rng, rng.s, sizeof ck.rng);
+        if ((st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx))) goto done;
+        last_ck = step;
+      }
       if (opts->progress && opts->progress_every && step % opts->progress_every == 0) {
         sc_progress pr = {epoch, step, total, lv, epoch_loss, sc__now() - t_start, p};
         if (opts->progress(&pr, opts->user)) {
+          if (writer && last_ck != step) { /* so that the stopped run can be resumed */
+            int end = s + 1 == steps_per_epoch;
+            ck.step = step, ck.epoch = end ? epoch + 1 : epoch, ck.pos = end ? 0 : s + 1;
+            ck.t = step, ck.epoch_sum = end ? 0 : sum, ck.nidx = idx ? n : 0;
+            memcpy(ck.rng, rng.s, sizeof ck.rng);
+            if ((st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx)))
+              goto done;
+          }
           st = SC__FAIL(SC_ERR_STOPPED, "stopped by the progress callback at step %zu", step);
           epoch++;
           goto done;
         }
       }
     }
+  }
+  if (writer && last_ck != step) { /* the finished run, so that resuming it does nothing */
+    ck.step = step, ck.epoch = epoch, ck.pos = 0, ck.t = step, ck.epoch_sum = 0;
+    ck.nidx = idx ? n : 0;
+    memcpy(ck.rng, rng.s, sizeof ck.rng);
+    st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx);
   }
 done:
   if (report) {
@@ -2282,6 +2671,8 @@ done:
   }
   free(idx);
   free(g);
+  free(pbak);
+  free(cktmp);
   free(xsend);
   free(xrecv);
   free(xcounts);

@@ -448,6 +448,16 @@ typedef struct sc_train_opts {
   sc_progress_fn progress;
   void *user;
   const sc_dist *dist; /* NULL (default): this process alone; see sc_dist */
+  /* Gradient clipping, as torch.nn.utils.clip_grad_norm_: when the L2 norm of the step's
+   * gradient exceeds clip_norm it is scaled by clip_norm / (norm + 1e-6). 0 (default): off. */
+  double clip_norm;
+  /* Checkpoints (see "Checkpoints" below). checkpoint: a file path, or NULL (default: none).
+   * checkpoint_every: write it after every this many steps (0: only when the run ends or
+   * is stopped by the progress callback). resume: 1 = if the checkpoint file exists,
+   * continue the run it holds (a missing file starts from the beginning). */
+  const char *checkpoint;
+  size_t checkpoint_every;
+  int resume;
 } sc_train_opts;
 
 sc_train_opts sc_train_defaults(void);
@@ -463,6 +473,7 @@ typedef struct sc_train_report {
   size_t epochs;
   double final_loss; /* mean minibatch loss of the last epoch */
   double seconds;
+  size_t resumed_step; /* the step a resumed run continued from (0: it started afresh) */
 } sc_train_report;
 
 /* Trains p in place. All memory (workspace, optimizer state, the shuffled index) is
@@ -472,6 +483,40 @@ typedef struct sc_train_report {
  * opts.threads. report may be NULL. */
 sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
                    const sc_train_opts *opts, sc_train_report *report);
+/* NaN guard: a step whose loss or gradient is NaN or Inf, or whose update would make a
+ * parameter NaN or Inf, stops training with SC_ERR_NONFINITE and a message naming the
+ * step, the epoch and the minibatch; p then holds the parameters after the last good step
+ * (a poisoned step never writes p; the optimizer state is not used again).
+ *
+ * Checkpoints: with opts.checkpoint set, sc_train writes a checkpoint file every
+ * opts.checkpoint_every steps, when the progress callback stops it, and when it ends. It
+ * holds p, the optimizer's moments and step count, the step, the epoch and the position in
+ * it, the sample order and the shuffling generator (the dropout masks follow from the seed
+ * and the step), with the settings it was written under and a checksum. It is written as
+ * sc_params_save writes (a unique temporary file, fsync, rename, directory fsync: a crash
+ * or kill -9 at any moment leaves the previous or the new checkpoint, whole) and with no
+ * heap allocation where the system has POSIX I/O. With opts.resume, a run given the same
+ * chain, data, batch size, seed, shuffle, optimizer and clip_norm (SC_ERR_ARG naming the
+ * first difference otherwise) continues from the checkpoint, and ends with p bitwise
+ * identical to the uninterrupted run's, for any thread count; opts.epochs may be raised to
+ * train on. The caller's initial p is then replaced by the checkpoint's. A damaged file is
+ * SC_ERR_FORMAT naming the problem and its offset; p is written only when the whole file
+ * checks out. With opts.dist, rank 0 writes and every rank reads the file when resuming
+ * (a file system they share). A failed write stops training with its error (p is valid). */
+
+/* What a checkpoint file holds, for tools (sc_checkpoint_info). */
+typedef struct sc_checkpoint_state {
+  size_t step;       /* optimizer steps taken */
+  size_t epoch;      /* the epoch of the next step */
+  size_t epoch_step; /* steps already taken in that epoch */
+  size_t samples, batch_size;
+  uint64_t seed;
+  int shuffle;
+  sc_optim optim;
+  double clip_norm;
+} sc_checkpoint_state;
+/* Reads and checks a whole checkpoint written for this chain (errors as for resuming). */
+sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpoint_state *info);
 
 /* ---------------------------------------------------------------- data files (IDX) */
 /* IDX files (the MNIST format), gzipped or raw.
