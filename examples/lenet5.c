@@ -58,6 +58,12 @@ static void usage(FILE *f) {
       "  --limit N      use only the first N training images (default: all)\n"
       "  --save FILE    write the trained parameters (sc_params_save format)\n"
       "  --eval FILE    load parameters from FILE and only evaluate on the test set\n"
+      "  --checkpoint FILE  write a checkpoint (atomic, checksummed) every --every-steps\n"
+      "                 steps and at the end; with --resume a run killed at any moment\n"
+      "                 continues from it and ends bit for bit as an uninterrupted one\n"
+      "  --every-steps N  steps between checkpoints (default 500)\n"
+      "  --resume       continue from --checkpoint FILE if it exists\n"
+      "  --clip NORM    clip the gradient's L2 norm to NORM (default: off)\n"
       "  --quiet        no progress lines, only the per-epoch summaries\n"
       "  --help         this text\n",
       DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR);
@@ -112,8 +118,10 @@ int main(int argc, char **argv) {
   size_t epochs = DEFAULT_EPOCHS, batch = DEFAULT_BATCH, limit = 0, seed = 1;
   double lr = DEFAULT_LR;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = ncpu > 0 ? (ncpu > 16 ? 16 : (int)ncpu) : 1, quiet = 0;
-  const char *data = NULL, *save = NULL, *eval = NULL;
+  int threads = ncpu > 0 ? (ncpu > 16 ? 16 : (int)ncpu) : 1, quiet = 0, resume = 0;
+  const char *data = NULL, *save = NULL, *eval = NULL, *ckpt = NULL;
+  size_t ck_every = 500;
+  double clip = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -123,6 +131,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(a, "--quiet")) {
       quiet = 1;
+      continue;
+    }
+    if (!strcmp(a, "--resume")) {
+      resume = 1;
       continue;
     }
     if (!v) {
@@ -151,7 +163,15 @@ int main(int argc, char **argv) {
       save = v;
     else if (!strcmp(a, "--eval"))
       eval = v;
-    else {
+    else if (!strcmp(a, "--checkpoint"))
+      ckpt = v;
+    else if (!strcmp(a, "--every-steps"))
+      ok = example_size(v, &ck_every) && ck_every > 0;
+    else if (!strcmp(a, "--clip")) {
+      char *end;
+      clip = strtod(v, &end);
+      ok = *end == 0 && clip > 0 && isfinite(clip);
+    } else {
       fprintf(stderr, "lenet5: unknown option '%s' (see --help)\n", a);
       return 2;
     }
@@ -162,7 +182,11 @@ int main(int argc, char **argv) {
     i++;
   }
 
-  if (!example_writable("lenet5", save)) return 2;
+  if (resume && !ckpt) {
+    fprintf(stderr, "lenet5: --resume needs --checkpoint FILE\n");
+    return 2;
+  }
+  if (!example_writable("lenet5", save) || !example_writable("lenet5", ckpt)) return 2;
   if (eval && access(eval, R_OK) != 0) {
     fprintf(stderr, "lenet5: cannot read --eval '%s': %s\n", eval, strerror(errno));
     return 2;
@@ -277,19 +301,34 @@ int main(int argc, char **argv) {
   opts.progress_every = 1;
   opts.progress = on_progress;
   opts.user = &mon;
+  opts.clip_norm = clip;
+  opts.checkpoint = ckpt;
+  opts.checkpoint_every = ckpt ? ck_every : 0;
+  opts.resume = resume;
+  if (resume) {
+    sc_checkpoint_state cs;
+    if (sc_checkpoint_info(chain, ckpt, &cs) == SC_OK)
+      printf("resuming from %s at step %zu (epoch %zu, step %zu of %zu in it)\n", ckpt, cs.step,
+             cs.epoch + 1, cs.epoch_step, mon.steps_per_epoch);
+    else
+      printf("no usable checkpoint at %s: %s\n", ckpt, sc_last_error());
+  }
   sc_data d = {xtr, ytr, ntr};
   sc_train_report rep;
   CHECK(sc_train(chain, SC_LOSS_LOGIT_CROSSENTROPY, p, &d, &opts, &rep));
+  /* the epochs this process trained (a resumed run did only part of them) */
+  double ran = (double)(rep.steps - rep.resumed_step) / (double)mon.steps_per_epoch;
+  if (ran <= 0) ran = 1;
   double acc = 0, tl = 0;
   CHECK(sc_evaluate(chain, p, xte, yte, nte, &tl, &acc, ws_eval));
   double train_s = rep.seconds - mon.eval_seconds;
   printf("done: %zu epochs in %.2f s of training (%.3f s per epoch, %.0f images/s, kernels %s)\n"
          "      test accuracy %.2f %%\n",
-         rep.epochs, train_s, train_s / (double)rep.epochs,
-         (double)ntr * (double)rep.epochs / train_s, sc_chain_isa(chain), 100 * acc);
+         rep.epochs, train_s, train_s / ran, (double)ntr * ran / train_s, sc_chain_isa(chain),
+         100 * acc);
   printf("RESULT engine=simplechain bench=lenet5 epochs=%zu batch=%zu threads=%d train=%zu "
          "seconds_per_epoch=%.4f test_accuracy=%.4f\n",
-         rep.epochs, bs, threads, ntr, train_s / (double)rep.epochs, acc);
+         rep.epochs, bs, threads, ntr, train_s / ran, acc);
   if (save) {
     CHECK(sc_params_save(chain, p, np, save));
     printf("saved %zu parameters to %s\n", np, save);

@@ -5,7 +5,8 @@
  * Network 4 -> 32 tanh -> 16 tanh -> 4, full-batch ADAM, squared loss.
  *
  *   toy2x2 [--steps N] [--samples N] [--seed S] [--lr LR] [--threads T]
- *          [--every N] [--save FILE] [--quiet] [--help]
+ *          [--every N] [--save FILE] [--checkpoint FILE [--every-steps N] [--resume]]
+ *          [--clip NORM] [--quiet] [--help]
  *
  * "MSE" below is the mean over samples and the 4 outputs of the squared error (the
  * library's squared loss sums over outputs, so MSE = loss / 4).
@@ -64,6 +65,12 @@ static void usage(FILE *f) {
          "  --threads T    threads (default 1); results do not depend on it\n"
          "  --every N      progress line every N steps (default 1000, 0 = none)\n"
          "  --save FILE    write the trained parameters (sc_params_save format)\n"
+         "  --checkpoint FILE  write a checkpoint (atomic, checksummed) every --every-steps\n"
+         "                 steps and at the end; with --resume a run killed at any moment\n"
+         "                 continues from it and ends bit for bit as an uninterrupted one\n"
+         "  --every-steps N  steps between checkpoints (default 1000)\n"
+         "  --resume       continue from --checkpoint FILE if it exists\n"
+         "  --clip NORM    clip the gradient's L2 norm to NORM (default: off)\n"
          "  --quiet        only the final summary\n"
          "  --help         this text\n");
 }
@@ -72,8 +79,10 @@ int main(int argc, char **argv) {
   size_t steps = 10000, samples = 10000, every = 1000;
   unsigned long long seed = 1;
   double lr = 1e-3;
-  int threads = 1, quiet = 0;
-  const char *save = NULL;
+  int threads = 1, quiet = 0, resume = 0;
+  const char *save = NULL, *ckpt = NULL;
+  size_t ck_every = 1000;
+  double clip = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -82,6 +91,9 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--quiet")) {
       quiet = 1;
+      continue;
+    } else if (!strcmp(a, "--resume")) {
+      resume = 1;
       continue;
     }
     if (!v) {
@@ -108,7 +120,15 @@ int main(int argc, char **argv) {
       threads = (int)t;
     } else if (!strcmp(a, "--save"))
       save = v;
-    else {
+    else if (!strcmp(a, "--checkpoint"))
+      ckpt = v;
+    else if (!strcmp(a, "--every-steps"))
+      ok = example_size(v, &ck_every) && ck_every > 0;
+    else if (!strcmp(a, "--clip")) {
+      char *end;
+      clip = strtod(v, &end);
+      ok = *end == 0 && clip > 0 && isfinite(clip);
+    } else {
       fprintf(stderr, "toy2x2: unknown option '%s' (see --help)\n", a);
       return 2;
     }
@@ -124,7 +144,11 @@ int main(int argc, char **argv) {
             samples);
     return 2;
   }
-  if (!example_writable("toy2x2", save)) return 2;
+  if (resume && !ckpt) {
+    fprintf(stderr, "toy2x2: --resume needs --checkpoint FILE\n");
+    return 2;
+  }
+  if (!example_writable("toy2x2", save) || !example_writable("toy2x2", ckpt)) return 2;
   sc_layer layers[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
   sc_chain *chain = NULL;
   sc_workspace *ws_test = NULL;
@@ -170,9 +194,21 @@ int main(int argc, char **argv) {
   opts.progress_every = every;
   opts.progress = every ? on_progress : NULL;
   opts.user = &mon;
+  opts.clip_norm = clip;
+  opts.checkpoint = ckpt;
+  opts.checkpoint_every = ckpt ? ck_every : 0;
+  opts.resume = resume;
+  if (resume && !quiet) {
+    sc_checkpoint_state cs;
+    if (sc_checkpoint_info(chain, ckpt, &cs) == SC_OK)
+      printf("resuming from %s at step %zu of %zu\n", ckpt, cs.step, steps);
+    else
+      printf("no usable checkpoint at %s: %s\n", ckpt, sc_last_error());
+  }
   sc_data data = {x, y, samples};
   sc_train_report rep;
   CHECK(sc_train(chain, SC_LOSS_SQUARED, p, &data, &opts, &rep));
+  size_t ran = rep.steps - rep.resumed_step; /* the steps this process took */
 
   float train_loss, test_loss;
   CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, x, y, samples, &train_loss, ws_test));
@@ -180,9 +216,10 @@ int main(int argc, char **argv) {
   /* the training time includes the progress callbacks' test evaluations; report the
    * training throughput on the steps alone */
   double gflops =
-      TOY_FLOPS_PER_SAMPLE_STEP * (double)samples * (double)rep.steps / rep.seconds * 1e-9;
+      TOY_FLOPS_PER_SAMPLE_STEP * (double)samples * (double)ran / rep.seconds * 1e-9;
   printf("done: %zu steps in %.3f s (%.0f steps/s, %.1f GFLOP/s on the matmuls, kernels %s)\n",
-         rep.steps, rep.seconds, (double)rep.steps / rep.seconds, gflops, sc_chain_isa(chain));
+         ran, rep.seconds, (double)ran / rep.seconds, gflops, sc_chain_isa(chain));
+  if (rep.resumed_step) printf("(resumed at step %zu; %zu steps in all)\n", rep.resumed_step, rep.steps);
   printf("train MSE %.5f   test MSE %.5f\n", train_loss / 4, test_loss / 4);
   printf("RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%.4f "
          "train_mse=%.6f test_mse=%.6f gflops=%.2f\n",

@@ -11,6 +11,7 @@
  *     by the progress callback (progress_every = 1) is the same at step 1, 2 and the
  *     last step (50), for full batch and minibatch + shuffle (with a short last batch),
  *     squared and cross-entropy loss, threads 1 and 2; and sc_train frees all it took.
+ *   - the same with a checkpoint written after every step and gradient clipping on.
  *   - sc_forward, sc_valgrad, sc_loss_value, sc_pullback (float and double) and
  *     sc_optimizer_step called in a loop allocate nothing, single- and multi-threaded,
  *     with library and caller memory.
@@ -156,6 +157,10 @@ static sc_chain *make_chain(int kind, size_t *nin, size_t *nout) {
   return c;
 }
 
+/* when set, train_chain also writes a checkpoint after every step and clips gradients:
+ * neither may allocate */
+static const char *ck_path;
+
 static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, size_t epochs,
                         int threads, int shuffle) {
   size_t nin = 0, nout = 0;
@@ -182,6 +187,11 @@ static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, siz
   o.progress_every = 1;
   o.progress = record;
   o.user = r;
+  if (ck_path) {
+    o.checkpoint = ck_path;
+    o.checkpoint_every = 1;
+    o.clip_norm = 0.5;
+  }
   sc_data d = {x, loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t, n};
   sc_train_report rep;
   size_t before = allocs();
@@ -230,6 +240,26 @@ static void test_train_convnets(void **state) {
     train_chain(2, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);
     train_chain(2, SC_LOSS_SQUARED, 70, 0, TRAIN_STEPS, th, 0);
   }
+}
+
+/* checkpoints after every step (and gradient clipping) allocate nothing */
+static void test_train_checkpointing(void **state) {
+  (void)state;
+  char path[512];
+  tu_tmp_path(path, sizeof path, "alloc", "ck.sck");
+  ck_path = path;
+  for (int th = 1; th <= 2; th++) {
+    train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
+    train_chain(2, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);
+  }
+  ck_path = NULL;
+  sc_checkpoint_state info;
+  sc_layer L[] = {sc_dense(16, SC_TANH), sc_dense(8, SC_GELU), sc_dense(3, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, 3));
+  SC_EXPECT(SC_ERR_SHAPE, sc_checkpoint_info(c, path, &info)); /* the convnet's, last */
+  sc_chain_destroy(c);
+  remove(path);
 }
 
 static void test_train_full_batch(void **state) {
@@ -442,6 +472,7 @@ int main(void) {
       cmocka_unit_test(test_train_full_batch),
       cmocka_unit_test(test_train_minibatch_shuffle),
       cmocka_unit_test(test_train_convnets),
+      cmocka_unit_test(test_train_checkpointing),
       cmocka_unit_test(test_compute_no_alloc),
       cmocka_unit_test(test_one_state_no_alloc),
       cmocka_unit_test(test_nuts_no_alloc),

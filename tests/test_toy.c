@@ -13,10 +13,15 @@
  * test. Threads 1 and 2 must print identical MSEs (results do not depend on threads).
  * Command-line handling: --help exits 0 with a usage text; bad values exit non-zero
  * with a message naming the bad value. Under AddressSanitizer (about 5x slower) the
- * whole file runs in a few seconds.
+ * whole file runs in a few seconds. test_toy_kill_resume kills a checkpointing trainer (kill -9)
+ * four times at random steps, resumes it each time, and compares the final parameter file
+ * byte for byte with an uninterrupted run's.
  */
 #include "testutil.h"
 
+#include <fcntl.h>
+#include <time.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 typedef struct result {
@@ -138,6 +143,97 @@ static void test_toy_bad_args(void **state) {
   }
 }
 
+/* issue 12, feature 2: kill -9 a trainer at random moments (checkpoints every 7 steps, so
+ * kills land inside writes too), resume each time, and the final parameters are byte for
+ * byte those of an uninterrupted run */
+static pid_t spawn_toy(const char *ck, const char *save, int resume, int threads) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 1), dup2(devnull, 2);
+    char th[8];
+    snprintf(th, sizeof th, "%d", threads);
+    const char *argv[32] = {toy_path(), "--steps", "6000", "--samples", "300", "--seed", "3",
+                            "--quiet", "--threads", th, "--checkpoint", ck, "--every-steps", "7",
+                            "--save", save};
+    int n = 16;
+    if (resume) argv[n++] = "--resume";
+    argv[n] = NULL;
+    execv(toy_path(), (char *const *)argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static void test_toy_kill_resume(void **state) {
+  (void)state;
+  char ck[512], ref[512], got[512];
+  tu_tmp_path(ck, sizeof ck, "toy", "kill.sck");
+  tu_tmp_path(ref, sizeof ref, "toy", "ref.scp");
+  tu_tmp_path(got, sizeof got, "toy", "got.scp");
+  remove(ck);
+  remove(got);
+  /* the uninterrupted run */
+  char args[2048], *out = NULL;
+  snprintf(args, sizeof args,
+           "--steps 6000 --samples 300 --seed 3 --quiet --threads 1 --save '%s'", ref);
+  int rc = run_toy(args, &out);
+  if (rc) fail_msg("toy2x2 %s: %d\n%s", args, rc, out);
+  free(out);
+  sc_layer layers[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 4, layers, 3));
+  int kills = 0;
+  size_t last = 0;
+  for (int round = 0; round < 4; round++) {
+    pid_t pid = spawn_toy(ck, got, round > 0, 1 + round % 2);
+    /* wait until this process has moved the checkpoint on by 150 to 600 steps */
+    size_t target = last + 150 + (size_t)(rand() % 450);
+    int status = 0, done = 0;
+    for (int spin = 0; spin < 200000; spin++) {
+      sc_checkpoint_state cs;
+      if (sc_checkpoint_info(c, ck, &cs) == SC_OK && cs.step >= target) break;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        done = 1;
+        break;
+      }
+      struct timespec ts = {0, 200000 + 1000 * (rand() % 300)};
+      nanosleep(&ts, NULL);
+    }
+    if (done) fail_msg("round %d: the trainer ended before it could be killed", round);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    kills++;
+    sc_checkpoint_state cs;
+    SC_OK_OR_FAIL(sc_checkpoint_info(c, ck, &cs)); /* whole, whatever the moment of the kill */
+    assert_true(cs.step < 6000);
+    last = cs.step;
+  }
+  /* the last resume runs to the end */
+  snprintf(args, sizeof args,
+           "--steps 6000 --samples 300 --seed 3 --quiet --threads 2 --checkpoint '%s' "
+           "--every-steps 7 --resume --save '%s'",
+           ck, got);
+  rc = run_toy(args, &out);
+  if (rc) fail_msg("toy2x2 %s: %d\n%s", args, rc, out);
+  if (!strstr(out, "resumed at step")) fail_msg("no resume reported:\n%s", out);
+  free(out);
+  size_t la, lb;
+  unsigned char *a = tu_read_all(ref, &la), *b = tu_read_all(got, &lb);
+  assert_int_equal(la, lb);
+  if (memcmp(a, b, la)) fail_msg("after %d kills the resumed run differs from the uninterrupted one", kills);
+  print_message("      killed at steps up to %zu, %d times; final parameters identical\n", last,
+                kills);
+  free(a);
+  free(b);
+  sc_chain_destroy(c);
+  remove(ck);
+  remove(ref);
+  remove(got);
+}
+
 int main(void) {
   FILE *f = fopen(toy_path(), "rb");
   if (!f) {
@@ -151,6 +247,7 @@ int main(void) {
       cmocka_unit_test(test_toy_bad_args),
       cmocka_unit_test(test_toy_threads_agree),
       cmocka_unit_test(test_toy_trains),
+      cmocka_unit_test(test_toy_kill_resume),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
