@@ -2095,19 +2095,21 @@ sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t 
  *   0 magic "SCCHECKP"   8 version (1, u32)      12 flags (0, u32)
  *  16 nparams           24 chain fingerprint     32 samples     40 batch size    48 seed
  *  56 shuffle (u32)     60 optimizer kind (u32)
- *  64 lr, beta1, beta2, eps, momentum, weight_decay, clip_norm (7 doubles, as bits)
- * 120 step             128 epoch               136 steps into the epoch
- * 144 optimizer t      152 shuffling generator state (4 x u64)
- * 184 loss sum of the epoch so far (double)    192 index count (samples if shuffled, else 0)
- * 200 p, then the optimizer's m and v (nparams float32 each), then the sample order
+ *  64 lr, beta1, beta2, eps, momentum, weight_decay, clip_norm, lr_schedule, lr_min and
+ *     the schedule's length in steps (0 for a constant rate) (10 doubles, as bits)
+ * 144 step             152 epoch               160 steps into the epoch
+ * 168 optimizer t      176 shuffling generator state (4 x u64)
+ * 208 loss sum of the epoch so far (double)    216 index count (samples if shuffled, else 0)
+ * 224 p, then the optimizer's m and v (nparams float32 each), then the sample order
  *     (count u64), then an FNV-1a checksum (u64) of every byte before it. */
 #define SC__CK_MAGIC "SCCHECKP"
-#define SC__CK_HEAD 200
+#define SC__CK_HEAD 224
+#define SC__CK_NH 10
 
 typedef struct sc__ckpt {
   uint64_t np, fp, nsamples, bs, seed;
   uint32_t shuffle, kind;
-  double hyper[7]; /* lr, beta1, beta2, eps, momentum, weight_decay, clip_norm */
+  double hyper[SC__CK_NH]; /* see the layout above */
   uint64_t step, epoch, pos, t, rng[4];
   double epoch_sum;
   uint64_t nidx;
@@ -2125,12 +2127,16 @@ static double sc__dof(uint64_t u) {
 }
 
 static void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
-                            const sc_train_opts *o) {
+                            const sc_train_opts *o, size_t total) {
   memset(k, 0, sizeof *k);
   k->np = chain->nparams, k->fp = sc__fingerprint(chain), k->nsamples = n, k->bs = bs;
   k->seed = o->seed, k->shuffle = (uint32_t)shuffle, k->kind = (uint32_t)o->optim.kind;
   const sc_optim *c = &o->optim;
-  double h[7] = {c->lr, c->beta1, c->beta2, c->eps, c->momentum, c->weight_decay, o->clip_norm};
+  int sched = o->lr_schedule != SC_LR_CONSTANT;
+  double h[SC__CK_NH] = {c->lr,          c->beta1,        c->beta2,
+                         c->eps,         c->momentum,     c->weight_decay,
+                         o->clip_norm,   (double)o->lr_schedule, sched ? o->lr_min : 0,
+                         sched ? (double)total : 0};
   memcpy(k->hyper, h, sizeof h);
 }
 
@@ -2145,14 +2151,14 @@ static void sc__ck_encode(unsigned char *h, const sc__ckpt *k) {
   sc__put_le(h + 48, k->seed, 8);
   sc__put_le(h + 56, k->shuffle, 4);
   sc__put_le(h + 60, k->kind, 4);
-  for (int i = 0; i < 7; i++) sc__put_le(h + 64 + 8 * i, sc__dbits(k->hyper[i]), 8);
-  sc__put_le(h + 120, k->step, 8);
-  sc__put_le(h + 128, k->epoch, 8);
-  sc__put_le(h + 136, k->pos, 8);
-  sc__put_le(h + 144, k->t, 8);
-  for (int i = 0; i < 4; i++) sc__put_le(h + 152 + 8 * i, k->rng[i], 8);
-  sc__put_le(h + 184, sc__dbits(k->epoch_sum), 8);
-  sc__put_le(h + 192, k->nidx, 8);
+  for (int i = 0; i < SC__CK_NH; i++) sc__put_le(h + 64 + 8 * i, sc__dbits(k->hyper[i]), 8);
+  sc__put_le(h + 144, k->step, 8);
+  sc__put_le(h + 152, k->epoch, 8);
+  sc__put_le(h + 160, k->pos, 8);
+  sc__put_le(h + 168, k->t, 8);
+  for (int i = 0; i < 4; i++) sc__put_le(h + 176 + 8 * i, k->rng[i], 8);
+  sc__put_le(h + 208, sc__dbits(k->epoch_sum), 8);
+  sc__put_le(h + 216, k->nidx, 8);
 }
 
 static void sc__ck_decode(const unsigned char *h, sc__ckpt *k) {
@@ -2160,12 +2166,12 @@ static void sc__ck_decode(const unsigned char *h, sc__ckpt *k) {
   k->nsamples = sc__get_le(h + 32, 8), k->bs = sc__get_le(h + 40, 8);
   k->seed = sc__get_le(h + 48, 8);
   k->shuffle = (uint32_t)sc__get_le(h + 56, 4), k->kind = (uint32_t)sc__get_le(h + 60, 4);
-  for (int i = 0; i < 7; i++) k->hyper[i] = sc__dof(sc__get_le(h + 64 + 8 * i, 8));
-  k->step = sc__get_le(h + 120, 8), k->epoch = sc__get_le(h + 128, 8);
-  k->pos = sc__get_le(h + 136, 8), k->t = sc__get_le(h + 144, 8);
-  for (int i = 0; i < 4; i++) k->rng[i] = sc__get_le(h + 152 + 8 * i, 8);
-  k->epoch_sum = sc__dof(sc__get_le(h + 184, 8));
-  k->nidx = sc__get_le(h + 192, 8);
+  for (int i = 0; i < SC__CK_NH; i++) k->hyper[i] = sc__dof(sc__get_le(h + 64 + 8 * i, 8));
+  k->step = sc__get_le(h + 144, 8), k->epoch = sc__get_le(h + 152, 8);
+  k->pos = sc__get_le(h + 160, 8), k->t = sc__get_le(h + 168, 8);
+  for (int i = 0; i < 4; i++) k->rng[i] = sc__get_le(h + 176 + 8 * i, 8);
+  k->epoch_sum = sc__dof(sc__get_le(h + 208, 8));
+  k->nidx = sc__get_le(h + 216, 8);
 }
 
 /* Writes a checkpoint atomically (sc__wopen/sc__wcommit; tmp: strlen(path) + SC__TMP_EXTRA
@@ -2237,7 +2243,7 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   const char *bad = NULL;
   size_t at = 0;
   int hok = 1;
-  for (int i = 0; i < 7; i++) hok &= isfinite(k->hyper[i]) != 0;
+  for (int i = 0; i < SC__CK_NH; i++) hok &= isfinite(k->hyper[i]) != 0;
   uint64_t spe = k->bs ? (k->nsamples + k->bs - 1) / k->bs : 0;
   if (k->np != chain->nparams) {
     st = sc__fail(SC_ERR_SHAPE, fn, "'%s': holds %llu parameters (offset 16), the chain has %zu",
@@ -2253,20 +2259,21 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   else if (k->bs == 0 || k->bs > k->nsamples) bad = "batch size", at = 40;
   else if (k->shuffle > 1) bad = "shuffle flag", at = 56;
   else if (k->kind < SC_ADAM || k->kind > SC_SGD) bad = "optimizer kind", at = 60;
-  else if (!hok) bad = "optimizer settings", at = 64;
-  else if (k->pos >= spe) bad = "steps into the epoch", at = 136;
-  else if (k->epoch > UINT64_MAX / spe || k->epoch * spe + k->pos != k->step) bad = "step", at = 120;
-  else if (k->t != k->step) bad = "optimizer step count", at = 144;
-  else if (!isfinite(k->epoch_sum)) bad = "epoch loss sum", at = 184;
-  else if (k->nidx != (k->shuffle ? k->nsamples : 0)) bad = "index count", at = 192;
+  else if (!hok || (k->hyper[7] != 0 && k->hyper[7] != 1)) bad = "optimizer settings", at = 64;
+  else if (k->pos >= spe) bad = "steps into the epoch", at = 160;
+  else if (k->epoch > UINT64_MAX / spe || k->epoch * spe + k->pos != k->step) bad = "step", at = 144;
+  else if (k->t != k->step) bad = "optimizer step count", at = 168;
+  else if (!isfinite(k->epoch_sum)) bad = "epoch loss sum", at = 208;
+  else if (k->nidx != (k->shuffle ? k->nsamples : 0)) bad = "index count", at = 216;
   if (bad) {
     st = sc__fail(SC_ERR_FORMAT, fn, "'%s': inconsistent %s at offset %zu (file corrupted)", path,
                   bad, at);
     goto out;
   }
   if (want) {
-    static const char *hn[7] = {"lr", "beta1", "beta2", "eps", "momentum", "weight_decay",
-                                "clip_norm"};
+    static const char *hn[SC__CK_NH] = {"lr",           "beta1",     "beta2",       "eps",
+                                        "momentum",     "weight_decay", "clip_norm",
+                                        "lr_schedule", "lr_min",    "the schedule's length (epochs)"};
     if (k->nsamples != want->nsamples)
       bad = "the sample count";
     else if (k->bs != want->bs)
@@ -2277,12 +2284,13 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
       bad = "shuffling";
     else if (k->kind != want->kind)
       bad = "the optimizer";
-    for (int i = 0; !bad && i < 7; i++)
+    for (int i = 0; !bad && i < SC__CK_NH; i++)
       if (sc__dbits(k->hyper[i]) != sc__dbits(want->hyper[i])) bad = hn[i];
     if (bad) {
       st = sc__fail(SC_ERR_ARG, fn,
                     "'%s' was written by a run with different settings (%s differs): resuming "
-                    "needs the same data, batch size, seed, shuffling, optimizer and clip_norm",
+                    "needs the same data, batch size, seed, shuffling, optimizer, clip_norm and "
+                    "learning-rate schedule",
                     path, bad);
       goto out;
     }
@@ -2388,6 +2396,8 @@ sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpo
   info->optim.eps = k.hyper[3], info->optim.momentum = k.hyper[4];
   info->optim.weight_decay = k.hyper[5];
   info->clip_norm = k.hyper[6];
+  info->lr_schedule = (sc_lr_schedule)(int)k.hyper[7];
+  info->lr_min = k.hyper[8];
   return SC_OK;
 }
 
@@ -2417,6 +2427,12 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
     return SC__FAIL(SC_ERR_ARG, "epochs is 0 (start from sc_train_defaults() and set what differs)");
   if (opts->threads < 1 || opts->threads > 1024)
     return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
+  if (opts->lr_schedule != SC_LR_CONSTANT && opts->lr_schedule != SC_LR_COSINE)
+    return SC__FAIL(SC_ERR_ARG, "unknown lr_schedule %d", (int)opts->lr_schedule);
+  if (opts->lr_schedule == SC_LR_COSINE &&
+      (!(opts->lr_min >= 0) || !(opts->lr_min <= opts->optim.lr)))
+    return SC__FAIL(SC_ERR_ARG, "lr_min = %g must be in [0, lr = %g]", opts->lr_min,
+                    opts->optim.lr);
   if (!(opts->clip_norm >= 0) || !isfinite(opts->clip_norm))
     return SC__FAIL(SC_ERR_ARG, "clip_norm = %g must be finite and >= 0 (0: off)", opts->clip_norm);
   const char *ckpath = opts->checkpoint;
@@ -2506,7 +2522,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
 
   sc__rng rng;
   sc__rng_seed(&rng, opts->seed ^ 0x5C5C5C5C5C5C5C5Cull);
-  sc__ck_identity(&ck, chain, n, bs, shuffle, opts);
+  sc__ck_identity(&ck, chain, n, bs, shuffle, opts, total);
   if (opts->resume) {
     FILE *probe = fopen(ckpath, "rb");
     int e = errno;
@@ -2616,6 +2632,10 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
           for (size_t k = 0; k < np; k++) g[k] *= c;
         }
       }
+      if (opts->lr_schedule == SC_LR_COSINE) /* a function of the step alone */
+        opt->cfg.lr = opts->lr_min + (opts->optim.lr - opts->lr_min) * 0.5 *
+                                         (1 + cos(3.14159265358979323846 * (double)step /
+                                                  (double)total));
       memcpy(pbak, p, np * sizeof *p);
       sc_optimizer_step(opt, p, g, np);
       if ((bad = chain->kf->find_nonfinite(p, np)) < np) {

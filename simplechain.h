@@ -437,6 +437,8 @@ typedef struct sc_dist {
   void *ctx;
 } sc_dist;
 
+typedef enum sc_lr_schedule { SC_LR_CONSTANT = 0, SC_LR_COSINE = 1 } sc_lr_schedule;
+
 typedef struct sc_train_opts {
   sc_optim optim;        /* default: sc_adam(1e-3) */
   size_t epochs;         /* default 1 */
@@ -451,6 +453,12 @@ typedef struct sc_train_opts {
   /* Gradient clipping, as torch.nn.utils.clip_grad_norm_: when the L2 norm of the step's
    * gradient exceeds clip_norm it is scaled by clip_norm / (norm + 1e-6). 0 (default): off. */
   double clip_norm;
+  /* Learning-rate schedule: SC_LR_CONSTANT (default) keeps optim.lr; SC_LR_COSINE anneals it
+   * over the run's steps, lr_t = lr_min + (lr - lr_min) (1 + cos(pi t / T)) / 2 for step
+   * t = 0 .. T-1 of T = epochs x steps per epoch (as torch's CosineAnnealingLR stepped per
+   * batch). lr_min in [0, optim.lr]. */
+  sc_lr_schedule lr_schedule;
+  double lr_min;
   /* Checkpoints (see "Checkpoints" below). checkpoint: a file path, or NULL (default: none).
    * checkpoint_every: write it after every this many steps (0: only when the run ends or
    * is stopped by the progress callback). resume: 1 = if the checkpoint file exists,
@@ -499,7 +507,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
  * chain, data, batch size, seed, shuffle, optimizer and clip_norm (SC_ERR_ARG naming the
  * first difference otherwise) continues from the checkpoint, and ends with p bitwise
  * identical to the uninterrupted run's, for any thread count; opts.epochs may be raised to
- * train on. The caller's initial p is then replaced by the checkpoint's. A damaged file is
+ * train on (not with SC_LR_COSINE, whose rates depend on the run's length). The caller's initial p is then replaced by the checkpoint's. A damaged file is
  * SC_ERR_FORMAT naming the problem and its offset; p is written only when the whole file
  * checks out. With opts.dist, rank 0 writes and every rank reads the file when resuming
  * (a file system they share). A failed write stops training with its error (p is valid). */
@@ -514,6 +522,8 @@ typedef struct sc_checkpoint_state {
   int shuffle;
   sc_optim optim;
   double clip_norm;
+  sc_lr_schedule lr_schedule;
+  double lr_min;
 } sc_checkpoint_state;
 /* Reads and checks a whole checkpoint written for this chain (errors as for resuming). */
 sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpoint_state *info);

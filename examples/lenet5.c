@@ -33,6 +33,7 @@
 #define DEFAULT_BATCH 64
 #define DEFAULT_LR 1e-3
 #define DEFAULT_EPOCHS 10
+#define DEFAULT_COSINE 1
 
 static double now(void) {
   struct timespec ts;
@@ -64,6 +65,8 @@ static void usage(FILE *f) {
       "  --every-steps N  steps between checkpoints (default 500)\n"
       "  --resume       continue from --checkpoint FILE if it exists\n"
       "  --clip NORM    clip the gradient's L2 norm to NORM (default: off)\n"
+      "  --schedule S   learning rate: cosine (annealed to 0 over the run, default) or\n"
+      "                 constant\n"
       "  --quiet        no progress lines, only the per-epoch summaries\n"
       "  --help         this text\n",
       DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR);
@@ -122,6 +125,7 @@ int main(int argc, char **argv) {
   const char *data = NULL, *save = NULL, *eval = NULL, *ckpt = NULL;
   size_t ck_every = 500;
   double clip = 0;
+  int cosine = DEFAULT_COSINE;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -165,6 +169,10 @@ int main(int argc, char **argv) {
       eval = v;
     else if (!strcmp(a, "--checkpoint"))
       ckpt = v;
+    else if (!strcmp(a, "--schedule")) {
+      ok = !strcmp(v, "cosine") || !strcmp(v, "constant");
+      cosine = !strcmp(v, "cosine");
+    }
     else if (!strcmp(a, "--every-steps"))
       ok = example_size(v, &ck_every) && ck_every > 0;
     else if (!strcmp(a, "--clip")) {
@@ -302,6 +310,7 @@ int main(int argc, char **argv) {
   opts.progress = on_progress;
   opts.user = &mon;
   opts.clip_norm = clip;
+  opts.lr_schedule = cosine ? SC_LR_COSINE : SC_LR_CONSTANT;
   opts.checkpoint = ckpt;
   opts.checkpoint_every = ckpt ? ck_every : 0;
   opts.resume = resume;

@@ -10,6 +10,7 @@
  *     minibatch run with a short last batch, under ADAM, AdamW and SGD with momentum, then
  *     resumed with another thread count, end bitwise equal to the uninterrupted run; a
  *     finished run resumes to itself; a missing file starts afresh; more epochs continue;
+ *   - cosine schedule: the rates, bit for bit, and resumed runs under it;
  *   - mismatched settings are SC_ERR_ARG naming the difference; a checkpoint of another
  *     chain SC_ERR_SHAPE;
  *   - damaged files (truncated at every offset, every byte flipped) are refused with
@@ -143,6 +144,52 @@ static void test_clip(void **state) {
   fx_free(&f);
 }
 
+/* SC_LR_COSINE: step t of T takes lr_t = lr_min + (lr - lr_min) (1 + cos(pi t / T)) / 2,
+ * checked bit for bit against sc_valgrad + the SGD rule by hand (full batch, 3 epochs) */
+static void test_cosine(void **state) {
+  (void)state;
+  fixture f;
+  fx_make(&f);
+  sc_layer L[] = {sc_dense(12, SC_TANH), sc_dense(NO, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, NI, L, 2));
+  size_t np;
+  sc_chain_nparams(c, &np);
+  float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *q = malloc(np * sizeof *q);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
+  memcpy(q, p, np * sizeof *q);
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, NS));
+  sc_data d = {f.x, f.t, NS};
+  sc_train_opts o = sc_train_defaults();
+  o.optim = sc_sgd(0.1, 0);
+  o.epochs = 3;
+  o.lr_schedule = SC_LR_COSINE;
+  o.lr_min = 0.01;
+  SC_OK_OR_FAIL(sc_train(c, SC_LOSS_SQUARED, q, &d, &o, NULL));
+  for (int t = 0; t < 3; t++) {
+    float lv;
+    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, f.x, f.t, NS, &lv, g, NULL, ws));
+    double lr = 0.01 + (0.1 - 0.01) * 0.5 * (1 + cos(3.14159265358979323846 * t / 3.0));
+    float lf = (float)lr;
+    for (size_t k = 0; k < np; k++) p[k] -= lf * g[k];
+  }
+  assert_memory_equal(p, q, np * sizeof *p);
+  o.lr_min = 0.2; /* above lr */
+  SC_EXPECT(SC_ERR_ARG, sc_train(c, SC_LOSS_SQUARED, q, &d, &o, NULL));
+  o.lr_min = -1;
+  SC_EXPECT(SC_ERR_ARG, sc_train(c, SC_LOSS_SQUARED, q, &d, &o, NULL));
+  o.lr_min = 0;
+  o.lr_schedule = (sc_lr_schedule)7;
+  SC_EXPECT(SC_ERR_ARG, sc_train(c, SC_LOSS_SQUARED, q, &d, &o, NULL));
+  free(p);
+  free(g);
+  free(q);
+  sc_workspace_destroy(ws);
+  sc_chain_destroy(c);
+  fx_free(&f);
+}
+
 static void test_resume_bitwise(void **state) {
   (void)state;
   fixture f;
@@ -157,6 +204,7 @@ static void test_resume_bitwise(void **state) {
     memcpy(ref, f.p0, f.np * sizeof *ref);
     sc_train_opts o = base_opts(opts3[oi], 1);
     o.clip_norm = oi == 2 ? 0.5 : 0; /* clipping is part of the state that must match */
+    if (oi == 1) o.lr_schedule = SC_LR_COSINE, o.lr_min = 1e-4;
     SC_OK_OR_FAIL(sc_train(f.c, SC_LOSS_SQUARED, ref, &d, &o, NULL));
     size_t total = 4 * 6;
     for (size_t stop = 1; stop < total; stop += (oi == 0 ? 1 : 5)) {
@@ -164,6 +212,7 @@ static void test_resume_bitwise(void **state) {
       memcpy(p, f.p0, f.np * sizeof *p);
       sc_train_opts a = base_opts(opts3[oi], 2);
       a.clip_norm = o.clip_norm;
+      a.lr_schedule = o.lr_schedule, a.lr_min = o.lr_min;
       stopper s = {stop, NULL, f.np};
       a.progress = on_step;
       a.progress_every = 1;
@@ -180,6 +229,7 @@ static void test_resume_bitwise(void **state) {
       for (size_t k = 0; k < f.np; k++) p[k] = 1.0f;
       sc_train_opts b = base_opts(opts3[oi], oi == 1 ? 3 : 1);
       b.clip_norm = o.clip_norm;
+      b.lr_schedule = o.lr_schedule, b.lr_min = o.lr_min;
       b.checkpoint = path;
       b.resume = 1;
       sc_train_report rep;
@@ -244,15 +294,16 @@ static void test_mismatch_and_args(void **state) {
   struct {
     const char *needle;
     sc_train_opts o;
-  } cases[6];
-  for (int i = 0; i < 6; i++) cases[i].o = o;
+  } cases[7];
+  for (int i = 0; i < 7; i++) cases[i].o = o;
+  cases[6].needle = "lr_schedule", cases[6].o.lr_schedule = SC_LR_COSINE;
   cases[0].needle = "batch size", cases[0].o.batch_size = 9;
   cases[1].needle = "seed", cases[1].o.seed = 98;
   cases[2].needle = "lr", cases[2].o.optim.lr = 2e-3;
   cases[3].needle = "optimizer", cases[3].o.optim = sc_sgd(1e-3, 0);
   cases[4].needle = "clip_norm", cases[4].o.clip_norm = 1;
   cases[5].needle = "shuffling", cases[5].o.shuffle = 0;
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < 7; i++) {
     SC_EXPECT(SC_ERR_ARG, sc_train(f.c, SC_LOSS_SQUARED, p, &d, &cases[i].o, NULL));
     if (!strstr(sc_last_error(), cases[i].needle))
       fail_msg("'%s' does not name %s", sc_last_error(), cases[i].needle);
@@ -315,7 +366,7 @@ static void test_damaged(void **state) {
   SC_OK_OR_FAIL(sc_train(f.c, SC_LOSS_SQUARED, p, &d, &o, NULL));
   size_t len;
   unsigned char *b = tu_read_all(path, &len);
-  assert_int_equal(len, 200 + 12 * f.np + 8 * NS + 8);
+  assert_int_equal(len, 224 + 12 * f.np + 8 * NS + 8);
   o.resume = 1;
   o.epochs = 2;
   sc_checkpoint_state info;
@@ -365,6 +416,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_guard),
       cmocka_unit_test(test_clip),
+      cmocka_unit_test(test_cosine),
       cmocka_unit_test(test_resume_bitwise),
       cmocka_unit_test(test_mismatch_and_args),
       cmocka_unit_test(test_damaged),
