@@ -93,7 +93,7 @@ help:
 	@echo "                bench-ode / bench-bayes (BNN gradient, BNN and Poisson sampling): those sections only"
 	@echo "make install    install header and library under PREFIX=$(PREFIX)"
 	@echo "make demo       install what is missing, build, train the 2x2 toy"
-	@echo "make fuzz       libFuzzer on the IDX loaders for FUZZ_SECONDS=$(FUZZ_SECONDS) s (needs clang)"
+	@echo "make fuzz       libFuzzer on the IDX, parameter-file and checkpoint loaders, FUZZ_SECONDS=$(FUZZ_SECONDS) s each (needs clang)"
 	@echo "make deps       install the Debian packages the build, tests and benchmarks use"
 
 $(BUILD)/simplechain.o: simplechain.c simplechain.h
@@ -160,12 +160,23 @@ $(BUILD)/fuzz_idx: tests/fuzz_idx.c simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  $(ZLIB_CFLAGS) -I. tests/fuzz_idx.c simplechain.c -o $@ -lm -pthread $(ZLIB_LIBS)
+# The parameter-file and checkpoint loaders (tests/fuzz_params.c): its seeds are valid files it
+# writes itself (FUZZ_PARAMS_SEEDS) into $(BUILD)/fuzz-corpus/params-seeds.
+$(BUILD)/fuzz_params: tests/fuzz_params.c simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $(ZLIB_CFLAGS) -I. tests/fuzz_params.c simplechain.c -o $@ -lm -pthread $(ZLIB_LIBS)
 deps-fuzz:
 	@bash scripts/install-deps.sh fuzz
-fuzz: deps-fuzz $(BUILD)/fuzz_idx
-	@mkdir -p $(BUILD)/fuzz-corpus/idx
+fuzz: deps-fuzz $(BUILD)/fuzz_idx $(BUILD)/fuzz_params
+	@mkdir -p $(BUILD)/fuzz-corpus/idx $(BUILD)/fuzz-corpus/params $(BUILD)/fuzz-corpus/params-seeds
 	$(BUILD)/fuzz_idx -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-idx- $(BUILD)/fuzz-corpus/idx tests/fuzz_corpus/idx
+	FUZZ_PARAMS_SEEDS=$(BUILD)/fuzz-corpus/params-seeds $(BUILD)/fuzz_params -runs=0 \
+	  $(BUILD)/fuzz-corpus/params-seeds
+	$(BUILD)/fuzz_params -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
+	  -artifact_prefix=$(BUILD)/fuzz-params- $(BUILD)/fuzz-corpus/params \
+	  $(BUILD)/fuzz-corpus/params-seeds
 
 # The main job: dependencies, build, the toy (10,000 full-batch ADAM steps), LeNet5.
 demo:

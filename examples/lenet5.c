@@ -31,7 +31,7 @@
  * faster per image but need more epochs (SimpleChains used ADAM 3e-4 with its small
  * default batch; PyTorch at batch 2048 / 3e-4 reached only 53.6 % in 10 epochs). */
 #define DEFAULT_BATCH 64
-#define DEFAULT_LR 1e-3
+#define DEFAULT_LR 3e-3
 #define DEFAULT_EPOCHS 10
 #define DEFAULT_COSINE 1
 
