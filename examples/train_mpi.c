@@ -54,6 +54,10 @@ static void usage(FILE *f) {
              "  --save FILE    rank 0 writes the trained parameters (sc_params_save)\n"
              "  --eval FILE    load parameters (sc_params_load) and evaluate them, no training\n"
              "  --every N      toy: a progress line every N steps (default 100, 0 = none)\n"
+             "  --checkpoint FILE  rank 0 writes a checkpoint every --every-steps steps and at\n"
+             "                 the end (a file system the ranks share); --resume continues\n"
+             "  --every-steps N  steps between checkpoints (default 500)\n"
+             "  --resume       continue from --checkpoint FILE if it exists\n"
              "  --check        compare p across the ranks after every step (FNV-1a)\n"
              "  --no-dist      every rank trains alone (no exchange), for comparison\n"
              "  --quiet        only the RESULT line\n"
@@ -116,8 +120,9 @@ int main(int argc, char **argv) {
   int check = 0;
   const char *eval = NULL;
   double lr = 1e-3;
-  int quiet = 0, nodist = 0, lenet = 1;
-  const char *data_arg = NULL, *save = NULL;
+  int quiet = 0, nodist = 0, lenet = 1, resume = 0;
+  const char *data_arg = NULL, *save = NULL, *ckpt = NULL;
+  size_t ck_every = 500;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -128,6 +133,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(a, "--quiet") || !strcmp(a, "--no-dist") || !strcmp(a, "--check")) {
       *(a[2] == 'q' ? &quiet : a[2] == 'n' ? &nodist : &check) = 1;
+      continue;
+    }
+    if (!strcmp(a, "--resume")) {
+      resume = 1;
       continue;
     }
     if (!v) {
@@ -168,6 +177,10 @@ int main(int argc, char **argv) {
       ok = example_size(v, &die_step) && die_step > 0;
     else if (!strcmp(a, "--save"))
       save = v;
+    else if (!strcmp(a, "--checkpoint"))
+      ckpt = v;
+    else if (!strcmp(a, "--every-steps"))
+      ok = example_size(v, &ck_every) && ck_every > 0;
     else {
       if (rank == 0) fprintf(stderr, "train_mpi: unknown option '%s' (see --help)\n", a);
       MPI_Finalize();
@@ -246,8 +259,9 @@ int main(int argc, char **argv) {
   if (!st && !err[0] && !(p = malloc(np * sizeof *p))) snprintf(err, sizeof err, "out of memory");
   if (!st && !err[0]) st = sc_params_init(chain, p, np, seed);
   if (st && !err[0]) snprintf(err, sizeof err, "%s: %s", sc_status_str(st), sc_last_error());
-  if (!err[0] && rank == 0) /* refuse an unwritable --save before training */
-    example_writable_msg(save, err, sizeof err);
+  if (!err[0] && rank == 0) /* refuse an unwritable --save or --checkpoint before training */
+    if (example_writable_msg(save, err, sizeof err)) example_writable_msg(ckpt, err, sizeof err);
+  if (!err[0] && resume && !ckpt) snprintf(err, sizeof err, "--resume needs --checkpoint FILE");
   /* every rank learns of every failure: no rank trains (or hangs) when one cannot */
   char *all = malloc((size_t)ranks * sizeof err);
   if (!all) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -311,6 +325,9 @@ int main(int argc, char **argv) {
   o.progress = on_progress;
   o.user = &R;
   o.dist = nodist ? NULL : &dist;
+  o.checkpoint = ckpt;
+  o.checkpoint_every = ckpt ? ck_every : 0;
+  o.resume = resume;
   if (rank == 0 && !quiet)
     printf("train_mpi: %s, %zu training samples, batch %zu, %d rank(s) x %zu thread(s)%s\n",
            lenet ? "lenet5" : "toy", ntr, lenet ? batch : ntr, ranks, thr,

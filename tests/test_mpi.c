@@ -174,10 +174,41 @@ static void test_lenet_ranks_and_failure(void **state) {
   remove_data_dir(dir);
 }
 
+/* checkpoints under MPI: rank 0 writes; a run of 2 ranks stopped at 120 of 300 steps (its
+ * last checkpoint) and resumed on 3 ranks ends with the parameters of one process */
+static void test_checkpoint_ranks(void **state) {
+  (void)state;
+  if (!have_mpi()) {
+    print_message("  train_mpi not built (OpenMPI not installed): skipped\n");
+    skip();
+  }
+  setup_env();
+  char ck[512], cmd[8192];
+  tu_tmp_path(ck, sizeof ck, "mpi", "ck.sck");
+  remove(ck);
+  const char *args = "--model toy --samples 1500 --quiet";
+  snprintf(cmd, sizeof cmd, "'%s' %s --steps 300 --no-dist", bin, args);
+  char *ref = fnv_of(cmd);
+  snprintf(cmd, sizeof cmd,
+           "mpirun --oversubscribe -np 2 '%s' %s --steps 120 --checkpoint '%s' --every-steps 50",
+           bin, args, ck);
+  free(fnv_of(cmd));
+  snprintf(cmd, sizeof cmd,
+           "mpirun --oversubscribe -np 3 '%s' %s --steps 300 --checkpoint '%s' --every-steps 50 "
+           "--resume",
+           bin, args, ck);
+  char *got = fnv_of(cmd);
+  if (strcmp(got, ref)) fail_msg("%s: params_fnv %s, one process %s", cmd, got, ref);
+  free(got);
+  free(ref);
+  remove(ck);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_toy_ranks),
       cmocka_unit_test(test_lenet_ranks_and_failure),
+      cmocka_unit_test(test_checkpoint_ranks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
