@@ -77,7 +77,7 @@ ifeq ($(SC_MPI),1)
   EXAMPLES += $(BUILD)/train_mpi
 endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
-BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
+BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
 .PHONY: bench-mpi bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(EXAMPLES)
@@ -186,6 +186,9 @@ demo:
 # flags, the ymm kernel with AVX2 flags, main with the baseline flags; it checks the CPU
 # before calling either kernel).
 $(BUILD)/micro_valgrad: bench/micro_valgrad.c bench/bench_time.h $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+$(BUILD)/small_batch: bench/small_batch.c $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 $(BUILD)/ode_rhs: bench/ode_rhs.c bench/bench_time.h $(LIB) simplechain.h

@@ -2608,19 +2608,16 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
         }
         lv = lsum / (double)nb;
       }
-      /* the NaN guard: a poisoned loss, gradient or update never reaches p */
+      /* the NaN guard: a poisoned loss, gradient or update never reaches p. A NaN or Inf in
+       * g always makes the updated p[k] NaN or Inf (ADAM: m/sqrt(v) is NaN; SGD: p - lr g),
+       * so one scan of the new p (and a copy of the old one to fall back on) covers both;
+       * g is looked at only to name the culprit */
       size_t bad = np;
-      if (!isfinite(lv) || (bad = chain->kf->find_nonfinite(g, np)) < np) {
-        char what[64];
-        if (!isfinite(lv))
-          snprintf(what, sizeof what, "the loss became %s", isnan(lv) ? "NaN" : "Inf");
-        else
-          snprintf(what, sizeof what, "the gradient g[%zu] became %s", bad,
-                   isnan(g[bad]) ? "NaN" : "Inf");
+      if (!isfinite(lv)) {
         st = SC__FAIL(SC_ERR_NONFINITE,
-                      "%s at step %zu (epoch %zu, minibatch %zu of %zu): p holds the parameters "
-                      "after step %zu; learning rate too high?",
-                      what, step + 1, epoch, s + 1, steps_per_epoch, step);
+                      "the loss became %s at step %zu (epoch %zu, minibatch %zu of %zu): p holds "
+                      "the parameters after step %zu; learning rate too high?",
+                      isnan(lv) ? "NaN" : "Inf", step + 1, epoch, s + 1, steps_per_epoch, step);
         goto done;
       }
       if (opts->clip_norm > 0) { /* as torch.nn.utils.clip_grad_norm_ */
@@ -2641,10 +2638,18 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       if ((bad = chain->kf->find_nonfinite(p, np)) < np) {
         int nan = isnan(p[bad]);
         memcpy(p, pbak, np * sizeof *p);
-        st = SC__FAIL(SC_ERR_NONFINITE,
-                      "the update of step %zu (epoch %zu, minibatch %zu of %zu) made p[%zu] %s: p "
-                      "holds the parameters after step %zu; learning rate too high?",
-                      step + 1, epoch, s + 1, steps_per_epoch, bad, nan ? "NaN" : "Inf", step);
+        size_t gb = chain->kf->find_nonfinite(g, np);
+        if (gb < np)
+          st = SC__FAIL(SC_ERR_NONFINITE,
+                        "the gradient g[%zu] became %s at step %zu (epoch %zu, minibatch %zu of "
+                        "%zu): p holds the parameters after step %zu; learning rate too high?",
+                        gb, isnan(g[gb]) ? "NaN" : "Inf", step + 1, epoch, s + 1, steps_per_epoch,
+                        step);
+        else
+          st = SC__FAIL(SC_ERR_NONFINITE,
+                        "the update of step %zu (epoch %zu, minibatch %zu of %zu) made p[%zu] %s: "
+                        "p holds the parameters after step %zu; learning rate too high?",
+                        step + 1, epoch, s + 1, steps_per_epoch, bad, nan ? "NaN" : "Inf", step);
         goto done;
       }
       step++;
@@ -3922,7 +3927,13 @@ static void SC__TN(sc__execute)(SC__TN(sc__job) * J, SC__T *g, int accumulate, d
     J->slice_lo = (size_t)J->dist_rank * J->nslices / (size_t)J->dist_ranks;
     J->slice_hi = ((size_t)J->dist_rank + 1) * J->nslices / (size_t)J->dist_ranks;
   }
-  if (J->slice_hi > J->slice_lo) sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
+  /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
+   * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
+   * slower than on 1); the slice's work is the same whichever thread does it */
+  if (J->slice_hi - J->slice_lo == 1)
+    SC__TN(sc__task)(J, 0, 1);
+  else if (J->slice_hi > J->slice_lo)
+    sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
   if (J->own_slices) return; /* the caller exchanges the slices and reduces them */
   if (loss) {
     double l = 0;

@@ -63,7 +63,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-SECTIONS=${SECTIONS:-"peak toy micro lenet ode bnn poisson mpi isa hyperfine"}
+SECTIONS=${SECTIONS:-"peak toy micro threads lenet ode bnn poisson mpi isa hyperfine"}
 STEPS=${STEPS:-10000}
 REPS=${REPS:-3}
 THREADS=${THREADS:-"1 2"}
@@ -114,8 +114,8 @@ SUM="$TMPD/summary" # "section key... value" lines for the summary
 # private copies of the programs
 TOY_SRC="$BUILD/toy2x2" MICRO_SRC="$BUILD/micro_valgrad" PEAK_SRC="$BUILD/peak"
 LENET_SRC="$BUILD/lenet5" ODE_SRC="$BUILD/ode_rhs"
-BNNG_SRC="$BUILD/bnn_grad" BNN_SRC="$BUILD/bnn" POIS_SRC="$BUILD/poisson" MPI_SRC="$BUILD/train_mpi"
-TOY="" MICRO="" PEAK="" LENET="" ODE="" BNNG="" BNN="" POIS="" TMPI=""
+BNNG_SRC="$BUILD/bnn_grad" BNN_SRC="$BUILD/bnn" POIS_SRC="$BUILD/poisson" MPI_SRC="$BUILD/train_mpi" SMALL_SRC="$BUILD/small_batch"
+TOY="" MICRO="" PEAK="" LENET="" ODE="" BNNG="" BNN="" POIS="" TMPI="" SMALL=""
 # (toy2x2 goes to a folder of its own, handed to bench_toy.sh as its BUILD: every section
 # runs the same copy)
 mkdir -p "$TMPD/build"
@@ -127,6 +127,7 @@ mkdir -p "$TMPD/build"
 [ -x "$BNNG_SRC" ] && cp "$BNNG_SRC" "$TMPD/bnn_grad" && BNNG="$TMPD/bnn_grad"
 [ -x "$BNN_SRC" ] && cp "$BNN_SRC" "$TMPD/bnn" && BNN="$TMPD/bnn"
 [ -x "$POIS_SRC" ] && cp "$POIS_SRC" "$TMPD/poisson" && POIS="$TMPD/poisson"
+[ -x "$SMALL_SRC" ] && cp "$SMALL_SRC" "$TMPD/small_batch" && SMALL="$TMPD/small_batch"
 [ -x "$MPI_SRC" ] && cp "$MPI_SRC" "$TMPD/train_mpi" && TMPI="$TMPD/train_mpi"
 
 source bench/torch_env.sh
@@ -150,7 +151,10 @@ header() {
   fam=$(lscpu 2>/dev/null | awk -F: '/^CPU family/ {f=$2} /^Model:/ {m=$2} END {gsub(/ /,"",f); gsub(/ /,"",m); print "family " f ", model " m}')
   echo "== simplechain benchmarks (bench/bench_all.sh)"
   echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "machine:  $model ($fam), $(nproc) CPUs, $(uname -sr)"
+  vendor=$(lscpu 2>/dev/null | sed -n 's/^Vendor ID: *//p' | head -1)
+  feats=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -xE 'avx2|fma|avx512f|avx512bw|avx512vl|avx512dq|avx512_bf16|amx_bf16|amx_tile|amx_int8|avx512_fp16' | tr '\n' ' ')
+  echo "machine:  $vendor $model ($fam), $(nproc) CPUs, $(uname -sr)"
+  echo "features: ${feats:-none of avx2/avx512/amx}"
   echo "          $(lscpu 2>/dev/null | grep -q 'Hypervisor vendor' && echo "VM: $(lscpu | sed -n 's/^Hypervisor vendor: *//p')"); avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no); L1d $(lscpu | sed -n 's/^L1d cache: *//p'), L2 $(lscpu | sed -n 's/^L2 cache: *//p'), L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
   echo "commit:   $commit$dirty"
   echo "compiler: $(${CC:-cc} --version 2>/dev/null | head -1)"
@@ -360,7 +364,7 @@ section_lenet() {
   echo "  (min/max: fastest and slowest single epoch; train set: $(awk '{x=$5} END {print x}' "$TMPD/lenet") images)"
 
   echo
-  echo "  test accuracy after $LENET_ACC_EPOCHS epoch(s) with the defaults (batch 64, ADAM lr 1e-3, seed 1, all CPUs; one run each):"
+  echo "  test accuracy after $LENET_ACC_EPOCHS epoch(s) with the defaults (batch 64, ADAM lr 3e-3 cosine-annealed, seed 1, all CPUs; one run each):"
   if [ "$LENET_ACC" = 0 ]; then echo "  skipped (LENET_ACC=0)"; return; fi
   local name dir out line acc
   for name in fashion mnist; do
@@ -507,6 +511,22 @@ section_poisson() {
   sumput pois_s "$s"
   sumput pois_rhat "$rh"
   sumput pois_z "$z"
+}
+
+# --- threads ------------------------------------------------------------------------------
+section_threads() {
+  echo
+  echo "== threads on small batches (bench/small_batch.c): sc_train, 64 -> 32 relu -> 10, 1,797 samples,"
+  echo "   150 epochs, median of 9 runs alternating thread counts; target (issue 13): any thread count"
+  echo "   at batch 32 at most 5 % slower than 1 thread"
+  [ -n "$SMALL" ] || { echo "  $SMALL_SRC not built ('make bench-bins')"; return; }
+  local b nt out
+  nt=$(nproc)
+  for b in 32 256; do
+    out=$("$SMALL" --batch $b --epochs 150 --reps 9 --threads "$nt" 2>&1) || { echo "  FAILED: $out"; continue; }
+    echo "$out" | sed 's/^/  /'
+    sumput "threads_b${b}_ratio" "$(echo "$out" | tail -1 | sed -n 's/.*ratio_to_1=\([0-9.]*\).*/\1/p')"
+  done
 }
 
 # --- mpi ----------------------------------------------------------------------------------
@@ -685,6 +705,7 @@ main() {
     else echo; echo "== (a) toy2x2: $TOY_SRC not built ('make')"; fi
   fi
   if want micro; then section_micro || echo "  (section micro failed)"; fi
+  if want threads; then section_threads || echo "  (section threads failed)"; fi
   if want lenet; then section_lenet || echo "  (section lenet failed)"; fi
   if want ode; then section_ode || echo "  (section ode failed)"; fi
   if want bnn; then section_bnn || echo "  (section bnn failed)"; fi
