@@ -53,6 +53,25 @@
 #define SC__TLS _Thread_local
 #endif
 
+/* Per-layer profile counters (sc_workspace_profile): per row, forward and backward
+ * nanoseconds and samples; added to from every thread */
+#if SC__THREADS
+#include <stdatomic.h>
+typedef _Atomic uint64_t sc__pcount;
+#define SC__PADD(c, v) atomic_fetch_add_explicit(&(c), (uint64_t)(v), memory_order_relaxed)
+#define SC__PGET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+#else
+typedef uint64_t sc__pcount;
+#define SC__PADD(c, v) ((c) += (uint64_t)(v))
+#define SC__PGET(c) (c)
+#endif
+enum { SC__P_FNS, SC__P_BNS, SC__P_FN, SC__P_BN, SC__P_W }; /* the counters of one row */
+static inline uint64_t sc__ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Samples per tile: two AVX-512 registers of floats, four AVX2 ones. Two vectors per
  * row let the lane-form dW do two FMAs per accumulator load/store. Changing it changes
  * summation order (and therefore low-order bits of results). */
@@ -173,6 +192,8 @@ struct sc_workspace {
   void *owned;           /* library allocation, or NULL for caller memory */
   struct sc__pool *pool;
   uint64_t drop_seed, drop_step; /* dropout masks of the next sc_valgrad */
+  sc__pcount *prof;               /* (nlayers + 1) x SC__P_W profile counters, or NULL: off */
+  sc__pcount *prof_mem;           /* their memory, kept while profiling is off */
 };
 
 /* float <-> its IEEE bits (the tanh's bit selects, the parameter files) */
@@ -1853,7 +1874,114 @@ void sc_workspace_destroy(sc_workspace *ws) {
   if (!ws) return;
   sc__pool_destroy(ws->pool);
   ws->pool = NULL;
+  free(ws->prof_mem);
+  ws->prof = ws->prof_mem = NULL;
   free(ws->owned);
+}
+
+/* ---------------------------------------------------------------- profiling */
+sc_status sc_workspace_profile(sc_workspace *ws, int on) {
+  SC__CHECK_NULL(ws);
+  if (on != 0 && on != 1) return SC__FAIL(SC_ERR_ARG, "on = %d, must be 0 or 1", on);
+  if (!on) {
+    ws->prof = NULL;
+    return SC_OK;
+  }
+  size_t n = (ws->chain->nlayers + 1) * SC__P_W;
+  if (!ws->prof_mem) {
+    ws->prof_mem = malloc(n * sizeof *ws->prof_mem);
+    if (!ws->prof_mem) return SC__FAIL(SC_ERR_NOMEM, "out of memory for the profile counters");
+  }
+  for (size_t k = 0; k < n; k++) ws->prof_mem[k] = 0;
+  ws->prof = ws->prof_mem;
+  return SC_OK;
+}
+
+/* floating-point operations per sample of layer l, forward and backward (2 per multiply-add;
+ * the backward pass of a weighted layer computes dW and, above layer 0, dx) */
+static void sc__layer_flop(const sc_chain *c, size_t l, double *fwd, double *bwd) {
+  const sc__lplan *P = &c->L[l];
+  double mac = 0;
+  if (P->spec.kind == SC_LAYER_DENSE) mac = (double)P->in * (double)P->out;
+  if (P->spec.kind == SC_LAYER_CONV2D) mac = (double)P->R * (double)P->out;
+  *fwd = 2 * mac;
+  *bwd = 2 * mac * (l > 0 ? 2 : 1);
+}
+
+sc_status sc_workspace_profile_read(const sc_workspace *ws, sc_layer_profile *rows, size_t nrows) {
+  SC__CHECK_NULL(ws);
+  SC__CHECK_NULL(rows);
+  const sc_chain *c = ws->chain;
+  if (nrows < c->nlayers + 1)
+    return SC__FAIL(SC_ERR_SHAPE, "nrows = %zu, needs the chain's %zu layers + 1", nrows,
+                    c->nlayers);
+  if (!ws->prof_mem)
+    return SC__FAIL(SC_ERR_ARG, "profiling was never started on this workspace "
+                                "(sc_workspace_profile(ws, 1))");
+  memset(rows, 0, nrows * sizeof *rows);
+  for (size_t l = 0; l <= c->nlayers; l++) {
+    const sc__pcount *q = ws->prof_mem + l * SC__P_W;
+    double ff = 0, bf = 0;
+    if (l < c->nlayers) sc__layer_flop(c, l, &ff, &bf);
+    rows[l].fwd_seconds = (double)SC__PGET(q[SC__P_FNS]) * 1e-9;
+    rows[l].bwd_seconds = (double)SC__PGET(q[SC__P_BNS]) * 1e-9;
+    rows[l].fwd_flop = ff * (double)SC__PGET(q[SC__P_FN]);
+    rows[l].bwd_flop = bf * (double)SC__PGET(q[SC__P_BN]);
+  }
+  return SC_OK;
+}
+
+sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, size_t nrows,
+                           char *buf, size_t cap, size_t *needed) {
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(rows);
+  if (!buf && cap) return SC__FAIL(SC_ERR_NULL, "argument 'buf' is NULL but cap = %zu", cap);
+  if (nrows < chain->nlayers + 1)
+    return SC__FAIL(SC_ERR_SHAPE, "nrows = %zu, needs the chain's %zu layers + 1", nrows,
+                    chain->nlayers);
+  double total = 0;
+  for (size_t r = 0; r < nrows; r++) total += rows[r].fwd_seconds + rows[r].bwd_seconds;
+  size_t len = 0;
+  char line[256];
+  if (cap) buf[0] = '\0'; /* always terminated after the last line that fits */
+#define SC__TAB(...)                                                                               \
+  do {                                                                                             \
+    int k_ = snprintf(line, sizeof line, __VA_ARGS__);                                             \
+    if (k_ > 0) {                                                                                  \
+      if (buf && len + (size_t)k_ < cap) memcpy(buf + len, line, (size_t)k_ + 1);                  \
+      len += (size_t)k_;                                                                           \
+    }                                                                                              \
+  } while (0)
+  SC__TAB("%-5s %-22s %10s %8s %10s %8s %7s\n", "layer", "", "fwd ms", "GFLOP/s", "bwd ms",
+          "GFLOP/s", "share");
+  for (size_t r = 0; r < nrows; r++) {
+    char name[64], idx[24] = "";
+    if (r < chain->nlayers) snprintf(idx, sizeof idx, "%zu", r);
+    if (r < chain->nlayers) {
+      const sc_layer *sp = &chain->L[r].spec;
+      int w = sp->kind == SC_LAYER_DENSE || sp->kind == SC_LAYER_CONV2D;
+      snprintf(name, sizeof name, "%s%s%s", sc_layer_name(sp->kind), w ? " " : "",
+               w ? sc_act_name(sp->act) : "");
+    } else
+      snprintf(name, sizeof name, "%s", r == chain->nlayers ? "(batch, loss, reduce)"
+                                         : r == chain->nlayers + 1 ? "(optimizer, guard)"
+                                                                   : "(other)");
+    const sc_layer_profile *q = &rows[r];
+    double fg = q->fwd_seconds > 0 && q->fwd_flop > 0 ? q->fwd_flop / q->fwd_seconds * 1e-9 : 0;
+    double bg = q->bwd_seconds > 0 && q->bwd_flop > 0 ? q->bwd_flop / q->bwd_seconds * 1e-9 : 0;
+    char fgs[16] = "-", bgs[16] = "-";
+    if (fg > 0) snprintf(fgs, sizeof fgs, "%.1f", fg);
+    if (bg > 0) snprintf(bgs, sizeof bgs, "%.1f", bg);
+    SC__TAB("%-5s %-22s %10.2f %8s %10.2f %8s %6.1f%%\n",
+            idx, name,
+            q->fwd_seconds * 1e3, fgs, q->bwd_seconds * 1e3, bgs,
+            total > 0 ? 100 * (q->fwd_seconds + q->bwd_seconds) / total : 0.0);
+  }
+#undef SC__TAB
+  if (needed) *needed = len + 1;
+  if (cap && len >= cap)
+    return SC__FAIL(SC_ERR_NOMEM, "the table needs %zu bytes, the buffer has %zu", len + 1, cap);
+  return SC_OK;
 }
 
 /* ---------------------------------------------------------------- shared checks */
@@ -2435,6 +2563,9 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
                     opts->optim.lr);
   if (!(opts->clip_norm >= 0) || !isfinite(opts->clip_norm))
     return SC__FAIL(SC_ERR_ARG, "clip_norm = %g must be finite and >= 0 (0: off)", opts->clip_norm);
+  if (opts->profile && opts->profile_rows < chain->nlayers + 2)
+    return SC__FAIL(SC_ERR_SHAPE, "profile_rows = %zu, needs the chain's %zu layers + 2",
+                    opts->profile_rows, chain->nlayers);
   const char *ckpath = opts->checkpoint;
   if (ckpath && !*ckpath) return SC__FAIL(SC_ERR_ARG, "checkpoint path is empty");
   if (!ckpath && opts->resume) return SC__FAIL(SC_ERR_ARG, "resume is set but checkpoint is NULL");
@@ -2480,6 +2611,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   sc_optimizer *opt = NULL;
   double t_start = sc__now(), epoch_loss = 0, sum = 0;
   size_t step = 0, epoch = 0, s0 = 0, last_ck = (size_t)-1;
+  uint64_t opt_ns = 0; /* profile: the optimizer step, the guard, the checkpoints */
   float *g = NULL, *pbak = NULL;
   size_t *idx = NULL;
   char *cktmp = NULL;
@@ -2495,6 +2627,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
   if ((st = sc_optimizer_create(&opt, &opts->optim, np)) != SC_OK) goto done;
   sc_workspace_set_dropout(ws, opts->seed, 0);
+  if (opts->profile && (st = sc_workspace_profile(ws, 1)) != SC_OK) goto done;
   g = malloc(np * sizeof(float));
   pbak = malloc(np * sizeof(float));
   if (shuffle) idx = malloc(sc__mul(n, sizeof(size_t), &ok));
@@ -2613,6 +2746,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
        * so one scan of the new p (and a copy of the old one to fall back on) covers both;
        * g is looked at only to name the culprit */
       size_t bad = np;
+      uint64_t t_opt = opts->profile ? sc__ns() : 0;
       if (!isfinite(lv)) {
         st = SC__FAIL(SC_ERR_NONFINITE,
                       "the loss became %s at step %zu (epoch %zu, minibatch %zu of %zu): p holds "
@@ -2663,6 +2797,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
         if ((st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx))) goto done;
         last_ck = step;
       }
+      if (opts->profile) opt_ns += sc__ns() - t_opt;
       if (opts->progress && opts->progress_every && step % opts->progress_every == 0) {
         sc_progress pr = {epoch, step, total, lv, epoch_loss, sc__now() - t_start, p};
         if (opts->progress(&pr, opts->user)) {
@@ -2688,6 +2823,9 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
     st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx);
   }
 done:
+  if (opts->profile && ws && ws->prof &&
+      sc_workspace_profile_read(ws, opts->profile, opts->profile_rows) == SC_OK)
+    opts->profile[chain->nlayers + 1].fwd_seconds = (double)opt_ns * 1e-9;
   if (report) {
     report->steps = step;
     report->epochs = epoch;
@@ -3367,6 +3505,19 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
   SC__T *lanes = tm + c->lossl_off;
   int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
   int want_g = backward && J->want_g;
+  /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
+   * row (the batch gather, the loss, the folds) */
+  sc__pcount *pf = ws->prof;
+  uint64_t tq = pf ? sc__ns() : 0;
+#define SC__PROF(row, dir, samples)                                                                \
+  do {                                                                                             \
+    if (pf) {                                                                                      \
+      uint64_t t_ = sc__ns();                                                                      \
+      SC__PADD(pf[(row) * SC__P_W + (dir)], t_ - tq);                                              \
+      SC__PADD(pf[(row) * SC__P_W + (dir) + 2], (samples));                                        \
+      tq = t_;                                                                                     \
+    }                                                                                              \
+  } while (0)
 
   for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
   if (want_g) {
@@ -3392,6 +3543,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     SC__T *X = tm + c->x_off;
 #endif
     SC__TN(sc__gather)(X, J->x, c->in, J, b0, n);
+    SC__PROF(L, SC__P_FNS, 0);
     const SC__T *in = X;
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
@@ -3433,6 +3585,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
         break;
       }
       in = tm + SC__AOFF(P);
+      SC__PROF(l, SC__P_FNS, n);
     }
     const SC__T *yhat = in;
     SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
@@ -3446,6 +3599,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
     } else { /* pullback: the cotangent is given */
       SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n);
     }
+    SC__PROF(L, SC__P_FNS, 0);
     if (!backward) continue;
     int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
     for (size_t l = L; l-- > 0;) {
@@ -3544,6 +3698,7 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
         cur = nxt;
         nxt = tmp;
       }
+      SC__PROF(l, SC__P_BNS, n);
     }
     if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
   }
@@ -3574,6 +3729,8 @@ static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
       SC__K_FOLD_TW(gb, bl, P->oc);
 #endif
     }
+  SC__PROF(L, SC__P_BNS, 0);
+#undef SC__PROF
 }
 
 #undef SC__AOFF

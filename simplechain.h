@@ -277,6 +277,35 @@ sc_status sc_workspace_set_threads(sc_workspace *ws, int threads);
 
 void sc_workspace_destroy(sc_workspace *ws); /* NULL is fine */
 
+/* Per-layer profile of the calls made with ws (sc_forward, sc_valgrad, sc_pullback, ...):
+ * on = 1 zeroes the counters and starts counting (the first start allocates them; a
+ * workspace in caller memory that was profiled must then be passed to
+ * sc_workspace_destroy), on = 0 stops. Counting reads a clock per layer and tile, and
+ * changes no result. */
+sc_status sc_workspace_profile(sc_workspace *ws, int on);
+
+/* What a layer cost: seconds are thread-seconds (summed over the threads that ran it, so
+ * a layer run on 2 threads for 1 s of wall time shows 2 s); flop are the floating-point
+ * operations of its matrix work (2 per multiply-add: dense and conv forward; backward
+ * dW, plus dx above layer 0), 0 for the others; GFLOP/s per thread = flop / seconds. */
+typedef struct sc_layer_profile {
+  double fwd_seconds, bwd_seconds;
+  double fwd_flop, bwd_flop;
+} sc_layer_profile;
+
+/* The counters so far: rows[l] for layer l, rows[nlayers] for the rest of the calls' work
+ * (gathering the batch, the loss, folding the slices' gradients); nrows >= nlayers + 1
+ * (later rows are zeroed). The fused pullback of a dense layer into the one below puts
+ * the lower layer's activation derivative into the upper layer's backward time. */
+sc_status sc_workspace_profile_read(const sc_workspace *ws, sc_layer_profile *rows, size_t nrows);
+
+/* The rows as a table, one line per row (layer, fwd ms, GFLOP/s, bwd ms, GFLOP/s, share of
+ * the total), written into buf as sc_chain_summary does (size it with buf = NULL, cap = 0;
+ * SC_ERR_NOMEM when truncated). Row nlayers + 1, if given, is named "(optimizer, guard)":
+ * sc_train fills it. */
+sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, size_t nrows,
+                           char *buf, size_t cap, size_t *needed);
+
 /* Dropout masks of the next sc_valgrad call are drawn from (seed, step); every
  * sc_valgrad call then advances step by one. A new workspace starts at (0, 0).
  * sc_train sets them from its options. */
@@ -466,6 +495,11 @@ typedef struct sc_train_opts {
   const char *checkpoint;
   size_t checkpoint_every;
   int resume;
+  /* Per-layer profile (NULL: none): sc_train profiles its workspace and writes
+   * profile_rows >= nlayers + 2 rows, as sc_workspace_profile_read, plus row nlayers + 1:
+   * the optimizer step with the NaN guard (and checkpoints, when asked for). */
+  sc_layer_profile *profile;
+  size_t profile_rows;
 } sc_train_opts;
 
 sc_train_opts sc_train_defaults(void);

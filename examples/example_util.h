@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "simplechain.h"
+
 /* a non-negative decimal integer, the whole string: 1 and *out, or 0 */
 static inline int example_size(const char *s, size_t *out) {
   char *end;
@@ -45,6 +47,30 @@ static inline int example_writable(const char *prog, const char *path) {
   if (example_writable_msg(path, msg, sizeof msg)) return 1;
   fprintf(stderr, "%s: %s\n", prog, msg);
   return 0;
+}
+
+/* --profile, or SC_PROFILE set to anything but "" or "0" */
+static inline int example_profile_wanted(int flag) {
+  const char *e = getenv("SC_PROFILE");
+  return flag || (e && *e && strcmp(e, "0") != 0);
+}
+
+/* sc_train's per-layer profile (opts.profile rows) as a table on stdout, with the wall time
+ * of the training run for reference */
+static inline void example_profile_print(const sc_chain *c, const sc_layer_profile *rows,
+                                         size_t nrows, double wall_s, int threads) {
+  size_t need = 0;
+  if (sc_profile_table(c, rows, nrows, NULL, 0, &need) != SC_OK && need == 0) return;
+  char *buf = malloc(need);
+  if (!buf) return;
+  if (sc_profile_table(c, rows, nrows, buf, need, NULL) == SC_OK) {
+    double tot = 0;
+    for (size_t r = 0; r < nrows; r++) tot += rows[r].fwd_seconds + rows[r].bwd_seconds;
+    printf("profile (thread-seconds over %d thread(s); %.3f s of the %.3f s wall time x %d "
+           "threads accounted for):\n%s",
+           threads, tot, wall_s, threads, buf);
+  }
+  free(buf);
 }
 
 #endif

@@ -65,6 +65,7 @@ static void usage(FILE *f) {
       "  --every-steps N  steps between checkpoints (default 500)\n"
       "  --resume       continue from --checkpoint FILE if it exists\n"
       "  --clip NORM    clip the gradient's L2 norm to NORM (default: off)\n"
+      "  --profile      print the time and GFLOP/s of every layer (also SC_PROFILE=1)\n"
       "  --schedule S   learning rate: cosine (annealed to 0 over the run, default) or\n"
       "                 constant\n"
       "  --quiet        no progress lines, only the per-epoch summaries\n"
@@ -121,7 +122,7 @@ int main(int argc, char **argv) {
   size_t epochs = DEFAULT_EPOCHS, batch = DEFAULT_BATCH, limit = 0, seed = 1;
   double lr = DEFAULT_LR;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = ncpu > 0 ? (ncpu > 16 ? 16 : (int)ncpu) : 1, quiet = 0, resume = 0;
+  int threads = ncpu > 0 ? (ncpu > 16 ? 16 : (int)ncpu) : 1, quiet = 0, resume = 0, profile = 0;
   const char *data = NULL, *save = NULL, *eval = NULL, *ckpt = NULL;
   size_t ck_every = 500;
   double clip = 0;
@@ -139,6 +140,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(a, "--resume")) {
       resume = 1;
+      continue;
+    }
+    if (!strcmp(a, "--profile")) {
+      profile = 1;
       continue;
     }
     if (!v) {
@@ -311,6 +316,8 @@ int main(int argc, char **argv) {
   opts.user = &mon;
   opts.clip_norm = clip;
   opts.lr_schedule = cosine ? SC_LR_COSINE : SC_LR_CONSTANT;
+  sc_layer_profile prof[LENET5_NLAYERS + 2];
+  if (example_profile_wanted(profile)) opts.profile = prof, opts.profile_rows = LENET5_NLAYERS + 2;
   opts.checkpoint = ckpt;
   opts.checkpoint_every = ckpt ? ck_every : 0;
   opts.resume = resume;
@@ -335,6 +342,8 @@ int main(int argc, char **argv) {
          "      test accuracy %.2f %%\n",
          rep.epochs, train_s, train_s / ran, (double)ntr * ran / train_s, sc_chain_isa(chain),
          100 * acc);
+  if (opts.profile) /* the evaluations after each epoch run on another workspace */
+    example_profile_print(chain, prof, LENET5_NLAYERS + 2, train_s, threads);
   printf("RESULT engine=simplechain bench=lenet5 epochs=%zu batch=%zu threads=%d train=%zu "
          "seconds_per_epoch=%.4f test_accuracy=%.4f\n",
          rep.epochs, bs, threads, ntr, train_s / ran, acc);

@@ -71,6 +71,7 @@ static void usage(FILE *f) {
          "  --every-steps N  steps between checkpoints (default 1000)\n"
          "  --resume       continue from --checkpoint FILE if it exists\n"
          "  --clip NORM    clip the gradient's L2 norm to NORM (default: off)\n"
+         "  --profile      print the time and GFLOP/s of every layer (also SC_PROFILE=1)\n"
          "  --quiet        only the final summary\n"
          "  --help         this text\n");
 }
@@ -79,7 +80,7 @@ int main(int argc, char **argv) {
   size_t steps = 10000, samples = 10000, every = 1000;
   unsigned long long seed = 1;
   double lr = 1e-3;
-  int threads = 1, quiet = 0, resume = 0;
+  int threads = 1, quiet = 0, resume = 0, profile = 0;
   const char *save = NULL, *ckpt = NULL;
   size_t ck_every = 1000;
   double clip = 0;
@@ -94,6 +95,9 @@ int main(int argc, char **argv) {
       continue;
     } else if (!strcmp(a, "--resume")) {
       resume = 1;
+      continue;
+    } else if (!strcmp(a, "--profile")) {
+      profile = 1;
       continue;
     }
     if (!v) {
@@ -198,6 +202,8 @@ int main(int argc, char **argv) {
   opts.checkpoint = ckpt;
   opts.checkpoint_every = ckpt ? ck_every : 0;
   opts.resume = resume;
+  sc_layer_profile prof[3 + 2];
+  if (example_profile_wanted(profile)) opts.profile = prof, opts.profile_rows = 5;
   if (resume && !quiet) {
     sc_checkpoint_state cs;
     if (sc_checkpoint_info(chain, ckpt, &cs) == SC_OK)
@@ -220,6 +226,7 @@ int main(int argc, char **argv) {
   printf("done: %zu steps in %.3f s (%.0f steps/s, %.1f GFLOP/s on the matmuls, kernels %s)\n",
          ran, rep.seconds, (double)ran / rep.seconds, gflops, sc_chain_isa(chain));
   if (rep.resumed_step) printf("(resumed at step %zu; %zu steps in all)\n", rep.resumed_step, rep.steps);
+  if (opts.profile) example_profile_print(chain, prof, 5, rep.seconds, threads);
   printf("train MSE %.5f   test MSE %.5f\n", train_loss / 4, test_loss / 4);
   printf("RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%.4f "
          "train_mse=%.6f test_mse=%.6f gflops=%.2f\n",

@@ -11,7 +11,8 @@
  *     by the progress callback (progress_every = 1) is the same at step 1, 2 and the
  *     last step (50), for full batch and minibatch + shuffle (with a short last batch),
  *     squared and cross-entropy loss, threads 1 and 2; and sc_train frees all it took.
- *   - the same with a checkpoint written after every step and gradient clipping on.
+ *   - the same with a checkpoint written after every step, gradient clipping and the
+ *     per-layer profile on.
  *   - sc_forward, sc_valgrad, sc_loss_value, sc_pullback (float and double) and
  *     sc_optimizer_step called in a loop allocate nothing, single- and multi-threaded,
  *     with library and caller memory.
@@ -187,10 +188,13 @@ static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, siz
   o.progress_every = 1;
   o.progress = record;
   o.user = r;
+  sc_layer_profile prof[10];
   if (ck_path) {
     o.checkpoint = ck_path;
     o.checkpoint_every = 1;
     o.clip_norm = 0.5;
+    o.profile = prof; /* and profiling */
+    o.profile_rows = 10;
   }
   sc_data d = {x, loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t, n};
   sc_train_report rep;
