@@ -410,17 +410,32 @@ static const sc__kt_f64 sc__kt_ref_f64;
 #ifdef SC_HAVE_KERNELS
 extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
 extern const sc__kt_f64 sc__kt_f64_avx2, sc__kt_f64_avx512;
+#define SC__KERNELS 1
+#define SC__HAS_KT(t) 1
+#elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__ELF__)
+/* A drop-in build that compiles kernels/avx2.c and kernels/avx512.c along (no -D needed):
+ * weak references, null when those files are not linked in */
+extern const sc__kt_f32 sc__kt_f32_avx2 __attribute__((weak));
+extern const sc__kt_f32 sc__kt_f32_avx512 __attribute__((weak));
+extern const sc__kt_f64 sc__kt_f64_avx2 __attribute__((weak));
+extern const sc__kt_f64 sc__kt_f64_avx512 __attribute__((weak));
+#define SC__KERNELS 1
+#define SC__HAS_KT(t) (&(t) != NULL)
+#else
+#define SC__KERNELS 0
 #endif
 
 /* The kernel tables for this CPU, or the ones SC_ISA forces. */
 static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const sc__kt_f64 **kd) {
   const char *want = getenv("SC_ISA");
   int have_avx2 = 0, have_avx512 = 0;
-#if defined(SC_HAVE_KERNELS) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if SC__KERNELS && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
-  have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+              SC__HAS_KT(sc__kt_f32_avx2) && SC__HAS_KT(sc__kt_f64_avx2);
   have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                SC__HAS_KT(sc__kt_f32_avx512) && SC__HAS_KT(sc__kt_f64_avx512);
 #endif
   *kf = &sc__kt_ref_f32;
   *kd = &sc__kt_ref_f64;
@@ -430,14 +445,15 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
       return sc__fail(SC_ERR_ARG, fn, "SC_ISA='%s' is not one of scalar, avx2, avx512, auto", want);
     if ((strcmp(want, "avx2") == 0 && !have_avx2) || (strcmp(want, "avx512") == 0 && !have_avx512))
       return sc__fail(SC_ERR_UNSUPPORTED, fn, "SC_ISA=%s requested, but %s", want,
-#ifdef SC_HAVE_KERNELS
-                      "this CPU does not support it"
+#if SC__KERNELS
+                      "this CPU does not support it, or its kernels/ file was not compiled in"
 #else
-                      "this build has no SIMD kernels (build with make, which adds kernels/)"
+                      "this build has no SIMD kernels (build with make, or compile kernels/avx2.c "
+                      "and kernels/avx512.c with simplechain.c)"
 #endif
       );
   }
-#ifdef SC_HAVE_KERNELS
+#if SC__KERNELS
   if (have_avx512 && !(want && strcmp(want, "avx2") == 0)) {
     *kf = &sc__kt_f32_avx512;
     *kd = &sc__kt_f64_avx512;
@@ -3489,7 +3505,9 @@ static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lan
       for (int t = 0; t < SC__TW; t++) {
         SC__T e = (yr[t] - tr[t]) * mask[t];
         lanes[t] += SC__FABS(e);
-        if (dr) dr[t] = e > 0 ? s : (e < 0 ? -s : 0);
+        /* sign(e) s, as a product: GCC 12 at -O2 with AVX2 enabled crashes (an internal
+         * compiler error in const_vector_mask_from_tree) on e > 0 ? s : (e < 0 ? -s : 0) */
+        if (dr) dr[t] = s * (SC__T)((e > 0) - (e < 0));
       }
     }
   }

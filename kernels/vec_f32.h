@@ -16,7 +16,7 @@
 #error "define VOB (rows per register block) before including vec_f32.h"
 #endif
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(SC__ISA_AVX512)
 #define VW 16
 #else
 #define VW 8
@@ -587,7 +587,7 @@ static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const 
       }
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(SC__ISA_AVX512)
 #include <immintrin.h>
 #define SC__VEC_GATHER 1
 /* In-register transpose of 16 rows of 16 floats: r[k] becomes column k. Four stages:

@@ -11,6 +11,9 @@
  * -> 2 with ADAM, checks that the loss went down, that it runs on the portable
  * "scalar" kernels (nothing else was compiled in), and that threads are available
  * exactly when SC_NO_THREADS is not defined. Skipped only when there is no `cc`.
+ * test_dropin_kernels compiles kernels/avx2.c and kernels/avx512.c along, with no flags of
+ * their own: the app must then run on the kernel set the CPU supports and reach the
+ * portable build's loss within 1e-3 relative.
  */
 #include "testutil.h"
 
@@ -124,8 +127,25 @@ static int exit_code(int status) {
                            : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-/* builds and runs the app with extra compiler flags; expects it to print DROPIN OK */
-static void build_and_run(const char *extra_flags) {
+/* the loss the portable build reached, for the build with kernels to compare with */
+static float scalar_loss = -1;
+
+/* the kernel set the dispatcher should pick on this CPU, given kernels compiled in */
+static const char *expected_isa(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return "avx512";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+#endif
+  return "scalar";
+}
+
+/* builds and runs the app with extra compiler flags; expects it to print DROPIN OK. With
+ * kernels, kernels/avx2.c and kernels/avx512.c are compiled along with no flags of their
+ * own (issue 13: the fast paths from a plain cc command) */
+static void build_and_run_k(const char *extra_flags, int kernels) {
   const char *src = getenv("SC_SRC_DIR");
   if (!src || !*src) src = ".";
   /* the build runs in the temporary directory: make the source directory absolute */
@@ -153,13 +173,15 @@ static void build_and_run(const char *extra_flags) {
   assert_int_equal(fclose(f), 0);
 
   /* exactly the documented drop-in build: the app and simplechain.c, nothing else */
-  char cmd[16384];
+  char cmd[16384], kfiles[9000] = "";
+  if (kernels)
+    snprintf(kfiles, sizeof kfiles, "'%s/kernels/avx2.c' '%s/kernels/avx512.c'", srcdir, srcdir);
   snprintf(cmd, sizeof cmd,
-           "cd '%s' && cc -std=c11 -O2 -Wall -Wextra -Werror %s app.c '%s' -I'%s' -o app -lm "
+           "cd '%s' && cc -std=c11 -O2 -Wall -Wextra -Werror %s app.c '%s' %s -I'%s' -o app -lm "
            ">build.log 2>&1",
-           dir, extra_flags, lib, srcdir);
+           dir, extra_flags, lib, kfiles, srcdir);
   assert_null(strstr(cmd, "/build/"));
-  assert_null(strstr(cmd, "kernels"));
+  if (!kernels) assert_null(strstr(cmd, "kernels"));
   assert_null(strstr(cmd, ".a "));
   int st = exit_code(system(cmd));
   snprintf(path, sizeof path, "%s/build.log", dir);
@@ -187,10 +209,16 @@ static void build_and_run(const char *extra_flags) {
   assert_true(n >= 10);
   assert_string_equal(out + n - 10, "DROPIN OK\n");
   assert_true(n == 10 || out[n - 11] == '\n');
-  assert_non_null(strstr(out, "isa=scalar "));
+  char want[32];
+  snprintf(want, sizeof want, "isa=%s ", kernels ? expected_isa() : "scalar");
+  if (!strstr(out, want)) fail_msg("expected %s in: %s", want, out);
   float l0 = -1, l1 = -1;
   assert_int_equal(sscanf(strstr(out, "loss0="), "loss0=%f loss=%f", &l0, &l1), 2);
   assert_true(l0 > 0 && l1 >= 0 && l1 < 0.5f * l0);
+  if (!kernels && !strstr(extra_flags, "NO_THREADS")) scalar_loss = l1;
+  if (kernels && scalar_loss > 0 && !(fabsf(l1 - scalar_loss) <= 1e-3f * scalar_loss))
+    fail_msg("the build with kernels reached loss %g, the portable one %g", (double)l1,
+             (double)scalar_loss);
   assert_string_equal(err, "");
   free(out);
   free(err);
@@ -201,6 +229,23 @@ static void build_and_run(const char *extra_flags) {
     unlink(path);
   }
   rmdir(dir);
+}
+
+static void build_and_run(const char *extra_flags) { build_and_run_k(extra_flags, 0); }
+
+/* cc -O2 app.c simplechain.c kernels/avx2.c kernels/avx512.c: the fast paths, no -m or -D
+ * flags (weak references in simplechain.c, target pragmas in the kernel files) */
+static void test_dropin_kernels(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+#if !(defined(__x86_64__) || defined(__i386__))
+  print_message("test_dropin: the kernels/ files are x86 code; skipped\n");
+  skip();
+#endif
+  build_and_run_k("-pthread -Wpedantic", 1);
 }
 
 static void test_dropin_threads(void **state) {
@@ -235,6 +280,7 @@ int main(void) {
       cmocka_unit_test(test_dropin_threads),
       cmocka_unit_test(test_dropin_no_threads),
       cmocka_unit_test(test_dropin_pthread_pedantic),
+      cmocka_unit_test(test_dropin_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
