@@ -166,6 +166,8 @@ typedef struct sc__lplan {
   const size_t *roff; /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
   size_t mask_off;    /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
   sc__xsmm_fn xfwd;   /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
+  unsigned char how;  /* dense forward variant: how it was chosen (SC__HOW_*) */
+  float ns_fused, ns_xsmm; /* measured: ns per forward of a slice-sized batch (0: not) */
 } sc__lplan;
 
 struct sc_chain {
@@ -179,6 +181,7 @@ struct sc_chain {
   size_t min_tiles; /* tiles per slice at least (1..SC__MIN_TILES), from the work per tile */
   const sc__kt_f32 *kf;
   const sc__kt_f64 *kd;
+  char plan_note[256]; /* what the planner wants said (a wisdom file it ignored), or "" */
   sc__lplan L[];
 };
 
@@ -467,39 +470,8 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
 
 const char *sc_chain_isa(const sc_chain *chain) { return chain ? chain->kf->name : "?"; }
 
-/* libxsmm, when make finds libxsmm-dev (SC_HAVE_XSMM): the float forward GEMM of the dense
- * layers where it measured faster than our fused kernel (bench/xsmm_dense.c, make
- * bench-xsmm: faster by 3-7 % from 84 inputs up, slower by 2-34 % at 32 inputs and below),
- * so: dense layers with at least SC__XSMM_MIN_IN inputs, on the AVX-512 kernel set only
- * (libxsmm JITs for the CPU it finds; the AVX2 and scalar paths stay what they say).
- * The rule depends on the shape only, never on a timing taken at run time, so results
- * stay reproducible: a slice computes the same GEMM whatever the thread count. SC_XSMM=0
- * in the environment turns it off. The bias and activation follow in a second pass. */
-#define SC__XSMM_MIN_IN 64
-#if defined(SC_HAVE_XSMM) && defined(SC_HAVE_KERNELS)
-#include <libxsmm.h>
-static void sc__xsmm_plan(sc_chain *c) {
-  const char *off = getenv("SC_XSMM");
-  if (c->kf != &sc__kt_f32_avx512 || (off && strcmp(off, "0") == 0)) return;
-  for (size_t l = 0; l < c->nlayers; l++) {
-    sc__lplan *P = &c->L[l];
-    if (P->spec.kind != SC_LAYER_DENSE || P->in < SC__XSMM_MIN_IN || P->in > INT_MAX ||
-        P->out > INT_MAX)
-      continue;
-    /* (libxsmm initializes itself, once per process, on the first call) */
-    if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX512) return;
-    /* row-major a (out x TW) = W (out x in) x (in x TW) is the column-major
-     * a^T (TW x out) = x^T (TW x in) W^T (in x out): m = TW, n = out, k = in */
-    libxsmm_blasint m = SC__TW, n = (libxsmm_blasint)P->out, k = (libxsmm_blasint)P->in;
-    float alpha = 1, beta = 0;
-    int flags = LIBXSMM_GEMM_FLAG_NONE;
-    libxsmm_smmfunction f = libxsmm_smmdispatch(m, n, k, &m, &k, &m, &alpha, &beta, &flags, NULL);
-    P->xfwd = (sc__xsmm_fn)f; /* NULL (no JIT for it): our kernel */
-  }
-}
-#else
-static void sc__xsmm_plan(sc_chain *c) { (void)c; }
-#endif
+/* the variant planner (after the file helpers it uses; see "variants" below) */
+static sc_status sc__variant_plan(const char *fn, sc_chain *c);
 
 static size_t sc__tile_alloc(size_t *cursor, size_t elems, int *ok) {
   size_t at = *cursor;
@@ -789,7 +761,10 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
     free(c);
     return st;
   }
-  sc__xsmm_plan(c);
+  if ((st = sc__variant_plan(fn, c)) != SC_OK) {
+    free(c);
+    return st;
+  }
   *out = c;
   return SC_OK;
 }
@@ -1278,6 +1253,353 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
   free(tmp);
   fclose(f);
   return st;
+}
+
+/* ---------------------------------------------------------------- variants (the planner) */
+/* The dense layers' float forward comes in two variants on the SIMD kernel sets: "fused"
+ * (our register-blocked GEMM with bias and activation in the same pass) and "xsmm"
+ * (libxsmm's JIT GEMM, then a bias/activation pass), when make finds libxsmm-dev
+ * (SC_HAVE_XSMM). Which one a layer runs is decided once, at chain creation:
+ *   - by rule (default, SC_PLAN=rules): xsmm on the AVX-512 kernel set for dense layers with
+ *     at least SC__XSMM_MIN_IN inputs, where it measured faster (bench/xsmm_dense.c, make
+ *     bench-xsmm, Zen 5: faster by 3-7 % from 84 inputs up, slower by 2-34 % at 32 inputs and
+ *     below); fused everywhere else;
+ *   - by measurement (SC_PLAN=measure): both variants time a forward of one slice-sized
+ *     batch on this machine, the faster wins. With SC_WISDOM=path the answers are kept in a
+ *     text file keyed by CPU model, kernel set and layer shape, read back on the next
+ *     creation instead of timing again (a file that is not a wisdom file is ignored, left
+ *     alone, and said so in sc_chain_plan);
+ *   - by force (SC_DENSE_FWD=fused|xsmm), for tests and experiments.
+ * The choice belongs to the chain, so results never depend on the thread count; the
+ * variants may differ from each other in the last bits. SC_XSMM=0 keeps libxsmm out. */
+#define SC__XSMM_MIN_IN 64
+enum { SC__HOW_ONLY = 0, SC__HOW_RULE, SC__HOW_MEASURED, SC__HOW_WISDOM, SC__HOW_FORCED };
+static SC__TLS int sc__planning; /* set while timing candidates: their chains plan nothing */
+
+#if defined(SC_HAVE_XSMM) && defined(SC_HAVE_KERNELS)
+#include <libxsmm.h>
+#define SC__XSMM 1
+/* libxsmm's GEMM for layer P, or NULL (no JIT for it) */
+static sc__xsmm_fn sc__xsmm_kernel(const sc__lplan *P) {
+  /* row-major a (out x TW) = W (out x in) x (in x TW) is the column-major
+   * a^T (TW x out) = x^T (TW x in) W^T (in x out): m = TW, n = out, k = in */
+  libxsmm_blasint m = SC__TW, n = (libxsmm_blasint)P->out, k = (libxsmm_blasint)P->in;
+  float alpha = 1, beta = 0;
+  int flags = LIBXSMM_GEMM_FLAG_NONE;
+  return (sc__xsmm_fn)libxsmm_smmdispatch(m, n, k, &m, &k, &m, &alpha, &beta, &flags, NULL);
+}
+#else
+#define SC__XSMM 0
+#endif
+
+/* The CPU's brand string (x86 CPUID), spaces as '_', for wisdom keys */
+static void sc__cpu_model(char *buf, size_t cap) {
+  snprintf(buf, cap, "unknown");
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  unsigned r[12];
+  for (unsigned i = 0; i < 3; i++)
+    __asm__ volatile("cpuid"
+                     : "=a"(r[4 * i]), "=b"(r[4 * i + 1]), "=c"(r[4 * i + 2]), "=d"(r[4 * i + 3])
+                     : "a"(0x80000002u + i), "c"(0));
+  char s[49];
+  memcpy(s, r, 48);
+  s[48] = 0;
+  size_t k = 0;
+  const char *q = s;
+  while (*q == ' ') q++;
+  for (; *q && k + 1 < cap; q++) buf[k++] = (*q == ' ' || *q == '=' || *q == '\n') ? '_' : *q;
+  while (k > 0 && buf[k - 1] == '_') k--;
+  if (k) buf[k] = 0;
+#endif
+}
+
+/* one wisdom entry */
+typedef struct sc__wis {
+  char cpu[64], isa[16], act[16], pick[8];
+  size_t in, out;
+  int bias;
+  double ns_fused, ns_xsmm;
+} sc__wis;
+
+#define SC__WIS_MAX 4096
+/* Reads the wisdom file: entries into *w (malloc'ed), their count into *nw. A missing file is
+ * no entries; anything else that is not a wisdom file leaves a note and returns -1. */
+static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, size_t cap) {
+  *w = NULL, *nw = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return 0;
+    snprintf(note, cap, "wisdom file '%.150s' ignored: %s", path, strerror(errno));
+    return -1;
+  }
+  char line[512];
+  size_t ln = 0, capw = 0;
+  int bad = 0;
+  while (fgets(line, sizeof line, f)) {
+    ln++;
+    if (!strchr(line, '\n') && !feof(f)) {
+      bad = 1;
+      break;
+    }
+    if (ln == 1) {
+      if (strcmp(line, "# simplechain wisdom 1\n") != 0) {
+        bad = 1;
+        break;
+      }
+      continue;
+    }
+    sc__wis e;
+    memset(&e, 0, sizeof e);
+    int used = 0;
+    if (sscanf(line,
+               "dense_fwd cpu=%63s isa=%15s in=%zu out=%zu act=%15s bias=%d pick=%7s "
+               "fused_ns=%lf xsmm_ns=%lf%n",
+               e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_fused, &e.ns_xsmm,
+               &used) != 9 ||
+        (line[used] != '\n' && line[used] != 0) ||
+        (strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) || *nw >= SC__WIS_MAX) {
+      bad = 1;
+      break;
+    }
+    if (*nw == capw) {
+      size_t nc = capw ? 2 * capw : 16;
+      sc__wis *nwp = realloc(*w, nc * sizeof **w);
+      if (!nwp) {
+        bad = 1;
+        break;
+      }
+      *w = nwp, capw = nc;
+    }
+    (*w)[(*nw)++] = e;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (bad || err || ln == 0) {
+    free(*w);
+    *w = NULL, *nw = 0;
+    snprintf(note, cap, "wisdom file '%.150s' ignored: %s %zu is not a wisdom entry", path,
+             ln <= 1 ? "line" : "line", ln ? ln : 1);
+    return -1;
+  }
+  return 0;
+}
+
+static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *w, size_t nw) {
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + SC__TMP_EXTRA);
+  if (!tmp) return sc__fail(SC_ERR_NOMEM, fn, "out of memory");
+  sc__wfile wf;
+  sc_status st = sc__wopen(&wf, path, tmp, fn);
+  if (!st) {
+    char line[512];
+    int k = snprintf(line, sizeof line, "# simplechain wisdom 1\n");
+    sc__wwrite(&wf, line, (size_t)k);
+    for (size_t i = 0; i < nw; i++) {
+      k = snprintf(line, sizeof line,
+                   "dense_fwd cpu=%s isa=%s in=%zu out=%zu act=%s bias=%d pick=%s fused_ns=%.1f "
+                   "xsmm_ns=%.1f\n",
+                   w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].act, w[i].bias, w[i].pick,
+                   w[i].ns_fused, w[i].ns_xsmm);
+      if (k > 0) sc__wwrite(&wf, line, (size_t)k);
+    }
+    st = sc__wcommit(&wf, path, fn);
+  }
+  free(tmp);
+  return st;
+}
+
+
+#if SC__XSMM
+/* ns per forward of a slice-sized batch through a one-layer twin of P, with the xsmm GEMM
+ * xs or (NULL) our fused kernel: the median of 5 rounds */
+static double sc__time_dense(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs) {
+  sc_chain *t = NULL;
+  sc_workspace *ws = NULL;
+  float *p = NULL, *x = NULL, *y = NULL;
+  double best = 0;
+  size_t batch = SC__TW * (c->min_tiles ? c->min_tiles : 1);
+  sc__planning = 1;
+  sc_status st = sc__chain_create("sc_chain_create", &t, P->in, 1, 1, &P->spec, 1);
+  sc__planning = 0;
+  if (st) return 0;
+  t->kf = c->kf, t->kd = c->kd;
+  t->L[0].xfwd = xs;
+  size_t np = t->nparams;
+  p = malloc(np * sizeof *p);
+  x = malloc(batch * P->in * sizeof *x);
+  y = malloc(batch * P->out * sizeof *y);
+  if (p && x && y && sc_workspace_create(&ws, t, batch) == SC_OK) {
+    for (size_t k = 0; k < np; k++) p[k] = (float)((k * 37) % 19) / 19.0f - 0.5f;
+    for (size_t k = 0; k < batch * P->in; k++) x[k] = (float)((k * 11) % 23) / 23.0f - 0.5f;
+    double r[5];
+    int reps = (int)(2e6 / ((double)P->in * (double)P->out * (double)batch + 1e4)) + 1;
+    if (reps > 200) reps = 200;
+    sc_forward(t, p, x, batch, y, ws); /* warm up */
+    for (int round = 0; round < 5; round++) {
+      uint64_t t0 = sc__ns();
+      for (int k = 0; k < reps; k++) sc_forward(t, p, x, batch, y, ws);
+      r[round] = (double)(sc__ns() - t0) / reps;
+    }
+    for (int i = 1; i < 5; i++) /* insertion sort, 5 values */
+      for (int j = i; j > 0 && r[j] < r[j - 1]; j--) {
+        double q = r[j];
+        r[j] = r[j - 1], r[j - 1] = q;
+      }
+    best = r[2];
+  }
+  sc_workspace_destroy(ws);
+  free(p);
+  free(x);
+  free(y);
+  sc_chain_destroy(t);
+  return best;
+}
+#endif
+
+/* Chooses every dense layer's forward variant (see above). */
+static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
+  c->plan_note[0] = 0;
+  if (sc__planning) return SC_OK;
+  const char *mode = getenv("SC_PLAN"), *force = getenv("SC_DENSE_FWD"), *off = getenv("SC_XSMM");
+  int measure = 0;
+  if (mode && *mode && strcmp(mode, "rules") != 0) {
+    if (strcmp(mode, "measure") != 0)
+      return sc__fail(SC_ERR_ARG, fn, "SC_PLAN='%s' is not one of rules, measure", mode);
+    measure = 1;
+  }
+  int want_x = -1; /* forced: 0 fused, 1 xsmm */
+  if (force && *force) {
+    if (strcmp(force, "fused") && strcmp(force, "xsmm"))
+      return sc__fail(SC_ERR_ARG, fn, "SC_DENSE_FWD='%s' is not one of fused, xsmm", force);
+    want_x = strcmp(force, "xsmm") == 0;
+  }
+  int simd = c->kf != &sc__kt_ref_f32; /* the scalar kernels have no xsmm path */
+  int xok = 0;
+#if SC__XSMM
+  if (simd && !(off && strcmp(off, "0") == 0)) {
+    int arch = libxsmm_get_target_archid(); /* (libxsmm initializes itself once) */
+    xok = c->kf == &sc__kt_f32_avx512 ? arch >= LIBXSMM_X86_AVX512 : arch >= LIBXSMM_X86_AVX2;
+  }
+#else
+  (void)off;
+  (void)simd;
+#endif
+  if (want_x == 1 && !xok)
+    return sc__fail(SC_ERR_UNSUPPORTED, fn,
+                    "SC_DENSE_FWD=xsmm, but libxsmm is not available here (%s)",
+                    !SC__XSMM ? "this build has no libxsmm"
+                    : !simd   ? "the scalar kernels have no xsmm path"
+                    : (off && strcmp(off, "0") == 0) ? "SC_XSMM=0"
+                                                       : "libxsmm does not support this CPU");
+  sc__wis *wis = NULL;
+  size_t nw = 0, nw0 = 0;
+  int wis_ok = 0, wis_new = 0;
+  const char *wpath = getenv("SC_WISDOM");
+  char cpu[64] = "";
+  if (measure && xok && want_x < 0 && wpath && *wpath) {
+    wis_ok = sc__wis_read(wpath, &wis, &nw, c->plan_note, sizeof c->plan_note) == 0;
+    nw0 = nw;
+    sc__cpu_model(cpu, sizeof cpu);
+  }
+  sc_status st = SC_OK;
+  for (size_t l = 0; l < c->nlayers; l++) {
+    sc__lplan *P = &c->L[l];
+    P->xfwd = NULL, P->how = SC__HOW_ONLY, P->ns_fused = P->ns_xsmm = 0;
+    if (P->spec.kind != SC_LAYER_DENSE || !xok || P->in > INT_MAX || P->out > INT_MAX) continue;
+#if SC__XSMM
+    sc__xsmm_fn xs = sc__xsmm_kernel(P);
+    if (!xs) {
+      if (want_x == 1) {
+        st = sc__fail(SC_ERR_UNSUPPORTED, fn, "SC_DENSE_FWD=xsmm: libxsmm has no kernel for layer "
+                                              "%zu (%zu -> %zu)", l, P->in, P->out);
+        break;
+      }
+      continue;
+    }
+    if (want_x >= 0) {
+      P->how = SC__HOW_FORCED;
+      P->xfwd = want_x ? xs : NULL;
+      continue;
+    }
+    if (!measure) {
+      P->how = SC__HOW_RULE;
+      P->xfwd = c->kf == &sc__kt_f32_avx512 && P->in >= SC__XSMM_MIN_IN ? xs : NULL;
+      continue;
+    }
+    const char *act = sc_act_name(P->spec.act), *isa = c->kf->name;
+    size_t hit = nw;
+    for (size_t i = 0; i < nw && hit == nw; i++)
+      if (wis[i].in == P->in && wis[i].out == P->out && wis[i].bias == P->spec.bias &&
+          !strcmp(wis[i].act, act) && !strcmp(wis[i].isa, isa) && !strcmp(wis[i].cpu, cpu))
+        hit = i;
+    if (hit < nw) {
+      P->how = SC__HOW_WISDOM;
+      P->ns_fused = (float)wis[hit].ns_fused, P->ns_xsmm = (float)wis[hit].ns_xsmm;
+      P->xfwd = strcmp(wis[hit].pick, "xsmm") == 0 ? xs : NULL;
+      continue;
+    }
+    double tf = sc__time_dense(c, P, NULL), tx = sc__time_dense(c, P, xs);
+    P->how = SC__HOW_MEASURED;
+    P->ns_fused = (float)tf, P->ns_xsmm = (float)tx;
+    P->xfwd = tx > 0 && tf > 0 && tx < tf ? xs : NULL;
+    if (wis_ok && nw < SC__WIS_MAX) {
+      sc__wis *nwp = realloc(wis, (nw + 1) * sizeof *wis);
+      if (nwp) {
+        wis = nwp;
+        sc__wis *e = &wis[nw++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->cpu, sizeof e->cpu, "%s", cpu);
+        snprintf(e->isa, sizeof e->isa, "%s", isa);
+        snprintf(e->act, sizeof e->act, "%s", act);
+        snprintf(e->pick, sizeof e->pick, "%s", P->xfwd ? "xsmm" : "fused");
+        e->in = P->in, e->out = P->out, e->bias = P->spec.bias;
+        e->ns_fused = tf, e->ns_xsmm = tx;
+        wis_new = 1;
+      }
+    }
+#endif
+  }
+  if (!st && wis_ok && wis_new && nw > nw0 &&
+      sc__wis_write(fn, wpath, wis, nw) != SC_OK)
+  {
+    const char *e = sc_last_error(), *pre = "wisdom file not written: ";
+    size_t lp = strlen(pre), le = strlen(e), room = sizeof c->plan_note - 1 - lp;
+    memcpy(c->plan_note, pre, lp);
+    memcpy(c->plan_note + lp, e, le < room ? le : room);
+    c->plan_note[lp + (le < room ? le : room)] = 0;
+  }
+  free(wis);
+  return st;
+}
+
+/* The plan as text (see simplechain.h). */
+sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *needed) {
+  SC__CHECK_NULL(chain);
+  if (!buf && cap > 0) return SC__FAIL(SC_ERR_NULL, "buf is NULL but cap is %zu", cap);
+  sc__sbuf b = {buf, cap, 0};
+  if (buf && cap) buf[0] = 0;
+  static const char *hows[] = {"the only variant here", "rule", "measured", "wisdom",
+                               "forced by SC_DENSE_FWD"};
+  sc__sprintf(&b, "kernels %s; dense forward variants: fused%s\n", chain->kf->name,
+              SC__XSMM ? ", xsmm" : " (no libxsmm in this build)");
+  for (size_t l = 0; l < chain->nlayers; l++) {
+    const sc__lplan *P = &chain->L[l];
+    if (P->spec.kind != SC_LAYER_DENSE) continue;
+    sc__sprintf(&b, "layer %zu dense %zu -> %zu %s: %s (%s", l, P->in, P->out,
+                sc_act_name(P->spec.act), P->xfwd ? "xsmm" : "fused", hows[P->how]);
+    if (P->how == SC__HOW_MEASURED || P->how == SC__HOW_WISDOM)
+      sc__sprintf(&b, ": fused %.0f ns, xsmm %.0f ns per %zu samples", (double)P->ns_fused,
+                  (double)P->ns_xsmm, (size_t)SC__TW * (chain->min_tiles ? chain->min_tiles : 1));
+    sc__sprintf(&b, ")\n");
+  }
+  if (chain->plan_note[0]) sc__sprintf(&b, "note: %s\n", chain->plan_note);
+  if (needed) *needed = b.len + 1;
+  if (b.len + 1 > cap) {
+    if (buf && cap) buf[cap - 1] = 0;
+    return SC__FAIL(SC_ERR_NOMEM, "buffer of %zu bytes too small for the plan (%zu needed)", cap,
+                    b.len + 1);
+  }
+  return SC_OK;
 }
 
 /* ---------------------------------------------------------------- IDX files (MNIST) */

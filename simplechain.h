@@ -221,6 +221,22 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
  * SC_ERR_UNSUPPORTED error at sc_chain_create). */
 const char *sc_chain_isa(const sc_chain *chain);
 
+/* Kernel variants. The dense layers' float forward has two variants on the SIMD kernel
+ * sets when the build has libxsmm: "fused" (ours: GEMM, bias and activation in one pass)
+ * and "xsmm" (libxsmm's JIT GEMM, then a bias/activation pass). sc_chain_create picks one
+ * per layer:
+ *   SC_PLAN=rules (default): by a rule from measurements (xsmm on the AVX-512 kernels from
+ *     64 inputs up, fused elsewhere; bench/RESULTS.md);
+ *   SC_PLAN=measure: by timing both on this machine (a few milliseconds per dense layer);
+ *     with SC_WISDOM=path the answers are saved to and read from that text file, keyed by
+ *     CPU model, kernel set and layer shape (a file that is not a wisdom file is ignored,
+ *     left as it is, and named in the plan's note);
+ *   SC_DENSE_FWD=fused|xsmm: forced (xsmm where unavailable: SC_ERR_UNSUPPORTED).
+ * Bad values are SC_ERR_ARG at sc_chain_create. The choice belongs to the chain: results do
+ * not depend on the thread count; the variants may differ from each other in the last bits.
+ * sc_chain_plan writes what was chosen, how, and the timings, as sc_chain_summary writes. */
+sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *needed);
+
 /* ---------------------------------------------------------------- parameters */
 /* Glorot-uniform weights, U(-a, a) with a = sqrt(6 / (fan_in + fan_out)); biases 0.
  * Deterministic for a seed and identical on every machine (own PRNG, no libm in the

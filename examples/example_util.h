@@ -60,6 +60,11 @@ static inline int example_profile_wanted(int flag) {
 static inline void example_profile_print(const sc_chain *c, const sc_layer_profile *rows,
                                          size_t nrows, double wall_s, int threads) {
   size_t need = 0;
+  if (sc_chain_plan(c, NULL, 0, &need), need > 0) { /* the kernel variants the layers run */
+    char *plan = malloc(need);
+    if (plan && sc_chain_plan(c, plan, need, NULL) == SC_OK) printf("plan: %s", plan);
+    free(plan);
+  }
   if (sc_profile_table(c, rows, nrows, NULL, 0, &need) != SC_OK && need == 0) return;
   char *buf = malloc(need);
   if (!buf) return;

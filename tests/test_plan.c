@@ -1,0 +1,193 @@
+/* tests/test_plan.c — kernel variants chosen at chain creation (issue 13): SC_PLAN,
+ * SC_DENSE_FWD, SC_WISDOM and sc_chain_plan.
+ *
+ *   - every dense forward variant ("fused", and "xsmm" where the build has libxsmm), forced
+ *     by name on every SIMD kernel set, gives the scalar reference's forward and gradient
+ *     (relative 2e-5), and the plan says it was forced;
+ *   - SC_PLAN=measure times the variants, writes the answers to the SC_WISDOM file, and the
+ *     next creation reads them back ("wisdom") instead of timing; a measured plan gives the
+ *     same bits on 1 and 2 threads;
+ *   - a file that is not a wisdom file is ignored, left untouched and named in the plan's
+ *     note; bad SC_PLAN / SC_DENSE_FWD values are SC_ERR_ARG, xsmm on the scalar kernels
+ *     SC_ERR_UNSUPPORTED.
+ */
+#include "testutil.h"
+
+enum { NI = 70, NO = 5, B = 77 };
+
+static void env_set(const char *k, const char *v) {
+  if (v)
+    setenv(k, v, 1);
+  else
+    unsetenv(k);
+}
+
+static sc_chain *make(void) {
+  sc_layer L[] = {sc_dense(40, SC_RELU), sc_dense(24, SC_TANH), sc_dense(NO, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, NI, L, 3));
+  return c;
+}
+
+static char *plan_of(const sc_chain *c) {
+  size_t need = 0;
+  sc_chain_plan(c, NULL, 0, &need);
+  char *b = malloc(need);
+  SC_OK_OR_FAIL(sc_chain_plan(c, b, need, NULL));
+  return b;
+}
+
+typedef struct run {
+  float y[B * NO], g[NI * 40 + 40 + 40 * 24 + 24 + 24 * NO + NO], l;
+} run;
+
+static void compute(const sc_chain *c, int threads, run *r) {
+  size_t np;
+  sc_chain_nparams(c, &np);
+  assert_int_equal(np, sizeof r->g / sizeof r->g[0]);
+  float *p = malloc(np * sizeof *p), x[B * NI], t[B * NO];
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
+  tu_fill_f32(x, B * NI, 1, 1.0);
+  tu_fill_f32(t, B * NO, 2, 1.0);
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+  SC_OK_OR_FAIL(sc_workspace_set_threads(ws, threads));
+  SC_OK_OR_FAIL(sc_forward(c, p, x, B, r->y, ws));
+  SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &r->l, r->g, NULL, ws));
+  sc_workspace_destroy(ws);
+  free(p);
+}
+
+static void close_to(const char *what, const float *a, const float *b, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    if (!(fabsf(a[k] - b[k]) <= 2e-5f * (1 + fabsf(b[k]))))
+      fail_msg("%s[%zu] = %.8g, the scalar reference %.8g", what, k, (double)a[k], (double)b[k]);
+}
+
+static void test_forced_variants(void **state) {
+  (void)state;
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  env_set("SC_ISA", "scalar");
+  sc_chain *c = make();
+  run ref;
+  compute(c, 1, &ref);
+  sc_chain_destroy(c);
+  /* xsmm on the scalar kernels: refused */
+  env_set("SC_DENSE_FWD", "xsmm");
+  sc_layer L[] = {sc_dense(4, SC_RELU)};
+  SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, L, 1));
+  int tested = 0;
+  for (int is = 0; is < nisa; is++) {
+    if (!strcmp(isas[is], "scalar")) continue;
+    for (int v = 0; v < 2; v++) {
+      const char *var = v ? "xsmm" : "fused";
+      env_set("SC_ISA", isas[is]);
+      env_set("SC_DENSE_FWD", var);
+      c = NULL;
+      sc_status st = sc_chain_create(&c, NI, (sc_layer[]){sc_dense(40, SC_RELU),
+                                                         sc_dense(24, SC_TANH),
+                                                         sc_dense(NO, SC_IDENTITY)},
+                                     3);
+      if (v && st == SC_ERR_UNSUPPORTED) {
+        print_message("      %s: no xsmm here (%s)\n", isas[is], sc_last_error());
+        continue;
+      }
+      SC_OK_OR_FAIL(st);
+      char *pl = plan_of(c);
+      char want[64];
+      snprintf(want, sizeof want, ": %s (forced", var);
+      if (!strstr(pl, want)) fail_msg("%s %s: plan\n%s", isas[is], var, pl);
+      free(pl);
+      run r;
+      compute(c, 2, &r);
+      close_to("y", r.y, ref.y, B * NO);
+      close_to("g", r.g, ref.g, sizeof r.g / sizeof r.g[0]);
+      sc_chain_destroy(c);
+      tested++;
+    }
+  }
+  print_message("      %d forced variant(s) agree with the scalar reference\n", tested);
+  env_set("SC_ISA", NULL);
+  env_set("SC_DENSE_FWD", "simd");
+  SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, L, 1));
+  assert_non_null(strstr(sc_last_error(), "SC_DENSE_FWD"));
+  env_set("SC_DENSE_FWD", NULL);
+  env_set("SC_PLAN", "fastest");
+  SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, L, 1));
+  assert_non_null(strstr(sc_last_error(), "SC_PLAN"));
+  env_set("SC_PLAN", NULL);
+}
+
+static void test_measure_and_wisdom(void **state) {
+  (void)state;
+  char path[512];
+  tu_tmp_path(path, sizeof path, "plan", "wisdom.txt");
+  remove(path);
+  env_set("SC_PLAN", "measure");
+  env_set("SC_WISDOM", path);
+  sc_chain *c = make();
+  char *pl = plan_of(c);
+  int has_x = strstr(pl, "variants: fused, xsmm") && strcmp(sc_chain_isa(c), "scalar") != 0;
+  if (has_x) {
+    if (!strstr(pl, "(measured: fused")) fail_msg("plan:\n%s", pl);
+    size_t len;
+    unsigned char *w = tu_read_all(path, &len);
+    assert_true(len > 20 && !memcmp(w, "# simplechain wisdom 1\n", 23));
+    int lines = 0;
+    for (size_t k = 0; k < len; k++) lines += w[k] == '\n';
+    assert_int_equal(lines, 1 + 3);
+    free(w);
+  } else
+    print_message("      no second variant on this build / CPU: nothing to measure\n");
+  run r1, r2;
+  compute(c, 1, &r1);
+  compute(c, 2, &r2);
+  assert_memory_equal(&r1, &r2, sizeof r1); /* a measured plan: the same bits on any threads */
+  sc_chain_destroy(c);
+  free(pl);
+  if (has_x) {
+    c = make(); /* read back, not timed again */
+    pl = plan_of(c);
+    if (strstr(pl, "(measured") || !strstr(pl, "(wisdom: fused")) fail_msg("plan:\n%s", pl);
+    free(pl);
+    sc_chain_destroy(c);
+    /* not a wisdom file: ignored, untouched, said */
+    const unsigned char junk[] = "dense_fwd cpu=x isa=avx2 in=banana\n";
+    tu_write_all(path, junk, sizeof junk - 1);
+    c = make();
+    pl = plan_of(c);
+    if (!strstr(pl, "(measured") || !strstr(pl, "note: wisdom file") || !strstr(pl, "ignored"))
+      fail_msg("plan:\n%s", pl);
+    size_t len;
+    unsigned char *w = tu_read_all(path, &len);
+    assert_int_equal(len, sizeof junk - 1);
+    assert_memory_equal(w, junk, len);
+    free(w);
+    free(pl);
+    sc_chain_destroy(c);
+  }
+  remove(path);
+  env_set("SC_PLAN", NULL);
+  env_set("SC_WISDOM", NULL);
+  /* the plan text: errors and sizing */
+  c = make();
+  char small[16];
+  size_t need = 0;
+  SC_EXPECT(SC_ERR_NOMEM, sc_chain_plan(c, small, sizeof small, &need));
+  assert_true(need > sizeof small && strlen(small) < sizeof small);
+  SC_EXPECT(SC_ERR_NULL, sc_chain_plan(NULL, small, sizeof small, NULL));
+  SC_EXPECT(SC_ERR_NULL, sc_chain_plan(c, NULL, 5, NULL));
+  pl = plan_of(c);
+  assert_non_null(strstr(pl, "layer 0 dense 70 -> 40 relu: "));
+  free(pl);
+  sc_chain_destroy(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_forced_variants),
+      cmocka_unit_test(test_measure_and_wisdom),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
