@@ -23,6 +23,9 @@
 #if !defined(_POSIX_C_SOURCE) && !defined(_WIN32)
 #define _POSIX_C_SOURCE 200809L
 #endif
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1 /* pthread_setaffinity_np: pool threads pinned to cores */
+#endif
 
 #include "simplechain.h"
 
@@ -2070,6 +2073,27 @@ static sc_status sc__pool_create(sc__pool **out, int nthreads) {
                       "pthread_create failed for worker %d of %d", i + 1, nthreads);
     }
   }
+#if defined(__linux__) && defined(CPU_SET)
+  /* Pinning: worker k runs on the k-th CPU (cyclically) of the ones this process may use,
+   * so workers do not migrate between steps; the calling thread is left alone. SC_PIN=0
+   * turns it off. A failure to pin is not an error (the threads run unpinned). */
+  const char *pin = getenv("SC_PIN");
+  if (!(pin && strcmp(pin, "0") == 0)) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+      int cpus[CPU_SETSIZE], nc = 0;
+      for (int k = 0; k < CPU_SETSIZE; k++)
+        if (CPU_ISSET(k, &allowed)) cpus[nc++] = k;
+      for (int i = 0; nc > 1 && i < nthreads - 1; i++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[(i + 1) % nc], &one);
+        (void)pthread_setaffinity_np(P->th[i], sizeof one, &one);
+      }
+    }
+  }
+#endif
   *out = P;
   return SC_OK;
 }

@@ -287,8 +287,13 @@ sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t ma
  * created here, once, and kept until the workspace is destroyed or this is called
  * again. Results do not depend on the thread count: a batch is cut into slices that
  * depend only on the batch size, each slice accumulates its own gradient, and the
- * slices are summed in a fixed order. Returns SC_ERR_UNSUPPORTED when the library
- * was built without threads (SC_NO_THREADS). */
+ * slices are summed in a fixed order. A batch of one slice (up to 128 samples for small
+ * dense chains, 32 for convnets) runs on the calling thread alone: waking workers for it
+ * cost more than it gave. On Linux the workers are pinned, worker k to the k-th CPU
+ * (cyclically) of those the process may use; SC_PIN=0 in the environment turns that off
+ * (do so when several multi-threaded processes share the CPUs, e.g. MPI ranks started
+ * with --bind-to none). Returns SC_ERR_UNSUPPORTED when the library was built without
+ * threads (SC_NO_THREADS). */
 sc_status sc_workspace_set_threads(sc_workspace *ws, int threads);
 
 void sc_workspace_destroy(sc_workspace *ws); /* NULL is fine */
