@@ -145,31 +145,31 @@ typedef void (*sc__xsmm_fn)(const float *a, const float *b, float *c, ...);
 
 typedef struct sc__lplan {
   sc_layer spec;
-  size_t ic, ih, iw;  /* input shape */
-  size_t oc, oh, ow;  /* output shape */
-  size_t in, out;     /* features: ic*ih*iw, oc*oh*ow */
-  size_t poff, np;    /* parameter block */
-  size_t a_off;       /* output tile (out x TW) in slice tile memory, elements; for
-                         flatten the input's tile (a view) */
-  size_t a_off2;      /* the output tile of the second tile of a pair: a second buffer
-                         when the next layer holds its input (hold_off), else a_off */
-  size_t z_off;       /* pre-activation tile (gelu only), else SIZE_MAX */
-  size_t lane_off;    /* bias lane accumulator (oc x TW), else SIZE_MAX */
-  size_t dwl_off;     /* lane accumulators for dW (out x in x TW) of small dense layers
-                         and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
-                         lane by lane, summed over the lanes once per slice: no
-                         transposes, no broadcasts */
-  size_t hold_off;    /* lane-form dense layers where it pays: dz (out x TW) of the first
-                         tile of a pair (its input stays in the a_off buffers, the second
-                         tile's goes to a_off2), so that the pair's dW runs as one pass
-                         (SC__K_DWL2), else SIZE_MAX */
-  size_t pad_off;     /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
-  size_t hp, wp;      /* conv: (padded) input height and width */
-  size_t R;           /* conv: taps per output channel, ic*kh*kw */
-  const size_t *roff; /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
-  size_t mask_off;    /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
-  sc__xsmm_fn xfwd;   /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
-  unsigned char how;  /* dense forward variant: how it was chosen (SC__HOW_*) */
+  size_t ic, ih, iw;       /* input shape */
+  size_t oc, oh, ow;       /* output shape */
+  size_t in, out;          /* features: ic*ih*iw, oc*oh*ow */
+  size_t poff, np;         /* parameter block */
+  size_t a_off;            /* output tile (out x TW) in slice tile memory, elements; for
+                              flatten the input's tile (a view) */
+  size_t a_off2;           /* the output tile of the second tile of a pair: a second buffer
+                              when the next layer holds its input (hold_off), else a_off */
+  size_t z_off;            /* pre-activation tile (gelu only), else SIZE_MAX */
+  size_t lane_off;         /* bias lane accumulator (oc x TW), else SIZE_MAX */
+  size_t dwl_off;          /* lane accumulators for dW (out x in x TW) of small dense layers
+                              and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
+                              lane by lane, summed over the lanes once per slice: no
+                              transposes, no broadcasts */
+  size_t hold_off;         /* lane-form dense layers where it pays: dz (out x TW) of the first
+                              tile of a pair (its input stays in the a_off buffers, the second
+                              tile's goes to a_off2), so that the pair's dW runs as one pass
+                              (SC__K_DWL2), else SIZE_MAX */
+  size_t pad_off;          /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
+  size_t hp, wp;           /* conv: (padded) input height and width */
+  size_t R;                /* conv: taps per output channel, ic*kh*kw */
+  const size_t *roff;      /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
+  size_t mask_off;         /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
+  sc__xsmm_fn xfwd;        /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
+  unsigned char how;       /* dense forward variant: how it was chosen (SC__HOW_*) */
   float ns_fused, ns_xsmm; /* measured: ns per forward of a slice-sized batch (0: not) */
 } sc__lplan;
 
@@ -198,8 +198,8 @@ struct sc_workspace {
   void *owned;           /* library allocation, or NULL for caller memory */
   struct sc__pool *pool;
   uint64_t drop_seed, drop_step; /* dropout masks of the next sc_valgrad */
-  sc__pcount *prof;               /* (nlayers + 1) x SC__P_W profile counters, or NULL: off */
-  sc__pcount *prof_mem;           /* their memory, kept while profiling is off */
+  sc__pcount *prof;              /* (nlayers + 1) x SC__P_W profile counters, or NULL: off */
+  sc__pcount *prof_mem;          /* their memory, kept while profiling is off */
 };
 
 /* float <-> its IEEE bits (the tanh's bit selects, the parameter files) */
@@ -487,21 +487,37 @@ static size_t sc__tile_alloc(size_t *cursor, size_t elems, int *ok) {
 /* Fields a layer kind does not use must hold what its constructor sets (0, or for a
  * maxpool's stride the window), so that a hand-built layer means exactly one thing and
  * fingerprints (parameter files) match the constructor-built twin. */
-enum { SC__F_ACT = 1, SC__F_OUT = 2, SC__F_BIAS = 4, SC__F_K = 8, SC__F_S = 16, SC__F_P = 32,
-       SC__F_RATE = 64 };
+enum {
+  SC__F_ACT = 1,
+  SC__F_OUT = 2,
+  SC__F_BIAS = 4,
+  SC__F_K = 8,
+  SC__F_S = 16,
+  SC__F_P = 32,
+  SC__F_RATE = 64
+};
 static sc_status sc__unused_fields(const char *fn, size_t l, const char *nm, const sc_layer *s,
                                    unsigned must_be_zero) {
   const char *f = NULL;
   size_t v = 0;
-  if ((must_be_zero & SC__F_ACT) && s->act != SC_IDENTITY) f = "act", v = (size_t)s->act;
-  else if ((must_be_zero & SC__F_OUT) && s->outputs) f = "outputs", v = s->outputs;
-  else if ((must_be_zero & SC__F_BIAS) && s->bias) f = "bias", v = (size_t)s->bias;
-  else if ((must_be_zero & SC__F_K) && s->kh) f = "kh", v = s->kh;
-  else if ((must_be_zero & SC__F_K) && s->kw) f = "kw", v = s->kw;
-  else if ((must_be_zero & SC__F_S) && s->sh) f = "sh", v = s->sh;
-  else if ((must_be_zero & SC__F_S) && s->sw) f = "sw", v = s->sw;
-  else if ((must_be_zero & SC__F_P) && s->ph) f = "ph", v = s->ph;
-  else if ((must_be_zero & SC__F_P) && s->pw) f = "pw", v = s->pw;
+  if ((must_be_zero & SC__F_ACT) && s->act != SC_IDENTITY)
+    f = "act", v = (size_t)s->act;
+  else if ((must_be_zero & SC__F_OUT) && s->outputs)
+    f = "outputs", v = s->outputs;
+  else if ((must_be_zero & SC__F_BIAS) && s->bias)
+    f = "bias", v = (size_t)s->bias;
+  else if ((must_be_zero & SC__F_K) && s->kh)
+    f = "kh", v = s->kh;
+  else if ((must_be_zero & SC__F_K) && s->kw)
+    f = "kw", v = s->kw;
+  else if ((must_be_zero & SC__F_S) && s->sh)
+    f = "sh", v = s->sh;
+  else if ((must_be_zero & SC__F_S) && s->sw)
+    f = "sw", v = s->sw;
+  else if ((must_be_zero & SC__F_P) && s->ph)
+    f = "ph", v = s->ph;
+  else if ((must_be_zero & SC__F_P) && s->pw)
+    f = "pw", v = s->pw;
   if (f)
     return sc__fail(SC_ERR_ARG, fn,
                     "layer %zu (%s): field '%s' = %lld is not used by a %s layer and must be 0", l,
@@ -1028,8 +1044,7 @@ static sc_status sc__wopen(sc__wfile *w, const char *path, char *tmp, const char
 #else
     unsigned long id = (unsigned long)(uintptr_t)&k;
 #endif
-    snprintf(tmp, plen + SC__TMP_EXTRA, "%s.tmp-%lx-%lx-%lx", path, id, k,
-             (unsigned long)clock());
+    snprintf(tmp, plen + SC__TMP_EXTRA, "%s.tmp-%lx-%lx-%lx", path, id, k, (unsigned long)clock());
     errno = 0;
 #if SC__POSIX_IO
     w->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0666);
@@ -1041,7 +1056,8 @@ static sc_status sc__wopen(sc__wfile *w, const char *path, char *tmp, const char
     e = errno;
     if (e != EEXIST) break;
   }
-  if (e == ENOMEM) return sc__fail(SC_ERR_NOMEM, fn, "cannot create a file beside '%s': out of memory", path);
+  if (e == ENOMEM)
+    return sc__fail(SC_ERR_NOMEM, fn, "cannot create a file beside '%s': out of memory", path);
   return sc__fail(SC_ERR_IO, fn, "cannot create a temporary file beside '%s': %s", path,
                   e ? strerror(e) : "no unused name");
 }
@@ -1411,7 +1427,6 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
   return st;
 }
 
-
 #if SC__XSMM
 /* ns per forward of a slice-sized batch through a one-layer twin of P, with the xsmm GEMM
  * xs or (NULL) our fused kernel: the median of 5 rounds */
@@ -1490,10 +1505,10 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   if (want_x == 1 && !xok)
     return sc__fail(SC_ERR_UNSUPPORTED, fn,
                     "SC_DENSE_FWD=xsmm, but libxsmm is not available here (%s)",
-                    !SC__XSMM ? "this build has no libxsmm"
-                    : !simd   ? "the scalar kernels have no xsmm path"
+                    !SC__XSMM                        ? "this build has no libxsmm"
+                    : !simd                          ? "the scalar kernels have no xsmm path"
                     : (off && strcmp(off, "0") == 0) ? "SC_XSMM=0"
-                                                       : "libxsmm does not support this CPU");
+                                                     : "libxsmm does not support this CPU");
   sc__wis *wis = NULL;
   size_t nw = 0, nw0 = 0;
   int wis_ok = 0, wis_new = 0;
@@ -1513,8 +1528,10 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     sc__xsmm_fn xs = sc__xsmm_kernel(P);
     if (!xs) {
       if (want_x == 1) {
-        st = sc__fail(SC_ERR_UNSUPPORTED, fn, "SC_DENSE_FWD=xsmm: libxsmm has no kernel for layer "
-                                              "%zu (%zu -> %zu)", l, P->in, P->out);
+        st = sc__fail(SC_ERR_UNSUPPORTED, fn,
+                      "SC_DENSE_FWD=xsmm: libxsmm has no kernel for layer "
+                      "%zu (%zu -> %zu)",
+                      l, P->in, P->out);
         break;
       }
       continue;
@@ -1562,9 +1579,7 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     }
 #endif
   }
-  if (!st && wis_ok && wis_new && nw > nw0 &&
-      sc__wis_write(fn, wpath, wis, nw) != SC_OK)
-  {
+  if (!st && wis_ok && wis_new && nw > nw0 && sc__wis_write(fn, wpath, wis, nw) != SC_OK) {
     const char *e = sc_last_error(), *pre = "wisdom file not written: ";
     size_t lp = strlen(pre), le = strlen(e), room = sizeof c->plan_note - 1 - lp;
     memcpy(c->plan_note, pre, lp);
@@ -2325,18 +2340,18 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
       snprintf(name, sizeof name, "%s%s%s", sc_layer_name(sp->kind), w ? " " : "",
                w ? sc_act_name(sp->act) : "");
     } else
-      snprintf(name, sizeof name, "%s", r == chain->nlayers ? "(batch, loss, reduce)"
-                                         : r == chain->nlayers + 1 ? "(optimizer, guard)"
-                                                                   : "(other)");
+      snprintf(name, sizeof name, "%s",
+               r == chain->nlayers       ? "(batch, loss, reduce)"
+               : r == chain->nlayers + 1 ? "(optimizer, guard)"
+                                         : "(other)");
     const sc_layer_profile *q = &rows[r];
     double fg = q->fwd_seconds > 0 && q->fwd_flop > 0 ? q->fwd_flop / q->fwd_seconds * 1e-9 : 0;
     double bg = q->bwd_seconds > 0 && q->bwd_flop > 0 ? q->bwd_flop / q->bwd_seconds * 1e-9 : 0;
     char fgs[16] = "-", bgs[16] = "-";
     if (fg > 0) snprintf(fgs, sizeof fgs, "%.1f", fg);
     if (bg > 0) snprintf(bgs, sizeof bgs, "%.1f", bg);
-    SC__TAB("%-5s %-22s %10.2f %8s %10.2f %8s %6.1f%%\n",
-            idx, name,
-            q->fwd_seconds * 1e3, fgs, q->bwd_seconds * 1e3, bgs,
+    SC__TAB("%-5s %-22s %10.2f %8s %10.2f %8s %6.1f%%\n", idx, name, q->fwd_seconds * 1e3, fgs,
+            q->bwd_seconds * 1e3, bgs,
             total > 0 ? 100 * (q->fwd_seconds + q->bwd_seconds) / total : 0.0);
   }
 #undef SC__TAB
@@ -2623,9 +2638,15 @@ static void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t
   k->seed = o->seed, k->shuffle = (uint32_t)shuffle, k->kind = (uint32_t)o->optim.kind;
   const sc_optim *c = &o->optim;
   int sched = o->lr_schedule != SC_LR_CONSTANT;
-  double h[SC__CK_NH] = {c->lr,          c->beta1,        c->beta2,
-                         c->eps,         c->momentum,     c->weight_decay,
-                         o->clip_norm,   (double)o->lr_schedule, sched ? o->lr_min : 0,
+  double h[SC__CK_NH] = {c->lr,
+                         c->beta1,
+                         c->beta2,
+                         c->eps,
+                         c->momentum,
+                         c->weight_decay,
+                         o->clip_norm,
+                         (double)o->lr_schedule,
+                         sched ? o->lr_min : 0,
                          sched ? (double)total : 0};
   memcpy(k->hyper, h, sizeof h);
 }
@@ -2680,19 +2701,36 @@ static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const
   for (int a = 0; a < 3; a++)
     for (size_t i = 0; !w.err && i < k->np;) {
       size_t b = 0;
-      for (; i < k->np && b + 4 <= sizeof buf; i++, b += 4) sc__put_le(buf + b, sc__fbits(arr[a][i]), 4);
+      for (; i < k->np && b + 4 <= sizeof buf; i++, b += 4)
+        sc__put_le(buf + b, sc__fbits(arr[a][i]), 4);
       sum = sc__fnv1a(sum, buf, b);
       sc__wwrite(&w, buf, b);
     }
   for (size_t i = 0; !w.err && i < k->nidx;) {
     size_t b = 0;
-    for (; i < k->nidx && b + 8 <= sizeof buf; i++, b += 8) sc__put_le(buf + b, (uint64_t)idx[i], 8);
+    for (; i < k->nidx && b + 8 <= sizeof buf; i++, b += 8)
+      sc__put_le(buf + b, (uint64_t)idx[i], 8);
     sum = sc__fnv1a(sum, buf, b);
     sc__wwrite(&w, buf, b);
   }
   sc__put_le(buf, sum, 8);
   sc__wwrite(&w, buf, 8);
   return sc__wcommit(&w, path, fn);
+}
+
+/* The next min(left, cap) bytes of a checkpoint into buf (*got), added to the checksum; a
+ * short read is SC_ERR_IO (a read error) or SC_ERR_FORMAT (truncated, naming the offset). */
+static sc_status sc__ck_chunk(FILE *f, unsigned char *buf, size_t cap, size_t left, size_t *got,
+                              uint64_t *sum, size_t off, const char *path, const char *fn) {
+  size_t want = left < cap ? left : cap;
+  errno = 0;
+  *got = fread(buf, 1, want, f);
+  if (*got < want) {
+    sc_status st = sc__rerr(f, path, fn);
+    return st ? st : sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated at offset %zu", path, off + *got);
+  }
+  *sum = sc__fnv1a(*sum, buf, *got);
+  return SC_OK;
 }
 
 /* Reads and checks a whole checkpoint. k receives the header. If want is not NULL, the run's
@@ -2723,8 +2761,8 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   }
   uint64_t ver = sc__get_le(buf + 8, 4), flags = sc__get_le(buf + 12, 4);
   if (ver != 1 || flags != 0) {
-    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': unsupported version %llu / flags %llu at offset 8", path,
-                  (unsigned long long)ver, (unsigned long long)flags);
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': unsupported version %llu / flags %llu at offset 8",
+                  path, (unsigned long long)ver, (unsigned long long)flags);
     goto out;
   }
   sc__ck_decode(buf, k);
@@ -2741,29 +2779,40 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
     goto out;
   }
   if (k->fp != sc__fingerprint(chain)) {
-    st = sc__fail(SC_ERR_SHAPE, fn,
-                  "'%s': written for a chain of a different shape (fingerprint at offset 24)", path);
+    st =
+        sc__fail(SC_ERR_SHAPE, fn,
+                 "'%s': written for a chain of a different shape (fingerprint at offset 24)", path);
     goto out;
   }
-  if (k->nsamples == 0 || k->nsamples > SIZE_MAX / 16) bad = "sample count", at = 32;
-  else if (k->bs == 0 || k->bs > k->nsamples) bad = "batch size", at = 40;
-  else if (k->shuffle > 1) bad = "shuffle flag", at = 56;
-  else if (k->kind < SC_ADAM || k->kind > SC_SGD) bad = "optimizer kind", at = 60;
-  else if (!hok || (k->hyper[7] != 0 && k->hyper[7] != 1)) bad = "optimizer settings", at = 64;
-  else if (k->pos >= spe) bad = "steps into the epoch", at = 160;
-  else if (k->epoch > UINT64_MAX / spe || k->epoch * spe + k->pos != k->step) bad = "step", at = 144;
-  else if (k->t != k->step) bad = "optimizer step count", at = 168;
-  else if (!isfinite(k->epoch_sum)) bad = "epoch loss sum", at = 208;
-  else if (k->nidx != (k->shuffle ? k->nsamples : 0)) bad = "index count", at = 216;
+  if (k->nsamples == 0 || k->nsamples > SIZE_MAX / 16)
+    bad = "sample count", at = 32;
+  else if (k->bs == 0 || k->bs > k->nsamples)
+    bad = "batch size", at = 40;
+  else if (k->shuffle > 1)
+    bad = "shuffle flag", at = 56;
+  else if (k->kind < SC_ADAM || k->kind > SC_SGD)
+    bad = "optimizer kind", at = 60;
+  else if (!hok || (k->hyper[7] != 0 && k->hyper[7] != 1))
+    bad = "optimizer settings", at = 64;
+  else if (k->pos >= spe)
+    bad = "steps into the epoch", at = 160;
+  else if (k->epoch > UINT64_MAX / spe || k->epoch * spe + k->pos != k->step)
+    bad = "step", at = 144;
+  else if (k->t != k->step)
+    bad = "optimizer step count", at = 168;
+  else if (!isfinite(k->epoch_sum))
+    bad = "epoch loss sum", at = 208;
+  else if (k->nidx != (k->shuffle ? k->nsamples : 0))
+    bad = "index count", at = 216;
   if (bad) {
     st = sc__fail(SC_ERR_FORMAT, fn, "'%s': inconsistent %s at offset %zu (file corrupted)", path,
                   bad, at);
     goto out;
   }
   if (want) {
-    static const char *hn[SC__CK_NH] = {"lr",           "beta1",     "beta2",       "eps",
-                                        "momentum",     "weight_decay", "clip_norm",
-                                        "lr_schedule", "lr_min",    "the schedule's length (epochs)"};
+    static const char *hn[SC__CK_NH] = {
+        "lr",           "beta1",     "beta2",       "eps",    "momentum",
+        "weight_decay", "clip_norm", "lr_schedule", "lr_min", "the schedule's length (epochs)"};
     if (k->nsamples != want->nsamples)
       bad = "the sample count";
     else if (k->bs != want->bs)
@@ -2792,7 +2841,8 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   long end = -1;
   if (fseek(f, 0, SEEK_END) == 0) end = ftell(f);
   if (!ok || end < 0 || (uint64_t)end != (uint64_t)need || fseek(f, SC__CK_HEAD, SEEK_SET) != 0) {
-    if (end < 0) st = sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
+    if (end < 0)
+      st = sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
     else
       st = sc__fail(SC_ERR_FORMAT, fn, "'%s': %s: the file has %ld bytes, its header needs %zu",
                     path, (uint64_t)end < need ? "truncated" : "unexpected bytes at the end", end,
@@ -2803,15 +2853,8 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   size_t off = SC__CK_HEAD;
   for (int a = 0; a < 3; a++)
     for (size_t i = 0; i < k->np;) {
-      size_t want_b = (k->np - i) * 4 < sizeof buf ? (k->np - i) * 4 : sizeof buf;
-      errno = 0;
-      got = fread(buf, 1, want_b, f);
-      if (got < want_b) {
-        if (!(st = sc__rerr(f, path, fn)))
-          st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated at offset %zu", path, off + got);
+      if ((st = sc__ck_chunk(f, buf, sizeof buf, (k->np - i) * 4, &got, &sum, off, path, fn)))
         goto out;
-      }
-      sum = sc__fnv1a(sum, buf, got);
       for (size_t b = 0; b < got; b += 4, i++, off += 4) {
         float x = sc__fof((uint32_t)sc__get_le(buf + b, 4));
         if (!isfinite(x) || (a == 2 && x < 0)) {
@@ -2831,15 +2874,8 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
     }
   }
   for (size_t i = 0; i < k->nidx;) {
-    size_t want_b = (k->nidx - i) * 8 < sizeof buf ? (k->nidx - i) * 8 : sizeof buf;
-    errno = 0;
-    got = fread(buf, 1, want_b, f);
-    if (got < want_b) {
-      if (!(st = sc__rerr(f, path, fn)))
-        st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated at offset %zu", path, off + got);
+    if ((st = sc__ck_chunk(f, buf, sizeof buf, (k->nidx - i) * 8, &got, &sum, off, path, fn)))
       goto out;
-    }
-    sum = sc__fnv1a(sum, buf, got);
     for (size_t b = 0; b < got; b += 8, i++, off += 8) {
       uint64_t j = sc__get_le(buf + b, 8);
       if (j >= k->nsamples || (seen[j / 8] >> (j % 8) & 1)) {
@@ -2856,7 +2892,8 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   got = fread(buf, 1, 8, f);
   if (got < 8) {
     if (!(st = sc__rerr(f, path, fn)))
-      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated: checksum missing at offset %zu", path, off);
+      st =
+          sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated: checksum missing at offset %zu", path, off);
   } else if (sc__get_le(buf, 8) != sum)
     st = sc__fail(SC_ERR_FORMAT, fn, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
                   off);
@@ -2914,7 +2951,8 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   if (!data->x) return SC__FAIL(SC_ERR_NULL, "data->x is NULL");
   if (data->n == 0) return SC__FAIL(SC_ERR_BATCH, "data->n is 0: no samples");
   if (opts->epochs == 0)
-    return SC__FAIL(SC_ERR_ARG, "epochs is 0 (start from sc_train_defaults() and set what differs)");
+    return SC__FAIL(SC_ERR_ARG,
+                    "epochs is 0 (start from sc_train_defaults() and set what differs)");
   if (opts->threads < 1 || opts->threads > 1024)
     return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
   if (opts->lr_schedule != SC_LR_CONSTANT && opts->lr_schedule != SC_LR_COSINE)
@@ -3027,8 +3065,8 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       /* p is read into g first: it is overwritten only when the whole file checks out */
       if ((st = sc__ck_read(__func__, ckpath, chain, &ck, &got, g, opt->m, opt->v, idx))) goto done;
       if (got.step > total) {
-        st = SC__FAIL(SC_ERR_ARG, "'%s' is at step %llu, beyond the %zu steps of this run",
-                      ckpath, (unsigned long long)got.step, total);
+        st = SC__FAIL(SC_ERR_ARG, "'%s' is at step %llu, beyond the %zu steps of this run", ckpath,
+                      (unsigned long long)got.step, total);
         goto done;
       }
       memcpy(p, g, np * sizeof *p);
@@ -3126,9 +3164,9 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
         }
       }
       if (opts->lr_schedule == SC_LR_COSINE) /* a function of the step alone */
-        opt->cfg.lr = opts->lr_min + (opts->optim.lr - opts->lr_min) * 0.5 *
-                                         (1 + cos(3.14159265358979323846 * (double)step /
-                                                  (double)total));
+        opt->cfg.lr =
+            opts->lr_min + (opts->optim.lr - opts->lr_min) * 0.5 *
+                               (1 + cos(3.14159265358979323846 * (double)step / (double)total));
       memcpy(pbak, p, np * sizeof *p);
       sc_optimizer_step(opt, p, g, np);
       if ((bad = chain->kf->find_nonfinite(p, np)) < np) {
@@ -3886,8 +3924,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TN(sc__job) * J, si
   do {                                                                                             \
     if (pf) {                                                                                      \
       uint64_t t_ = sc__ns();                                                                      \
-      SC__PADD(pf[(row) * SC__P_W + (dir)], t_ - tq);                                              \
-      SC__PADD(pf[(row) * SC__P_W + (dir) + 2], (samples));                                        \
+      SC__PADD(pf[(row)*SC__P_W + (dir)], t_ - tq);                                                \
+      SC__PADD(pf[(row)*SC__P_W + (dir) + 2], (samples));                                          \
       tq = t_;                                                                                     \
     }                                                                                              \
   } while (0)

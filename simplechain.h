@@ -562,10 +562,11 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
  * chain, data, batch size, seed, shuffle, optimizer and clip_norm (SC_ERR_ARG naming the
  * first difference otherwise) continues from the checkpoint, and ends with p bitwise
  * identical to the uninterrupted run's, for any thread count; opts.epochs may be raised to
- * train on (not with SC_LR_COSINE, whose rates depend on the run's length). The caller's initial p is then replaced by the checkpoint's. A damaged file is
- * SC_ERR_FORMAT naming the problem and its offset; p is written only when the whole file
- * checks out. With opts.dist, rank 0 writes and every rank reads the file when resuming
- * (a file system they share). A failed write stops training with its error (p is valid). */
+ * train on (not with SC_LR_COSINE, whose rates depend on the run's length). The caller's initial p
+ * is then replaced by the checkpoint's. A damaged file is SC_ERR_FORMAT naming the problem and its
+ * offset; p is written only when the whole file checks out. With opts.dist, rank 0 writes and every
+ * rank reads the file when resuming (a file system they share). A failed write stops training with
+ * its error (p is valid). */
 
 /* What a checkpoint file holds, for tools (sc_checkpoint_info). */
 typedef struct sc_checkpoint_state {

@@ -49,6 +49,27 @@ static inline int example_writable(const char *prog, const char *path) {
   return 0;
 }
 
+/* The long-run flags toy2x2 and lenet5 share: --checkpoint FILE, --every-steps N, --clip
+ * NORM. Returns 1 when a is one of them (then *ok says whether v was a good value). */
+typedef struct example_run_flags {
+  const char *checkpoint;
+  size_t every_steps;
+  double clip;
+} example_run_flags;
+static inline int example_run_flag(example_run_flags *f, const char *a, const char *v, int *ok) {
+  if (!strcmp(a, "--checkpoint")) {
+    f->checkpoint = v;
+  } else if (!strcmp(a, "--every-steps")) {
+    *ok = example_size(v, &f->every_steps) && f->every_steps > 0;
+  } else if (!strcmp(a, "--clip")) {
+    char *end;
+    f->clip = strtod(v, &end);
+    *ok = *end == 0 && f->clip > 0 && f->clip < 1e300;
+  } else
+    return 0;
+  return 1;
+}
+
 /* --profile, or SC_PROFILE set to anything but "" or "0" */
 static inline int example_profile_wanted(int flag) {
   const char *e = getenv("SC_PROFILE");

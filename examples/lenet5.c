@@ -123,9 +123,8 @@ int main(int argc, char **argv) {
   double lr = DEFAULT_LR;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = ncpu > 0 ? (ncpu > 16 ? 16 : (int)ncpu) : 1, quiet = 0, resume = 0, profile = 0;
-  const char *data = NULL, *save = NULL, *eval = NULL, *ckpt = NULL;
-  size_t ck_every = 500;
-  double clip = 0;
+  const char *data = NULL, *save = NULL, *eval = NULL;
+  example_run_flags rf = {NULL, 500, 0}; /* --checkpoint, --every-steps, --clip */
   int cosine = DEFAULT_COSINE;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -172,19 +171,12 @@ int main(int argc, char **argv) {
       save = v;
     else if (!strcmp(a, "--eval"))
       eval = v;
-    else if (!strcmp(a, "--checkpoint"))
-      ckpt = v;
     else if (!strcmp(a, "--schedule")) {
       ok = !strcmp(v, "cosine") || !strcmp(v, "constant");
       cosine = !strcmp(v, "cosine");
-    }
-    else if (!strcmp(a, "--every-steps"))
-      ok = example_size(v, &ck_every) && ck_every > 0;
-    else if (!strcmp(a, "--clip")) {
-      char *end;
-      clip = strtod(v, &end);
-      ok = *end == 0 && clip > 0 && isfinite(clip);
-    } else {
+    } else if (example_run_flag(&rf, a, v, &ok))
+      ;
+    else {
       fprintf(stderr, "lenet5: unknown option '%s' (see --help)\n", a);
       return 2;
     }
@@ -195,11 +187,11 @@ int main(int argc, char **argv) {
     i++;
   }
 
-  if (resume && !ckpt) {
+  if (resume && !rf.checkpoint) {
     fprintf(stderr, "lenet5: --resume needs --checkpoint FILE\n");
     return 2;
   }
-  if (!example_writable("lenet5", save) || !example_writable("lenet5", ckpt)) return 2;
+  if (!example_writable("lenet5", save) || !example_writable("lenet5", rf.checkpoint)) return 2;
   if (eval && access(eval, R_OK) != 0) {
     fprintf(stderr, "lenet5: cannot read --eval '%s': %s\n", eval, strerror(errno));
     return 2;
@@ -314,20 +306,20 @@ int main(int argc, char **argv) {
   opts.progress_every = 1;
   opts.progress = on_progress;
   opts.user = &mon;
-  opts.clip_norm = clip;
+  opts.clip_norm = rf.clip;
   opts.lr_schedule = cosine ? SC_LR_COSINE : SC_LR_CONSTANT;
   sc_layer_profile prof[LENET5_NLAYERS + 2];
   if (example_profile_wanted(profile)) opts.profile = prof, opts.profile_rows = LENET5_NLAYERS + 2;
-  opts.checkpoint = ckpt;
-  opts.checkpoint_every = ckpt ? ck_every : 0;
+  opts.checkpoint = rf.checkpoint;
+  opts.checkpoint_every = rf.checkpoint ? rf.every_steps : 0;
   opts.resume = resume;
   if (resume) {
     sc_checkpoint_state cs;
-    if (sc_checkpoint_info(chain, ckpt, &cs) == SC_OK)
-      printf("resuming from %s at step %zu (epoch %zu, step %zu of %zu in it)\n", ckpt, cs.step,
-             cs.epoch + 1, cs.epoch_step, mon.steps_per_epoch);
+    if (sc_checkpoint_info(chain, rf.checkpoint, &cs) == SC_OK)
+      printf("resuming from %s at step %zu (epoch %zu, step %zu of %zu in it)\n", rf.checkpoint,
+             cs.step, cs.epoch + 1, cs.epoch_step, mon.steps_per_epoch);
     else
-      printf("no usable checkpoint at %s: %s\n", ckpt, sc_last_error());
+      printf("no usable checkpoint at %s: %s\n", rf.checkpoint, sc_last_error());
   }
   sc_data d = {xtr, ytr, ntr};
   sc_train_report rep;

@@ -81,9 +81,8 @@ int main(int argc, char **argv) {
   unsigned long long seed = 1;
   double lr = 1e-3;
   int threads = 1, quiet = 0, resume = 0, profile = 0;
-  const char *save = NULL, *ckpt = NULL;
-  size_t ck_every = 1000;
-  double clip = 0;
+  const char *save = NULL;
+  example_run_flags rf = {NULL, 1000, 0}; /* --checkpoint, --every-steps, --clip */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -124,15 +123,9 @@ int main(int argc, char **argv) {
       threads = (int)t;
     } else if (!strcmp(a, "--save"))
       save = v;
-    else if (!strcmp(a, "--checkpoint"))
-      ckpt = v;
-    else if (!strcmp(a, "--every-steps"))
-      ok = example_size(v, &ck_every) && ck_every > 0;
-    else if (!strcmp(a, "--clip")) {
-      char *end;
-      clip = strtod(v, &end);
-      ok = *end == 0 && clip > 0 && isfinite(clip);
-    } else {
+    else if (example_run_flag(&rf, a, v, &ok))
+      ;
+    else {
       fprintf(stderr, "toy2x2: unknown option '%s' (see --help)\n", a);
       return 2;
     }
@@ -148,11 +141,11 @@ int main(int argc, char **argv) {
             samples);
     return 2;
   }
-  if (resume && !ckpt) {
+  if (resume && !rf.checkpoint) {
     fprintf(stderr, "toy2x2: --resume needs --checkpoint FILE\n");
     return 2;
   }
-  if (!example_writable("toy2x2", save) || !example_writable("toy2x2", ckpt)) return 2;
+  if (!example_writable("toy2x2", save) || !example_writable("toy2x2", rf.checkpoint)) return 2;
   sc_layer layers[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
   sc_chain *chain = NULL;
   sc_workspace *ws_test = NULL;
@@ -198,18 +191,18 @@ int main(int argc, char **argv) {
   opts.progress_every = every;
   opts.progress = every ? on_progress : NULL;
   opts.user = &mon;
-  opts.clip_norm = clip;
-  opts.checkpoint = ckpt;
-  opts.checkpoint_every = ckpt ? ck_every : 0;
+  opts.clip_norm = rf.clip;
+  opts.checkpoint = rf.checkpoint;
+  opts.checkpoint_every = rf.checkpoint ? rf.every_steps : 0;
   opts.resume = resume;
   sc_layer_profile prof[3 + 2];
   if (example_profile_wanted(profile)) opts.profile = prof, opts.profile_rows = 5;
   if (resume && !quiet) {
     sc_checkpoint_state cs;
-    if (sc_checkpoint_info(chain, ckpt, &cs) == SC_OK)
-      printf("resuming from %s at step %zu of %zu\n", ckpt, cs.step, steps);
+    if (sc_checkpoint_info(chain, rf.checkpoint, &cs) == SC_OK)
+      printf("resuming from %s at step %zu of %zu\n", rf.checkpoint, cs.step, steps);
     else
-      printf("no usable checkpoint at %s: %s\n", ckpt, sc_last_error());
+      printf("no usable checkpoint at %s: %s\n", rf.checkpoint, sc_last_error());
   }
   sc_data data = {x, y, samples};
   sc_train_report rep;
@@ -221,11 +214,11 @@ int main(int argc, char **argv) {
   CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, xt, yt, samples, &test_loss, ws_test));
   /* the training time includes the progress callbacks' test evaluations; report the
    * training throughput on the steps alone */
-  double gflops =
-      TOY_FLOPS_PER_SAMPLE_STEP * (double)samples * (double)ran / rep.seconds * 1e-9;
-  printf("done: %zu steps in %.3f s (%.0f steps/s, %.1f GFLOP/s on the matmuls, kernels %s)\n",
-         ran, rep.seconds, (double)ran / rep.seconds, gflops, sc_chain_isa(chain));
-  if (rep.resumed_step) printf("(resumed at step %zu; %zu steps in all)\n", rep.resumed_step, rep.steps);
+  double gflops = TOY_FLOPS_PER_SAMPLE_STEP * (double)samples * (double)ran / rep.seconds * 1e-9;
+  printf("done: %zu steps in %.3f s (%.0f steps/s, %.1f GFLOP/s on the matmuls, kernels %s)\n", ran,
+         rep.seconds, (double)ran / rep.seconds, gflops, sc_chain_isa(chain));
+  if (rep.resumed_step)
+    printf("(resumed at step %zu; %zu steps in all)\n", rep.resumed_step, rep.steps);
   if (opts.profile) example_profile_print(chain, prof, 5, rep.seconds, threads);
   printf("train MSE %.5f   test MSE %.5f\n", train_loss / 4, test_loss / 4);
   printf("RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%.4f "

@@ -7,9 +7,9 @@
  * portable source. The tables exported below are what the dispatcher in simplechain.c
  * selects when the CPU supports AVX2 (SC_ISA=avx2 forces them).
  */
-/* Built without its -m flags (a drop-in build: cc -O2 app.c simplechain.c kernels/avx2.c kernels/avx512.c),
- * file asks for them itself, for every function in it; the Makefile's flags and these
- * pragmas give the same code (floating-point contraction included, on which the vector
+/* Built without its -m flags (a drop-in build: cc -O2 app.c simplechain.c kernels/avx2.c
+ * kernels/avx512.c), the file asks for them itself, for every function in it; the Makefile's flags
+ * and these pragmas give the same code (floating-point contraction included, on which the vector
  * kernels' multiply-adds rely; GCC also gets -O3 for this file when optimising at all). */
 #if !defined(__AVX2__) || !defined(__FMA__)
 #if defined(__clang__)

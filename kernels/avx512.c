@@ -8,13 +8,15 @@
  * portable source. The tables exported below are what the dispatcher in simplechain.c
  * selects when the CPU supports AVX512 (SC_ISA=avx512 forces them).
  */
-/* Built without its -m flags (a drop-in build: cc -O2 app.c simplechain.c kernels/avx2.c kernels/avx512.c),
- * file asks for them itself, for every function in it; the Makefile's flags and these
- * pragmas give the same code (floating-point contraction included, on which the vector
+/* Built without its -m flags (a drop-in build: cc -O2 app.c simplechain.c kernels/avx2.c
+ * kernels/avx512.c), the file asks for them itself, for every function in it; the Makefile's flags
+ * and these pragmas give the same code (floating-point contraction included, on which the vector
  * kernels' multiply-adds rely; GCC also gets -O3 for this file when optimising at all). */
-#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__)
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) ||                   \
+    !defined(__AVX512DQ__)
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
 #pragma clang fp contract(fast)
 #elif defined(__GNUC__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512")
@@ -35,6 +37,7 @@
 #define VOB 8         /* float rows per register block: 8 accumulators of 16 floats */
 #define SC__OB 8      /* the same for the portable (double) kernels */
 #include "../simplechain.c"
-#if defined(__clang__) && (!defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__))
+#if defined(__clang__) && (!defined(__AVX512F__) || !defined(__AVX512BW__) ||                      \
+                           !defined(__AVX512VL__) || !defined(__AVX512DQ__))
 #pragma clang attribute pop
 #endif

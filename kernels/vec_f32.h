@@ -89,7 +89,7 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
 static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
   sc_vu sign = (sc_vu)x & 0x80000000u;
   sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
-  sc_vf m = v_min(V_BCAST(9.125f), ax); /* 9.125, not 9: tanh(9) must round to 1; NaN stays */
+  sc_vf m = v_min(V_BCAST(9.125f), ax);    /* 9.125, not 9: tanh(9) must round to 1; NaN stays */
   sc_vf t = m * 2.88539008f + 12582912.0f; /* 2 log2(e) m + 1.5 2^23 */
   sc_vf a = m + m;
   sc_vf n = t - 12582912.0f;
@@ -169,8 +169,7 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
         }                                                                                          \
       }                                                                                            \
       _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
-          V_ROWW(a + (o + k) * SC__TW, jc + j) =                                                   \
-              act == SC_RELU ? v_relu(acc[k][j]) : acc[k][j];                        \
+          V_ROWW(a + (o + k) * SC__TW, jc + j) = act == SC_RELU ? v_relu(acc[k][j]) : acc[k][j];   \
     }                                                                                              \
     o += NB;                                                                                       \
   }
@@ -291,7 +290,7 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
         if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
           sc_vf av = V_ROW(xa + (i + k) * SC__TW, jc + j);                                         \
           if (act == SC_RELU)                                                                      \
-            v = v_sel((sc_vi)(av <= 0.0f), V_BCAST(0.0f), v);                                       \
+            v = v_sel((sc_vi)(av <= 0.0f), V_BCAST(0.0f), v);                                      \
           else if (act == SC_TANH)                                                                 \
             v = v * (1.0f - av * av);                                                              \
           else                                                                                     \

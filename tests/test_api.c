@@ -128,9 +128,9 @@ static int fx_teardown(void **state) {
 static void test_status_str(void **state) {
   (void)state;
   static const char *names[] = {
-      "SC_OK",           "SC_ERR_NULL",   "SC_ERR_ARG",         "SC_ERR_SHAPE",
-      "SC_ERR_OVERFLOW", "SC_ERR_NOMEM",  "SC_ERR_NONFINITE",   "SC_ERR_BATCH",
-      "SC_ERR_IO",       "SC_ERR_FORMAT", "SC_ERR_UNSUPPORTED", "SC_ERR_THREAD",
+      "SC_OK",           "SC_ERR_NULL",    "SC_ERR_ARG",         "SC_ERR_SHAPE",
+      "SC_ERR_OVERFLOW", "SC_ERR_NOMEM",   "SC_ERR_NONFINITE",   "SC_ERR_BATCH",
+      "SC_ERR_IO",       "SC_ERR_FORMAT",  "SC_ERR_UNSUPPORTED", "SC_ERR_THREAD",
       "SC_ERR_STOPPED",  "SC_ERR_CALLBACK"};
   const int ncodes = (int)(sizeof names / sizeof names[0]);
   assert_int_equal(ncodes, SC_ERR_CALLBACK + 1);
@@ -1362,7 +1362,8 @@ int main(void) {
       cmocka_unit_test(test_status_str),
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_layers_and_act_names),
-      cmocka_unit_test(test_chain_create_bad), cmocka_unit_test(test_unused_fields),
+      cmocka_unit_test(test_chain_create_bad),
+      cmocka_unit_test(test_unused_fields),
       cmocka_unit_test(test_chain_overflow),
       cmocka_unit_test(test_out_of_memory),
       cmocka_unit_test_setup_teardown(test_chain_queries_bad, fx_setup, fx_teardown),

@@ -46,8 +46,8 @@ static void fx_free(fixture *f) {
 }
 
 typedef struct stopper {
-  size_t at;     /* stop after this step (0: never) */
-  float *last;   /* copy of p after every step */
+  size_t at;   /* stop after this step (0: never) */
+  float *last; /* copy of p after every step */
   size_t np;
 } stopper;
 static int on_step(const sc_progress *pr, void *user) {
@@ -376,7 +376,8 @@ static void test_damaged(void **state) {
     for (size_t k = 0; k < f.np; k++) q[k] = 0.25f;
     o.checkpoint = bad;
     sc_status st = sc_train(f.c, SC_LOSS_SQUARED, q, &d, &o, NULL);
-    if (st != SC_ERR_FORMAT) fail_msg("cut at %zu: %s (%s)", cut, sc_status_str(st), sc_last_error());
+    if (st != SC_ERR_FORMAT)
+      fail_msg("cut at %zu: %s (%s)", cut, sc_status_str(st), sc_last_error());
     for (size_t k = 0; k < f.np; k++) assert_true(q[k] == 0.25f);
     SC_EXPECT(SC_ERR_FORMAT, sc_checkpoint_info(f.c, bad, &info));
     nfail++;

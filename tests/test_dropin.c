@@ -173,7 +173,7 @@ static void build_and_run_k(const char *extra_flags, int kernels) {
   assert_int_equal(fclose(f), 0);
 
   /* exactly the documented drop-in build: the app and simplechain.c, nothing else */
-  char cmd[16384], kfiles[9000] = "";
+  char cmd[32768], kfiles[8400] = "";
   if (kernels)
     snprintf(kfiles, sizeof kfiles, "'%s/kernels/avx2.c' '%s/kernels/avx512.c'", srcdir, srcdir);
   snprintf(cmd, sizeof cmd,

@@ -303,7 +303,6 @@ static void test_bad_args(void **state) {
   sc_chain_destroy(c);
 }
 
-
 /* issue 12, defect 3: I/O errors give SC_ERR_IO with the path and the system's reason (a
  * directory is not "bad magic"); a failed save names the target, not a temporary name; an
  * allocation failure inside fopen is SC_ERR_NOMEM */
@@ -459,10 +458,14 @@ static void test_init(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_save_nonfinite),
-      cmocka_unit_test(test_wrong_chain),    cmocka_unit_test(test_truncated_everywhere),
-      cmocka_unit_test(test_corrupt_fields), cmocka_unit_test(test_bad_args),
-      cmocka_unit_test(test_init), cmocka_unit_test(test_io_reasons),
+      cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_save_nonfinite),
+      cmocka_unit_test(test_wrong_chain),
+      cmocka_unit_test(test_truncated_everywhere),
+      cmocka_unit_test(test_corrupt_fields),
+      cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_init),
+      cmocka_unit_test(test_io_reasons),
       cmocka_unit_test(test_concurrent_saves),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

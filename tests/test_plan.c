@@ -85,10 +85,9 @@ static void test_forced_variants(void **state) {
       env_set("SC_ISA", isas[is]);
       env_set("SC_DENSE_FWD", var);
       c = NULL;
-      sc_status st = sc_chain_create(&c, NI, (sc_layer[]){sc_dense(40, SC_RELU),
-                                                         sc_dense(24, SC_TANH),
-                                                         sc_dense(NO, SC_IDENTITY)},
-                                     3);
+      sc_status st = sc_chain_create(
+          &c, NI,
+          (sc_layer[]){sc_dense(40, SC_RELU), sc_dense(24, SC_TANH), sc_dense(NO, SC_IDENTITY)}, 3);
       if (v && st == SC_ERR_UNSUPPORTED) {
         print_message("      %s: no xsmm here (%s)\n", isas[is], sc_last_error());
         continue;

@@ -154,9 +154,10 @@ static pid_t spawn_toy(const char *ck, const char *save, int resume, int threads
     if (devnull >= 0) dup2(devnull, 1), dup2(devnull, 2);
     char th[8];
     snprintf(th, sizeof th, "%d", threads);
-    const char *argv[32] = {toy_path(), "--steps", "6000", "--samples", "300", "--seed", "3",
-                            "--quiet", "--threads", th, "--checkpoint", ck, "--every-steps", "7",
-                            "--save", save};
+    const char *argv[32] = {
+        toy_path(), "--steps",   "6000", "--samples",    "300", "--seed",        "3",
+        "--quiet",  "--threads", th,     "--checkpoint", ck,    "--every-steps", "7",
+        "--save",   save};
     int n = 16;
     if (resume) argv[n++] = "--resume";
     argv[n] = NULL;
@@ -176,8 +177,8 @@ static void test_toy_kill_resume(void **state) {
   remove(got);
   /* the uninterrupted run */
   char args[2048], *out = NULL;
-  snprintf(args, sizeof args,
-           "--steps 6000 --samples 300 --seed 3 --quiet --threads 1 --save '%s'", ref);
+  snprintf(args, sizeof args, "--steps 6000 --samples 300 --seed 3 --quiet --threads 1 --save '%s'",
+           ref);
   int rc = run_toy(args, &out);
   if (rc) fail_msg("toy2x2 %s: %d\n%s", args, rc, out);
   free(out);
@@ -223,7 +224,8 @@ static void test_toy_kill_resume(void **state) {
   size_t la, lb;
   unsigned char *a = tu_read_all(ref, &la), *b = tu_read_all(got, &lb);
   assert_int_equal(la, lb);
-  if (memcmp(a, b, la)) fail_msg("after %d kills the resumed run differs from the uninterrupted one", kills);
+  if (memcmp(a, b, la))
+    fail_msg("after %d kills the resumed run differs from the uninterrupted one", kills);
   print_message("      killed at steps up to %zu, %d times; final parameters identical\n", last,
                 kills);
   free(a);
@@ -243,10 +245,8 @@ int main(void) {
   }
   fclose(f);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_toy_help),
-      cmocka_unit_test(test_toy_bad_args),
-      cmocka_unit_test(test_toy_threads_agree),
-      cmocka_unit_test(test_toy_trains),
+      cmocka_unit_test(test_toy_help),          cmocka_unit_test(test_toy_bad_args),
+      cmocka_unit_test(test_toy_threads_agree), cmocka_unit_test(test_toy_trains),
       cmocka_unit_test(test_toy_kill_resume),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
