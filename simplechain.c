@@ -1523,7 +1523,12 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   for (size_t l = 0; l < c->nlayers; l++) {
     sc__lplan *P = &c->L[l];
     P->xfwd = NULL, P->how = SC__HOW_ONLY, P->ns_fused = P->ns_xsmm = 0;
-    if (P->spec.kind != SC_LAYER_DENSE || !xok || P->in > INT_MAX || P->out > INT_MAX) continue;
+    if (P->spec.kind != SC_LAYER_DENSE) continue;
+    if (want_x == 0) { /* fused, forced: whether or not there is another variant */
+      P->how = SC__HOW_FORCED;
+      continue;
+    }
+    if (!xok || P->in > INT_MAX || P->out > INT_MAX) continue;
 #if SC__XSMM
     sc__xsmm_fn xs = sc__xsmm_kernel(P);
     if (!xs) {
