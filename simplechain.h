@@ -151,7 +151,10 @@ sc_layer sc_dense_nobias(size_t outputs, sc_act act); /* without bias */
 /* 2-D cross-correlation (like PyTorch's Conv2d), stride 1, no padding ("valid"), with
  * bias: C x H x W -> channels x (H-kh+1) x (W-kw+1). */
 sc_layer sc_conv2d(size_t kh, size_t kw, size_t channels, sc_act act);
-/* The same with strides and zero padding: output H' = (H + 2 ph - kh) / sh + 1. */
+/* The same with strides and zero padding: output H' = (H + 2 ph - kh) / sh + 1. The
+ * padding must be smaller than the kernel (ph < kh, pw < kw: a wider border would add
+ * outputs that see only zeros) and the strides at least 1; the kernel must fit in the
+ * padded input. Otherwise sc_chain_create fails with SC_ERR_SHAPE naming the layer. */
 sc_layer sc_conv2d_ex(size_t kh, size_t kw, size_t channels, sc_act act, size_t sh, size_t sw,
                       size_t ph, size_t pw);
 /* The same without bias (like Conv2d(..., bias=False)): its parameters are the weights
@@ -218,7 +221,11 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
 /* Name of the kernel set this chain uses: "scalar", "avx2" or "avx512". The choice is
  * made at sc_chain_create from the CPU and the SC_ISA environment variable
  * (SC_ISA=scalar|avx2|avx512 forces a path; a path the CPU or build lacks is an
- * SC_ERR_UNSUPPORTED error at sc_chain_create). */
+ * SC_ERR_UNSUPPORTED error at sc_chain_create; "auto" or unset picks the widest). Beside
+ * it, SC_XSMM=0 keeps libxsmm out of a build that has it (its GEMM is one of the dense
+ * forward variants: see sc_chain_plan below for SC_PLAN, SC_WISDOM, SC_DENSE_FWD), and
+ * SC_PIN=0 leaves pool threads unpinned (sc_workspace_set_threads). All are read at
+ * sc_chain_create (SC_PIN: at sc_workspace_set_threads). */
 const char *sc_chain_isa(const sc_chain *chain);
 
 /* Kernel variants. The dense layers' float forward has two variants on the SIMD kernel
@@ -340,13 +347,20 @@ sc_status sc_forward_f64(const sc_chain *chain, const double *p, const double *x
                          double *y, sc_workspace *ws);
 
 typedef enum sc_loss {
-  /* L = (1/B) sum_b sum_j (yhat_bj - t_bj)^2      target: B x outputs values */
+  /* L = (1/B) sum_b sum_j (yhat_bj - t_bj)^2      target: B x outputs values.
+   *     Summed over the outputs, averaged over the batch: outputs x torch's MSELoss()
+   *     (which averages over both); divide by the output count to compare. */
   SC_LOSS_SQUARED = 1,
   /* L = (1/B) sum_b sum_j |yhat_bj - t_bj|        target: B x outputs values;
    *     derivative of |0| taken as 0 */
   SC_LOSS_ABSOLUTE,
   /* L = (1/B) sum_b -log softmax(yhat_b)[t_b]     target: B int32_t class labels in
-   *     [0, outputs); the chain's last layer gives the logits (use SC_IDENTITY) */
+   *     [0, outputs) (else SC_ERR_ARG naming the sample). The chain needs at least 2
+   *     outputs: fewer is SC_ERR_SHAPE in every call that takes a loss, sc_evaluate and
+   *     sc_train included. The softmax is taken of the last layer's outputs after its
+   *     activation: give it SC_IDENTITY for logits, as torch's CrossEntropyLoss expects;
+   *     another activation is accepted everywhere alike (the loss is then that of the
+   *     activated outputs), never warned about. */
   SC_LOSS_LOGIT_CROSSENTROPY
 } sc_loss;
 
