@@ -4631,23 +4631,24 @@ sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *
   return SC_OK;
 }
 
-#if SC__F32
-sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
-                        const void *target, size_t batch, float *lossv, sc_workspace *ws) {
+sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                 const SC__T *x, const void *target, size_t batch, SC__T *lossv,
+                                 sc_workspace *ws) {
   sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
   if (st) return st;
   if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
-  if ((st = sc__target_check_f32(__func__, chain, loss, target, batch))) return st;
-  if ((st = sc__finite_check_f32(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = sc__param_check_f32(__func__, chain, p))) return st;
+  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   double l = 0;
-  sc__valgrad_run_f32(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0);
-  *lossv = (float)l;
+  SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0);
+  *lossv = (SC__T)l;
   return SC_OK;
 }
 
-sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, const int32_t *labels,
-                      size_t n, double *loss, double *accuracy, sc_workspace *ws) {
+sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                               const int32_t *labels, size_t n, double *loss, double *accuracy,
+                               sc_workspace *ws) {
   sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
   if (st) return st;
   if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
@@ -4656,18 +4657,18 @@ sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, con
     return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
                     chain->out);
   if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
-  if ((st = sc__finite_check_f32(__func__, chain, "input", x, n, chain->in))) return st;
-  if ((st = sc__param_check_f32(__func__, chain, p))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, n, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   double lsum = 0, csum = 0;
   for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
     size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
-    sc__job_f32 J;
-    sc__job_init_f32(&J, chain, ws, SC__LOSS, p, x + b0 * chain->in, nb);
+    SC__TN(sc__job) J;
+    SC__TN(sc__job_init)(&J, chain, ws, SC__LOSS, p, x + b0 * chain->in, nb);
     J.loss = SC_LOSS_LOGIT_CROSSENTROPY;
     J.target = labels + b0;
     J.count_correct = 1;
     double l = 0;
-    sc__execute_f32(&J, NULL, 0, &l);
+    SC__TN(sc__execute)(&J, NULL, 0, &l);
     lsum += l * (double)nb;
     for (size_t s = 0; s < J.nslices; s++) csum += J.slice_correct[s];
   }
@@ -4675,7 +4676,6 @@ sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, con
   if (accuracy) *accuracy = csum / (double)n;
   return SC_OK;
 }
-#endif
 
 sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
                                const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,

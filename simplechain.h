@@ -384,6 +384,8 @@ sc_status sc_valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p, c
 /* Loss value only (same definitions as sc_valgrad). */
 sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
                         const void *target, size_t batch, float *lossv, sc_workspace *ws);
+sc_status sc_loss_value_f64(const sc_chain *chain, sc_loss loss, const double *p, const double *x,
+                            const void *target, size_t batch, double *lossv, sc_workspace *ws);
 
 /* Classifier evaluation over a data set of any size n (processed in batches of the
  * workspace's max_batch): mean logit cross-entropy and the fraction of samples whose
@@ -391,6 +393,9 @@ sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, con
  * loss or accuracy may be NULL. */
 sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, const int32_t *labels,
                       size_t n, double *loss, double *accuracy, sc_workspace *ws);
+sc_status sc_evaluate_f64(const sc_chain *chain, const double *p, const double *x,
+                          const int32_t *labels, size_t n, double *loss, double *accuracy,
+                          sc_workspace *ws);
 
 /* Vector-Jacobian product with no loss: for y = chain(x; p) and a cotangent dy
  * (batch x outputs),

@@ -1063,6 +1063,42 @@ static void test_nonfinite_params(void **state) {
     unsetenv("SC_ISA");
 }
 
+/* issue 15 item 3 (part): sc_loss_value_f64 and sc_evaluate_f64 agree with sc_valgrad_f64's
+ * loss bit for bit, with the float forms to float precision, and check their arguments */
+static void test_f64_loss_and_evaluate(void **state) {
+  fx *f = *state;
+  double lv = 0, lg = 0, l64 = 0, a64 = 0, l32 = 0, a32 = 0;
+  SC_OK_OR_FAIL(sc_loss_value_f64(f->c, SC_LOSS_SQUARED, f->pd, f->xd, f->td, FB, &lv, f->ws));
+  SC_OK_OR_FAIL(
+      sc_valgrad_f64(f->c, SC_LOSS_SQUARED, f->pd, f->xd, f->td, FB, &lg, NULL, NULL, f->ws));
+  assert_memory_equal(&lv, &lg, sizeof lv);
+  float lf = 0;
+  SC_OK_OR_FAIL(sc_loss_value(f->c, SC_LOSS_SQUARED, f->p, f->x, f->t, FB, &lf, f->ws));
+  assert_true(fabs(lv - lf) <= 1e-5 * (1 + fabs(lv)));
+  SC_OK_OR_FAIL(sc_evaluate_f64(f->c, f->pd, f->xd, f->lab, FB, &l64, &a64, f->ws));
+  SC_OK_OR_FAIL(sc_evaluate(f->c, f->p, f->x, f->lab, FB, &l32, &a32, f->ws));
+  assert_true(fabs(l64 - l32) <= 1e-5 * (1 + fabs(l64)));
+  assert_true(a64 == a32);
+  SC_OK_OR_FAIL(
+      sc_loss_value_f64(f->c, SC_LOSS_LOGIT_CROSSENTROPY, f->pd, f->xd, f->lab, FB, &lv, f->ws));
+  assert_true(fabs(lv - l64) <= 1e-12 * (1 + fabs(l64))); /* the same mean cross-entropy */
+  EXPECT_FAIL(SC_ERR_NULL,
+              sc_loss_value_f64(f->c, SC_LOSS_SQUARED, f->pd, f->xd, f->td, FB, NULL, f->ws),
+              "lossv");
+  EXPECT_FAIL(SC_ERR_BATCH, sc_evaluate_f64(f->c, f->pd, f->xd, f->lab, 0, &l64, &a64, f->ws),
+              "n is 0");
+  double *pd = malloc(sizeof(double) * 64);
+  size_t np;
+  sc_chain_nparams(f->c, &np);
+  memcpy(pd, f->pd, np * sizeof *pd);
+  pd[1] = NAN;
+  EXPECT_FAIL(SC_ERR_NONFINITE, sc_evaluate_f64(f->c, pd, f->xd, f->lab, FB, &l64, &a64, f->ws),
+              "p[1]");
+  EXPECT_FAIL(SC_ERR_NONFINITE,
+              sc_loss_value_f64(f->c, SC_LOSS_SQUARED, pd, f->xd, f->td, FB, &lv, f->ws), "p[1]");
+  free(pd);
+}
+
 /* ------------------------------------------------------------------ optimizers */
 static void test_optim_bad(void **state) {
   (void)state;
@@ -1377,6 +1413,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pullback_bad, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_nonfinite, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_nonfinite_params, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_f64_loss_and_evaluate, fx_setup, fx_teardown),
       cmocka_unit_test(test_optim_bad),
       cmocka_unit_test_setup_teardown(test_train_bad, fx_setup, fx_teardown),
   };
