@@ -1396,8 +1396,8 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
   if (bad || err || ln == 0) {
     free(*w);
     *w = NULL, *nw = 0;
-    snprintf(note, cap, "wisdom file '%.150s' ignored: %s %zu is not a wisdom entry", path,
-             ln <= 1 ? "line" : "line", ln ? ln : 1);
+    snprintf(note, cap, "wisdom file '%.150s' ignored: line %zu is not a wisdom entry", path,
+             ln ? ln : 1);
     return -1;
   }
   return 0;
@@ -1671,20 +1671,12 @@ static sc_status sc__idx_open(sc__idx_src *s, const char *path, const char *fn) 
   errno = 0;
 #ifdef SC_HAVE_ZLIB
   s->gz = gzopen(path, "rb");
-  if (!s->gz) {
-    int e = errno; /* gzopen leaves errno 0 when only its own allocation failed */
-    if (e == 0 || e == ENOMEM)
-      return sc__fail(SC_ERR_NOMEM, fn, "cannot open '%s': out of memory", path);
-    return sc__fail(SC_ERR_IO, fn, "cannot open '%s': %s", path, strerror(e));
-  }
+  if (!s->gz) /* gzopen leaves errno 0 when only its own allocation failed */
+    return sc__io_fail(fn, errno ? errno : ENOMEM, "cannot open", path);
   gzbuffer(s->gz, 65536); /* before the first read; fewer system calls than the 8 KiB default */
 #else
   s->f = fopen(path, "rb");
-  if (!s->f) {
-    int e = errno;
-    if (e == ENOMEM) return sc__fail(SC_ERR_NOMEM, fn, "cannot open '%s': out of memory", path);
-    return sc__fail(SC_ERR_IO, fn, "cannot open '%s': %s", path, strerror(e));
-  }
+  if (!s->f) return sc__io_fail(fn, errno ? errno : EIO, "cannot open", path);
 #endif
   return SC_OK;
 }
@@ -2323,19 +2315,10 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
                     chain->nlayers);
   double total = 0;
   for (size_t r = 0; r < nrows; r++) total += rows[r].fwd_seconds + rows[r].bwd_seconds;
-  size_t len = 0;
-  char line[256];
-  if (cap) buf[0] = '\0'; /* always terminated after the last line that fits */
-#define SC__TAB(...)                                                                               \
-  do {                                                                                             \
-    int k_ = snprintf(line, sizeof line, __VA_ARGS__);                                             \
-    if (k_ > 0) {                                                                                  \
-      if (buf && len + (size_t)k_ < cap) memcpy(buf + len, line, (size_t)k_ + 1);                  \
-      len += (size_t)k_;                                                                           \
-    }                                                                                              \
-  } while (0)
-  SC__TAB("%-5s %-22s %10s %8s %10s %8s %7s\n", "layer", "", "fwd ms", "GFLOP/s", "bwd ms",
-          "GFLOP/s", "share");
+  sc__sbuf b = {buf, cap, 0};
+  if (buf && cap) buf[0] = 0;
+  sc__sprintf(&b, "%-5s %-22s %10s %8s %10s %8s %7s\n", "layer", "", "fwd ms", "GFLOP/s", "bwd ms",
+              "GFLOP/s", "share");
   for (size_t r = 0; r < nrows; r++) {
     char name[64], idx[24] = "";
     if (r < chain->nlayers) snprintf(idx, sizeof idx, "%zu", r);
@@ -2355,14 +2338,13 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
     char fgs[16] = "-", bgs[16] = "-";
     if (fg > 0) snprintf(fgs, sizeof fgs, "%.1f", fg);
     if (bg > 0) snprintf(bgs, sizeof bgs, "%.1f", bg);
-    SC__TAB("%-5s %-22s %10.2f %8s %10.2f %8s %6.1f%%\n", idx, name, q->fwd_seconds * 1e3, fgs,
-            q->bwd_seconds * 1e3, bgs,
-            total > 0 ? 100 * (q->fwd_seconds + q->bwd_seconds) / total : 0.0);
+    sc__sprintf(&b, "%-5s %-22s %10.2f %8s %10.2f %8s %6.1f%%\n", idx, name, q->fwd_seconds * 1e3,
+                fgs, q->bwd_seconds * 1e3, bgs,
+                total > 0 ? 100 * (q->fwd_seconds + q->bwd_seconds) / total : 0.0);
   }
-#undef SC__TAB
-  if (needed) *needed = len + 1;
-  if (cap && len >= cap)
-    return SC__FAIL(SC_ERR_NOMEM, "the table needs %zu bytes, the buffer has %zu", len + 1, cap);
+  if (needed) *needed = b.len + 1;
+  if (cap && b.len + 1 > cap) /* (a sizing call, cap = 0, is not an error) */
+    return SC__FAIL(SC_ERR_NOMEM, "the table needs %zu bytes, the buffer has %zu", b.len + 1, cap);
   return SC_OK;
 }
 
@@ -2723,6 +2705,17 @@ static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const
   return sc__wcommit(&w, path, fn);
 }
 
+/* sc_train's state after `step` steps, the next of which is step `pos` of epoch `epoch`
+ * (sum: the loss sum of that epoch's first pos steps), written as a checkpoint */
+static sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck, size_t step,
+                             size_t epoch, size_t pos, double sum, const sc__rng *rng,
+                             const float *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
+  ck->step = step, ck->epoch = epoch, ck->pos = pos, ck->t = step;
+  ck->epoch_sum = pos ? sum : 0, ck->nidx = idx ? n : 0;
+  memcpy(ck->rng, rng->s, sizeof ck->rng);
+  return sc__ck_write(fn, path, tmp, ck, p, opt->m, opt->v, idx);
+}
+
 /* The next min(left, cap) bytes of a checkpoint into buf (*got), added to the checksum; a
  * short read is SC_ERR_IO (a read error) or SC_ERR_FORMAT (truncated, naming the offset). */
 static sc_status sc__ck_chunk(FILE *f, unsigned char *buf, size_t cap, size_t left, size_t *got,
@@ -2841,7 +2834,7 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   }
   /* the size the header claims, against the file's: nothing is allocated for a lie */
   int ok = 1;
-  size_t need = sc__add(sc__add(SC__CK_HEAD, sc__mul(sc__mul((size_t)k->np, 12, &ok), 1, &ok), &ok),
+  size_t need = sc__add(sc__add(SC__CK_HEAD, sc__mul((size_t)k->np, 12, &ok), &ok),
                         sc__add(sc__mul((size_t)k->nidx, 8, &ok), 8, &ok), &ok);
   long end = -1;
   if (fseek(f, 0, SEEK_END) == 0) end = ftell(f);
@@ -3194,26 +3187,22 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       step++;
       sum += lv;
       epoch_loss = sum / (double)(s + 1);
+      int end = s + 1 == steps_per_epoch; /* the next step opens the next epoch */
+      size_t next_epoch = end ? epoch + 1 : epoch, next_pos = end ? 0 : s + 1;
       if (writer && opts->checkpoint_every && step % opts->checkpoint_every == 0) {
-        int end = s + 1 == steps_per_epoch; /* the next step opens the next epoch */
-        ck.step = step, ck.epoch = end ? epoch + 1 : epoch, ck.pos = end ? 0 : s + 1;
-        ck.t = step, ck.epoch_sum = end ? 0 : sum, ck.nidx = idx ? n : 0;
-        memcpy(ck.rng, rng.s, sizeof ck.rng);
-        if ((st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx))) goto done;
+        if ((st = sc__ck_save(__func__, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
+                              p, opt, idx, n)))
+          goto done;
         last_ck = step;
       }
       if (opts->profile) opt_ns += sc__ns() - t_opt;
       if (opts->progress && opts->progress_every && step % opts->progress_every == 0) {
         sc_progress pr = {epoch, step, total, lv, epoch_loss, sc__now() - t_start, p};
         if (opts->progress(&pr, opts->user)) {
-          if (writer && last_ck != step) { /* so that the stopped run can be resumed */
-            int end = s + 1 == steps_per_epoch;
-            ck.step = step, ck.epoch = end ? epoch + 1 : epoch, ck.pos = end ? 0 : s + 1;
-            ck.t = step, ck.epoch_sum = end ? 0 : sum, ck.nidx = idx ? n : 0;
-            memcpy(ck.rng, rng.s, sizeof ck.rng);
-            if ((st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx)))
-              goto done;
-          }
+          if (writer && last_ck != step && /* so that the stopped run can be resumed */
+              (st = sc__ck_save(__func__, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
+                                p, opt, idx, n)))
+            goto done;
           st = SC__FAIL(SC_ERR_STOPPED, "stopped by the progress callback at step %zu", step);
           epoch++;
           goto done;
@@ -3221,12 +3210,8 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       }
     }
   }
-  if (writer && last_ck != step) { /* the finished run, so that resuming it does nothing */
-    ck.step = step, ck.epoch = epoch, ck.pos = 0, ck.t = step, ck.epoch_sum = 0;
-    ck.nidx = idx ? n : 0;
-    memcpy(ck.rng, rng.s, sizeof ck.rng);
-    st = sc__ck_write(__func__, ckpath, cktmp, &ck, p, opt->m, opt->v, idx);
-  }
+  if (writer && last_ck != step) /* the finished run, so that resuming it does nothing */
+    st = sc__ck_save(__func__, ckpath, cktmp, &ck, step, epoch, 0, 0, &rng, p, opt, idx, n);
 done:
   if (opts->profile && ws && ws->prof &&
       sc_workspace_profile_read(ws, opts->profile, opts->profile_rows) == SC_OK)
