@@ -57,6 +57,20 @@ CMOCKA_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 LIB      := $(BUILD)/libsimplechain.a
 LIB_OBJS := $(BUILD)/simplechain.o $(BUILD)/sc_nuts.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.o)
+# The shared library: the same sources compiled again as position-independent code in
+# $(BUILD)/pic/, linked as libsimplechain.so.MAJOR.MINOR.PATCH with the soname
+# libsimplechain.so.MAJOR; simplechain.map exports the sc_* API only (sc__ internals, libxsmm
+# linked in statically and everything else stay local). SHARED=0: no shared library.
+SHARED  ?= 1
+VERSION := $(shell sed -n 's/^\#define SC_VERSION_MAJOR //p' simplechain.h).$(shell sed -n 's/^\#define SC_VERSION_MINOR //p' simplechain.h).$(shell sed -n 's/^\#define SC_VERSION_PATCH //p' simplechain.h)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME  := libsimplechain.so.$(SOMAJOR)
+SHLIB   := $(BUILD)/libsimplechain.so.$(VERSION)
+PIC_OBJS := $(LIB_OBJS:$(BUILD)/%=$(BUILD)/pic/%)
+PIC_FLAGS := -fPIC -fno-semantic-interposition
+ifeq ($(SHARED),1)
+  SHLIBS := $(SHLIB) $(BUILD)/$(SONAME) $(BUILD)/libsimplechain.so
+endif
 EXAMPLES := $(BUILD)/toy2x2 $(BUILD)/lenet5 $(BUILD)/poisson $(BUILD)/bnn
 # examples/neural_ode needs SUNDIALS CVODES and liblbfgs (libsundials-dev, liblbfgs-dev):
 # built only where both are installed; SC_NODE=0/1 overrides the detection
@@ -79,8 +93,8 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: bench-mpi bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
-all: $(LIB) $(EXAMPLES)
+.PHONY: FORCE bench-mpi bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+all: $(LIB) $(SHLIBS) $(EXAMPLES)
 
 help:
 	@echo "make            build the library ($(LIB)) and the examples"
@@ -112,6 +126,40 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
+$(BUILD)/pic/simplechain.o: simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PIC_FLAGS) $(KDEFS) $(XSMM_DEFS) -c $< -o $@
+$(BUILD)/pic/sc_nuts.o: sc_nuts.c sc_nuts.h simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PIC_FLAGS) -c $< -o $@
+$(BUILD)/pic/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PIC_FLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+$(BUILD)/pic/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PIC_FLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+$(SHLIB): $(PIC_OBJS) simplechain.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=simplechain.map -Wl,-z,defs \
+	  $(PIC_OBJS) -o $@ $(LDLIBS)
+$(BUILD)/$(SONAME): $(SHLIB)
+	ln -sf $(notdir $<) $@
+$(BUILD)/libsimplechain.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# simplechain.pc for pkg-config: the private libraries are those this build links
+# (SLEEF, libxsmm, zlib as found above), for `pkg-config --static`. Rewritten on every
+# install, for the PREFIX of that install.
+FORCE:
+PC_LIBS_PRIVATE := $(if $(filter 1,$(SC_SLEEF)),-lsleef) $(if $(filter 1,$(SC_XSMM)),-lxsmm -lxsmmnoblas -lpthread -lrt -ldl) -lm -pthread
+$(BUILD)/simplechain.pc: FORCE
+	@mkdir -p $(@D)
+	@{ echo 'prefix=$(PREFIX)'; echo 'exec_prefix=$${prefix}'; echo 'libdir=$${exec_prefix}/lib'; \
+	  echo 'includedir=$${prefix}/include'; echo; echo 'Name: simplechain'; \
+	  echo 'Description: small, fast CPU neural-network training engine'; \
+	  echo 'Version: $(VERSION)'; echo 'Cflags: -I$${includedir}'; \
+	  echo 'Libs: -L$${libdir} -lsimplechain'; echo 'Libs.private: $(strip $(PC_LIBS_PRIVATE))'; \
+	  $(if $(filter 1,$(SC_ZLIB)),echo 'Requires.private: zlib';) } > $@.tmp && mv $@.tmp $@
+
 $(BUILD)/%: examples/%.c $(LIB) simplechain.h sc_nuts.h examples/nuts_cli.h examples/bnn_model.h examples/toy_data.h examples/example_util.h examples/lenet_data.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
@@ -132,7 +180,7 @@ $(BUILD)/neural_ode: examples/neural_ode.c examples/example_util.h $(LIB) simple
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB) simplechain.h sc_nuts.h examples/bnn_model.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) $(if $(filter 1,$(SC_SLEEF)),-DSC_TEST_SLEEF) $(if $(filter 1,$(SC_XSMM)),-DSC_TEST_XSMM) -I. $< $(LIB) -o $@ $(CMOCKA_LIBS) $(LDLIBS) \
+	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) '-DSC_TEST_OPT="$(OPT)"' $(if $(filter 1,$(SC_SLEEF)),-DSC_TEST_SLEEF) $(if $(filter 1,$(SC_XSMM)),-DSC_TEST_XSMM) -I. $< $(LIB) -o $@ $(CMOCKA_LIBS) $(LDLIBS) \
 	  $(if $(findstring test_alloc,$@),-Wl$(comma)--wrap=malloc$(comma)--wrap=calloc$(comma)--wrap=realloc$(comma)--wrap=free)
 comma := ,
 
@@ -143,7 +191,7 @@ deps-test:
 # Every test binary runs; the exit status is non-zero if any failed.
 test: deps-test
 	@$(MAKE) --no-print-directory test-run
-test-run: $(TESTS) $(EXAMPLES)
+test-run: $(TESTS) $(EXAMPLES) $(SHLIBS)
 	@SC_SRC_DIR=$(CURDIR) SC_BUILD_DIR=$(CURDIR)/$(BUILD) bash scripts/run-tests.sh $(TESTS)
 
 test-asan:
@@ -235,12 +283,27 @@ bench-bayes: $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn
 	@bash scripts/install-deps.sh bench
 	SECTIONS="bnn poisson" bash bench/bench_all.sh
 
-install: $(LIB)
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
-	install -m 644 simplechain.h sc_nuts.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+# make install PREFIX=... [DESTDIR=...]: header(s), libsimplechain.a, the shared library with
+# its soname and development links (not with SHARED=0), lib/pkgconfig/simplechain.pc, and the
+# MPI binding (sc_mpi.h, libsimplechain_mpi.a) where it was built. make uninstall removes
+# exactly those files. The .pc is written for PREFIX: install with the PREFIX you built for.
+INSTALL_MPI := $(if $(filter 1,$(SC_MPI)),$(BUILD)/libsimplechain_mpi.a)
+install: $(LIB) $(SHLIBS) $(INSTALL_MPI) $(BUILD)/simplechain.pc
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 simplechain.h sc_nuts.h $(if $(INSTALL_MPI),sc_mpi.h) $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIB) $(INSTALL_MPI) $(DESTDIR)$(PREFIX)/lib/
+ifeq ($(SHARED),1)
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libsimplechain.so
+endif
+	install -m 644 $(BUILD)/simplechain.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/simplechain.pc
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/simplechain.h $(DESTDIR)$(PREFIX)/include/sc_nuts.h $(DESTDIR)$(PREFIX)/lib/libsimplechain.a
+	rm -f $(DESTDIR)$(PREFIX)/include/simplechain.h $(DESTDIR)$(PREFIX)/include/sc_nuts.h \
+	  $(DESTDIR)$(PREFIX)/include/sc_mpi.h $(DESTDIR)$(PREFIX)/lib/libsimplechain.a \
+	  $(DESTDIR)$(PREFIX)/lib/libsimplechain_mpi.a $(DESTDIR)$(PREFIX)/lib/libsimplechain.so \
+	  $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libsimplechain.so.$(VERSION) \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/simplechain.pc
 
 # libxsmm against our fused dense kernel on the shapes the examples run (bench/xsmm_dense.c);
 # needs libxsmm-dev (`bash scripts/install-deps.sh all`) and an AVX-512 CPU
