@@ -274,6 +274,45 @@ sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_
 sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path);
 sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path);
 
+/* NumPy / PyTorch files (.npz). The export writes one array per parameter block, with its
+ * real shape, named as the state_dict of the torch.nn.Sequential that matches the chain:
+ *
+ *   dense(O) on I features       -> nn.Linear(I, O[, bias=False])   "i.weight" O x I, "i.bias" O
+ *   conv2d_ex(kh, kw, K, .., sh, sw, ph, pw) on C channels
+ *                                -> nn.Conv2d(C, K, (kh, kw), stride=(sh, sw), padding=(ph, pw)
+ *                                   [, bias=False])          "i.weight" K x C x kh x kw, "i.bias" K
+ *   an activation other than SC_IDENTITY after a dense or conv layer -> the next module:
+ *                                   nn.ReLU, nn.Tanh, nn.Sigmoid, nn.Softplus,
+ *                                   nn.GELU(approximate="tanh")
+ *   maxpool2d(kh, kw)            -> nn.MaxPool2d((kh, kw))
+ *   flatten                      -> nn.Flatten()
+ *   dropout(rate)                -> nn.Dropout(rate)
+ *
+ * where i counts the modules from 0. So LeNet5 (conv relu, pool, conv relu, pool, flatten,
+ * dense relu, dense relu, dense) gives 0.weight, 0.bias, 3.weight, 3.bias, 7.weight, ...,
+ * and in Python
+ *   model.load_state_dict({k: torch.from_numpy(v) for k, v in np.load(path).items()})
+ * loads it (tests/npz_check.py builds the Sequential from the chain and compares the
+ * forward passes). sc_params_export_npz writes float32 arrays ('<f4'), the _f64 form
+ * float64 ('<f8'); the archive is "stored" (np.savez's form, no zlib needed), written
+ * atomically like sc_params_save, and refuses NaN/Inf parameters (SC_ERR_NONFINITE).
+ *
+ * The import reads such a file: every array of the chain exactly once, no other entry;
+ * float32 or float64 little- or big-endian values (converted to the type of p; a float64
+ * beyond float range is SC_ERR_NONFINITE); shapes as above (SC_ERR_SHAPE naming the array
+ * and both shapes); C order (a Fortran-ordered array with more than one dimension above 1
+ * is SC_ERR_FORMAT); stored or deflated entries (np.savez_compressed; deflate needs a build
+ * with zlib, SC_ERR_UNSUPPORTED otherwise). An entry may not claim more bytes than its
+ * shape can need (8 per value and a 64 KiB header), so a zip bomb is refused before any
+ * memory is taken for it; every CRC is checked. Zip64 archives (over 4 GiB or 65535
+ * arrays) are SC_ERR_UNSUPPORTED. p is written only when the whole file is valid. Errors
+ * name the file and the array. */
+sc_status sc_params_export_npz(const sc_chain *chain, const float *p, size_t n, const char *path);
+sc_status sc_params_export_npz_f64(const sc_chain *chain, const double *p, size_t n,
+                                   const char *path);
+sc_status sc_params_import_npz(const sc_chain *chain, float *p, size_t n, const char *path);
+sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, const char *path);
+
 /* ---------------------------------------------------------------- workspaces */
 typedef struct sc_workspace sc_workspace;
 
