@@ -107,7 +107,7 @@ help:
 	@echo "                bench-ode / bench-bayes (BNN gradient, BNN and Poisson sampling): those sections only"
 	@echo "make install    install header and library under PREFIX=$(PREFIX)"
 	@echo "make demo       install what is missing, build, train the 2x2 toy"
-	@echo "make fuzz       libFuzzer on the IDX, parameter-file and checkpoint loaders, FUZZ_SECONDS=$(FUZZ_SECONDS) s each (needs clang)"
+	@echo "make fuzz       libFuzzer on the IDX, parameter-file, checkpoint and .npz loaders, FUZZ_SECONDS=$(FUZZ_SECONDS) s each (needs clang)"
 	@echo "make deps       install the Debian packages the build, tests and benchmarks use"
 
 $(BUILD)/simplechain.o: simplechain.c simplechain.h
@@ -214,10 +214,17 @@ $(BUILD)/fuzz_params: tests/fuzz_params.c simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  $(ZLIB_CFLAGS) -I. tests/fuzz_params.c simplechain.c -o $@ -lm -pthread $(ZLIB_LIBS)
+# The .npz importer (tests/fuzz_npz.c): seeds from NumPy in tests/fuzz_corpus/npz and its own
+# exports (FUZZ_NPZ_SEEDS) in $(BUILD)/fuzz-corpus/npz-seeds.
+$(BUILD)/fuzz_npz: tests/fuzz_npz.c simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $(ZLIB_CFLAGS) -I. tests/fuzz_npz.c simplechain.c -o $@ -lm -pthread $(ZLIB_LIBS)
 deps-fuzz:
 	@bash scripts/install-deps.sh fuzz
-fuzz: deps-fuzz $(BUILD)/fuzz_idx $(BUILD)/fuzz_params
-	@mkdir -p $(BUILD)/fuzz-corpus/idx $(BUILD)/fuzz-corpus/params $(BUILD)/fuzz-corpus/params-seeds
+fuzz: deps-fuzz $(BUILD)/fuzz_idx $(BUILD)/fuzz_params $(BUILD)/fuzz_npz
+	@mkdir -p $(BUILD)/fuzz-corpus/idx $(BUILD)/fuzz-corpus/params $(BUILD)/fuzz-corpus/params-seeds \
+	  $(BUILD)/fuzz-corpus/npz $(BUILD)/fuzz-corpus/npz-seeds
 	$(BUILD)/fuzz_idx -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-idx- $(BUILD)/fuzz-corpus/idx tests/fuzz_corpus/idx
 	FUZZ_PARAMS_SEEDS=$(BUILD)/fuzz-corpus/params-seeds $(BUILD)/fuzz_params -runs=0 \
@@ -225,6 +232,10 @@ fuzz: deps-fuzz $(BUILD)/fuzz_idx $(BUILD)/fuzz_params
 	$(BUILD)/fuzz_params -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-params- $(BUILD)/fuzz-corpus/params \
 	  $(BUILD)/fuzz-corpus/params-seeds
+	FUZZ_NPZ_SEEDS=$(BUILD)/fuzz-corpus/npz-seeds $(BUILD)/fuzz_npz -runs=0 $(BUILD)/fuzz-corpus/npz-seeds
+	$(BUILD)/fuzz_npz -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
+	  -artifact_prefix=$(BUILD)/fuzz-npz- $(BUILD)/fuzz-corpus/npz $(BUILD)/fuzz-corpus/npz-seeds \
+	  tests/fuzz_corpus/npz
 
 # The main job: dependencies, build, the toy (10,000 full-batch ADAM steps), LeNet5.
 demo:

@@ -3,7 +3,7 @@
  *           -> dense 120 relu -> dense 84 relu -> dense 10 (logits), ADAM, cross-entropy.
  *
  *   lenet5 [--epochs N] [--batch B] [--lr LR] [--data DIR] [--threads T] [--seed S]
- *          [--save FILE] [--eval FILE] [--limit N] [--help]
+ *          [--save FILE] [--export FILE.npz] [--eval FILE] [--limit N] [--help]
  *
  * Data: the four files train-images-idx3-ubyte, train-labels-idx1-ubyte,
  * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each raw or .gz) in the first of:
@@ -58,7 +58,12 @@ static void usage(FILE *f) {
       "  --seed S       seed for the initial parameters and the shuffling (default 1)\n"
       "  --limit N      use only the first N training images (default: all)\n"
       "  --save FILE    write the trained parameters (sc_params_save format)\n"
-      "  --eval FILE    load parameters from FILE and only evaluate on the test set\n"
+      "  --export FILE  write them as NumPy .npz, named as torch.nn.Sequential's state_dict:\n"
+      "                 Conv2d(1,6,5), ReLU, MaxPool2d(2), Conv2d(6,16,5), ReLU,\n"
+      "                 MaxPool2d(2), Flatten, Linear(256,120), ReLU, Linear(120,84), ReLU,\n"
+      "                 Linear(84,10)\n"
+      "  --eval FILE    load parameters from FILE (a .npz file: imported) and only evaluate\n"
+      "                 on the test set\n"
       "  --checkpoint FILE  write a checkpoint (atomic, checksummed) every --every-steps\n"
       "                 steps and at the end; with --resume a run killed at any moment\n"
       "                 continues from it and ends bit for bit as an uninterrupted one\n"
@@ -123,7 +128,7 @@ int main(int argc, char **argv) {
   double lr = DEFAULT_LR;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = ncpu > 0 ? (ncpu > 16 ? 16 : (int)ncpu) : 1, quiet = 0, resume = 0, profile = 0;
-  const char *data = NULL, *save = NULL, *eval = NULL;
+  const char *data = NULL, *save = NULL, *eval = NULL, *export_npz = NULL;
   example_run_flags rf = {NULL, 500, 0}; /* --checkpoint, --every-steps, --clip */
   int cosine = DEFAULT_COSINE;
   for (int i = 1; i < argc; i++) {
@@ -169,6 +174,8 @@ int main(int argc, char **argv) {
       data = v;
     else if (!strcmp(a, "--save"))
       save = v;
+    else if (!strcmp(a, "--export"))
+      export_npz = v;
     else if (!strcmp(a, "--eval"))
       eval = v;
     else if (!strcmp(a, "--schedule")) {
@@ -191,7 +198,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "lenet5: --resume needs --checkpoint FILE\n");
     return 2;
   }
-  if (!example_writable("lenet5", save) || !example_writable("lenet5", rf.checkpoint)) return 2;
+  if (!example_writable("lenet5", save) || !example_writable("lenet5", export_npz) ||
+      !example_writable("lenet5", rf.checkpoint))
+    return 2;
   if (eval && access(eval, R_OK) != 0) {
     fprintf(stderr, "lenet5: cannot read --eval '%s': %s\n", eval, strerror(errno));
     return 2;
@@ -272,7 +281,11 @@ int main(int argc, char **argv) {
   CHECK(sc_workspace_set_threads(ws_eval, threads));
 
   if (eval) {
-    CHECK(sc_params_load(chain, p, np, eval));
+    size_t el = strlen(eval);
+    if (el >= 4 && !strcmp(eval + el - 4, ".npz"))
+      CHECK(sc_params_import_npz(chain, p, np, eval));
+    else
+      CHECK(sc_params_load(chain, p, np, eval));
     double acc, tl;
     double t0 = now();
     CHECK(sc_evaluate(chain, p, xte, yte, nte, &tl, &acc, ws_eval));
@@ -342,6 +355,10 @@ int main(int argc, char **argv) {
   if (save) {
     CHECK(sc_params_save(chain, p, np, save));
     printf("saved %zu parameters to %s\n", np, save);
+  }
+  if (export_npz) {
+    CHECK(sc_params_export_npz(chain, p, np, export_npz));
+    printf("exported %zu parameters to %s (np.load; torch: load_state_dict)\n", np, export_npz);
   }
   rc = 0;
 out:

@@ -5,7 +5,8 @@
  * Network 4 -> 32 tanh -> 16 tanh -> 4, full-batch ADAM, squared loss.
  *
  *   toy2x2 [--steps N] [--samples N] [--seed S] [--lr LR] [--threads T]
- *          [--every N] [--save FILE] [--checkpoint FILE [--every-steps N] [--resume]]
+ *          [--every N] [--save FILE] [--export FILE.npz]
+ *          [--checkpoint FILE [--every-steps N] [--resume]]
  *          [--clip NORM] [--quiet] [--help]
  *
  * "MSE" below is the mean over samples and the 4 outputs of the squared error (the
@@ -65,6 +66,8 @@ static void usage(FILE *f) {
          "  --threads T    threads (default 1); results do not depend on it\n"
          "  --every N      progress line every N steps (default 1000, 0 = none)\n"
          "  --save FILE    write the trained parameters (sc_params_save format)\n"
+         "  --export FILE  write them as NumPy .npz, named as torch.nn.Sequential's state_dict\n"
+         "                 (Linear(4,32), Tanh, Linear(32,16), Tanh, Linear(16,4))\n"
          "  --checkpoint FILE  write a checkpoint (atomic, checksummed) every --every-steps\n"
          "                 steps and at the end; with --resume a run killed at any moment\n"
          "                 continues from it and ends bit for bit as an uninterrupted one\n"
@@ -81,7 +84,7 @@ int main(int argc, char **argv) {
   unsigned long long seed = 1;
   double lr = 1e-3;
   int threads = 1, quiet = 0, resume = 0, profile = 0;
-  const char *save = NULL;
+  const char *save = NULL, *export_npz = NULL;
   example_run_flags rf = {NULL, 1000, 0}; /* --checkpoint, --every-steps, --clip */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -123,6 +126,8 @@ int main(int argc, char **argv) {
       threads = (int)t;
     } else if (!strcmp(a, "--save"))
       save = v;
+    else if (!strcmp(a, "--export"))
+      export_npz = v;
     else if (example_run_flag(&rf, a, v, &ok))
       ;
     else {
@@ -145,7 +150,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "toy2x2: --resume needs --checkpoint FILE\n");
     return 2;
   }
-  if (!example_writable("toy2x2", save) || !example_writable("toy2x2", rf.checkpoint)) return 2;
+  if (!example_writable("toy2x2", save) || !example_writable("toy2x2", export_npz) ||
+      !example_writable("toy2x2", rf.checkpoint))
+    return 2;
   sc_layer layers[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
   sc_chain *chain = NULL;
   sc_workspace *ws_test = NULL;
@@ -227,6 +234,10 @@ int main(int argc, char **argv) {
   if (save) {
     CHECK(sc_params_save(chain, p, np, save));
     printf("saved %zu parameters to %s (load with sc_params_load)\n", np, save);
+  }
+  if (export_npz) {
+    CHECK(sc_params_export_npz(chain, p, np, export_npz));
+    printf("exported %zu parameters to %s (np.load; torch: load_state_dict)\n", np, export_npz);
   }
   rc = 0;
 out:

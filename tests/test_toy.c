@@ -129,6 +129,7 @@ static void test_toy_bad_args(void **state) {
        * 10^9 steps would take hours: the case passes only if it is refused first) */
       {"--samples 1152921504606846976", "too large"},
       {"--steps 1000000000 --save /nonexistent-dir-sc/x.params", "/nonexistent-dir-sc/x.params"},
+      {"--steps 1000000000 --export /nonexistent-dir-sc/x.npz", "/nonexistent-dir-sc/x.npz"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *out = NULL;
@@ -141,6 +142,32 @@ static void test_toy_bad_args(void **state) {
     assert_null(strstr(out, "RESULT"));
     free(out);
   }
+}
+
+/* issue 15: --export FILE.npz writes the trained parameters as NumPy arrays; imported back they
+ * equal the --save file's */
+static void test_toy_export(void **state) {
+  (void)state;
+  char save[512], npz[512], args[1200];
+  tu_tmp_path(save, sizeof save, "toy", "exp.params");
+  tu_tmp_path(npz, sizeof npz, "toy", "exp.npz");
+  snprintf(args, sizeof args, "--steps 30 --samples 100 --quiet --save '%s' --export '%s'", save,
+           npz);
+  char *out = NULL;
+  int rc = run_toy(args, &out);
+  if (rc != 0 || !strstr(out, "exported 756 parameters"))
+    fail_msg("toy2x2 %s exited with %d:\n%s", args, rc, out);
+  free(out);
+  sc_layer L[] = {sc_dense(32, SC_TANH), sc_dense(16, SC_TANH), sc_dense(4, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 4, L, 3));
+  float a[756], b[756];
+  SC_OK_OR_FAIL(sc_params_load(c, a, 756, save));
+  SC_OK_OR_FAIL(sc_params_import_npz(c, b, 756, npz));
+  assert_memory_equal(a, b, sizeof a);
+  sc_chain_destroy(c);
+  remove(save);
+  remove(npz);
 }
 
 /* issue 12, feature 2: kill -9 a trainer at random moments (checkpoints every 7 steps, so
@@ -247,7 +274,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_toy_help),          cmocka_unit_test(test_toy_bad_args),
       cmocka_unit_test(test_toy_threads_agree), cmocka_unit_test(test_toy_trains),
-      cmocka_unit_test(test_toy_kill_resume),
+      cmocka_unit_test(test_toy_kill_resume),   cmocka_unit_test(test_toy_export),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
