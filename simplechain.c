@@ -1152,108 +1152,121 @@ static sc_status sc__rerr(FILE *f, const char *path, const char *fn) {
   return sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
 }
 
-sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path) {
-  sc_status st = sc__init_check(__func__, chain, p, n);
+/* element type 1 (float32) from float p, or 2 (float64) from double p */
+static sc_status sc__params_save(const char *fn, const sc_chain *chain, const void *pv, int f64,
+                                 size_t n, const char *path) {
+  sc_status st = sc__init_check(fn, chain, pv, n);
   if (st) return st;
-  SC__CHECK_NULL(path);
+  if (!path) return sc__fail(SC_ERR_NULL, fn, "argument 'path' is NULL");
   size_t plen = strlen(path);
-  if (plen == 0) return SC__FAIL(SC_ERR_ARG, "path is empty");
+  if (plen == 0) return sc__fail(SC_ERR_ARG, fn, "path is empty");
+  const float *p32 = pv;
+  const double *p64 = pv;
+  size_t es = f64 ? 8 : 4;
   /* a file sc_params_load would refuse is never written */
-  for (size_t k = 0; k < n; k++)
-    if (!isfinite(p[k]))
-      return SC__FAIL(SC_ERR_NONFINITE, "parameter p[%zu] is %s: not saved to '%s'", k,
-                      isnan(p[k]) ? "NaN" : "Inf", path);
-  if (plen > SIZE_MAX - SC__TMP_EXTRA) return SC__FAIL(SC_ERR_OVERFLOW, "path too long");
+  for (size_t k = 0; k < n; k++) {
+    double v = f64 ? p64[k] : (double)p32[k];
+    if (!isfinite(v))
+      return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s: not saved to '%s'", k,
+                      isnan(v) ? "NaN" : "Inf", path);
+  }
+  if (plen > SIZE_MAX - SC__TMP_EXTRA) return sc__fail(SC_ERR_OVERFLOW, fn, "path too long");
   char *tmp = malloc(plen + SC__TMP_EXTRA);
-  if (!tmp) return SC__FAIL(SC_ERR_NOMEM, "out of memory");
+  if (!tmp) return sc__fail(SC_ERR_NOMEM, fn, "out of memory");
   sc__wfile w;
-  if ((st = sc__wopen(&w, path, tmp, __func__))) {
+  if ((st = sc__wopen(&w, path, tmp, fn))) {
     free(tmp);
     return st;
   }
   unsigned char head[SC__PF_HEAD], buf[4096];
   memcpy(head, SC__PF_MAGIC, 8);
   sc__put_le(head + 8, 1, 4);
-  sc__put_le(head + 12, 1, 4);
+  sc__put_le(head + 12, f64 ? 2 : 1, 4);
   sc__put_le(head + 16, (uint64_t)n, 8);
   sc__put_le(head + 24, sc__fingerprint(chain), 8);
   sc__wwrite(&w, head, sizeof head);
   uint64_t sum = SC__FNV_INIT;
   for (size_t k = 0; !w.err && k < n;) {
     size_t m = 0;
-    for (; k < n && m + 4 <= sizeof buf; k++, m += 4) sc__put_le(buf + m, sc__fbits(p[k]), 4);
+    for (; k < n && m + es <= sizeof buf; k++, m += es)
+      sc__put_le(buf + m, f64 ? sc__dbits(p64[k]) : sc__fbits(p32[k]), (int)es);
     sum = sc__fnv1a(sum, buf, m);
     sc__wwrite(&w, buf, m);
   }
   sc__put_le(head, sum, 8);
   sc__wwrite(&w, head, 8);
-  st = sc__wcommit(&w, path, __func__);
+  st = sc__wcommit(&w, path, fn);
   free(tmp);
   return st;
 }
 
-sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path) {
-  sc_status st = sc__init_check(__func__, chain, p, n);
+/* either element type into float p (f64 = 0; a double beyond float range is
+ * SC_ERR_NONFINITE) or double p (f64 = 1) */
+static sc_status sc__params_load(const char *fn, const sc_chain *chain, void *pv, int f64,
+                                 size_t n, const char *path) {
+  sc_status st = sc__init_check(fn, chain, pv, n);
   if (st) return st;
-  SC__CHECK_NULL(path);
+  if (!path) return sc__fail(SC_ERR_NULL, fn, "argument 'path' is NULL");
   FILE *f;
-  if ((st = sc__ropen(&f, path, __func__))) return st;
+  if ((st = sc__ropen(&f, path, fn))) return st;
   unsigned char head[SC__PF_HEAD], buf[4096];
   errno = 0;
   size_t got = fread(head, 1, sizeof head, f);
-  if (got < sizeof head && (st = sc__rerr(f, path, __func__))) {
+  if (got < sizeof head && (st = sc__rerr(f, path, fn))) {
     fclose(f);
     return st;
   }
   if (got < 8 || memcmp(head, SC__PF_MAGIC, 8) != 0) {
     fclose(f);
-    return SC__FAIL(SC_ERR_FORMAT, "'%s': not a simplechain parameter file (bad magic at offset 0)",
+    return sc__fail(SC_ERR_FORMAT, fn, "'%s': not a simplechain parameter file (bad magic at offset 0)",
                     path);
   }
   if (got < sizeof head) {
     fclose(f);
-    return SC__FAIL(SC_ERR_FORMAT, "'%s': truncated header (file ends at offset %zu of %d)", path,
+    return sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated header (file ends at offset %zu of %d)", path,
                     got, SC__PF_HEAD);
   }
   uint64_t ver = sc__get_le(head + 8, 4), type = sc__get_le(head + 12, 4);
   uint64_t cnt = sc__get_le(head + 16, 8), fp = sc__get_le(head + 24, 8);
   if (ver != 1)
-    st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported format version %llu at offset 8", path,
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': unsupported format version %llu at offset 8", path,
                   (unsigned long long)ver);
-  else if (type != 1)
-    st = SC__FAIL(SC_ERR_FORMAT, "'%s': unsupported element type %llu at offset 12", path,
-                  (unsigned long long)type);
+  else if (type != 1 && type != 2)
+    st = sc__fail(SC_ERR_FORMAT, fn,
+                  "'%s': unsupported element type %llu at offset 12 (1 = float32, 2 = float64)",
+                  path, (unsigned long long)type);
   else if (cnt != (uint64_t)n)
-    st = SC__FAIL(SC_ERR_SHAPE, "'%s': holds %llu parameters (offset 16), the chain has %zu", path,
+    st = sc__fail(SC_ERR_SHAPE, fn, "'%s': holds %llu parameters (offset 16), the chain has %zu", path,
                   (unsigned long long)cnt, n);
   else if (fp != sc__fingerprint(chain))
-    st = SC__FAIL(SC_ERR_SHAPE,
+    st = sc__fail(SC_ERR_SHAPE, fn,
                   "'%s': saved for a chain of a different shape (fingerprint at offset 24)", path);
   if (st) {
     fclose(f);
     return st;
   }
   /* read into a scratch copy first: p is written only when everything checks out */
-  float *tmp = malloc(n * sizeof *tmp);
+  size_t es = type == 2 ? 8 : 4;
+  double *tmp = malloc(n * sizeof *tmp);
   if (!tmp) {
     fclose(f);
-    return SC__FAIL(SC_ERR_NOMEM, "out of memory");
+    return sc__fail(SC_ERR_NOMEM, fn, "out of memory");
   }
   uint64_t sum = SC__FNV_INIT;
   size_t k = 0;
   while (k < n) {
-    size_t want = (n - k) * 4 < sizeof buf ? (n - k) * 4 : sizeof buf;
+    size_t want = (n - k) * es < sizeof buf ? (n - k) * es : sizeof buf;
     errno = 0;
     got = fread(buf, 1, want, f);
     sum = sc__fnv1a(sum, buf, got);
-    for (size_t m = 0; m + 4 <= got; m += 4, k++) {
-      tmp[k] = sc__fof((uint32_t)sc__get_le(buf + m, 4));
-    }
+    for (size_t m = 0; m + es <= got; m += es, k++)
+      tmp[k] = es == 8 ? sc__dof(sc__get_le(buf + m, 8))
+                       : (double)sc__fof((uint32_t)sc__get_le(buf + m, 4));
     if (got < want) {
-      if (!(st = sc__rerr(f, path, __func__)))
-        st = SC__FAIL(SC_ERR_FORMAT,
+      if (!(st = sc__rerr(f, path, fn)))
+        st = sc__fail(SC_ERR_FORMAT, fn,
                       "'%s': truncated: file ends at offset %zu, expected %zu bytes of values",
-                      path, SC__PF_HEAD + k * 4 + got % 4, SC__PF_HEAD + n * 4);
+                      path, SC__PF_HEAD + k * es + got % es, SC__PF_HEAD + n * es);
       break;
     }
   }
@@ -1261,27 +1274,49 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
     errno = 0;
     got = fread(head, 1, 8, f);
     if (got < 8) {
-      if (!(st = sc__rerr(f, path, __func__)))
-        st = SC__FAIL(SC_ERR_FORMAT, "'%s': truncated: checksum missing at offset %zu", path,
-                      SC__PF_HEAD + n * 4 + got);
+      if (!(st = sc__rerr(f, path, fn)))
+        st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated: checksum missing at offset %zu", path,
+                      SC__PF_HEAD + n * es + got);
     } else if (sc__get_le(head, 8) != sum)
-      st = SC__FAIL(SC_ERR_FORMAT, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
-                    SC__PF_HEAD + n * 4);
+      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
+                    SC__PF_HEAD + n * es);
     else if (fgetc(f) != EOF)
-      st = SC__FAIL(SC_ERR_FORMAT, "'%s': unexpected bytes after offset %zu", path,
-                    SC__PF_HEAD + n * 4 + 8);
+      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': unexpected bytes after offset %zu", path,
+                    SC__PF_HEAD + n * es + 8);
   }
   if (!st)
-    for (k = 0; k < n; k++)
-      if (!isfinite(tmp[k])) {
-        st = SC__FAIL(SC_ERR_NONFINITE, "'%s': parameter %zu (offset %zu) is %s", path, k,
-                      SC__PF_HEAD + k * 4, isnan(tmp[k]) ? "NaN" : "Inf");
+    for (k = 0; k < n; k++) {
+      double v = f64 ? tmp[k] : (double)(float)tmp[k];
+      if (!isfinite(v)) {
+        st = sc__fail(SC_ERR_NONFINITE, fn, "'%s': parameter %zu (offset %zu) is %s%s", path, k,
+                      SC__PF_HEAD + k * es, isnan(v) ? "NaN" : "Inf",
+                      isfinite(tmp[k]) ? " as a float (beyond float range)" : "");
         break;
       }
-  if (!st) memcpy(p, tmp, n * sizeof *p);
+    }
+  if (!st)
+    for (k = 0; k < n; k++) {
+      if (f64)
+        ((double *)pv)[k] = tmp[k];
+      else
+        ((float *)pv)[k] = (float)tmp[k];
+    }
   free(tmp);
   fclose(f);
   return st;
+}
+
+sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path) {
+  return sc__params_save(__func__, chain, p, 0, n, path);
+}
+sc_status sc_params_save_f64(const sc_chain *chain, const double *p, size_t n, const char *path) {
+  return sc__params_save(__func__, chain, p, 1, n, path);
+}
+sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path) {
+  return sc__params_load(__func__, chain, p, 0, n, path);
+}
+sc_status sc_params_load_f64(const sc_chain *chain, double *p, size_t n, const char *path) {
+  return sc__params_load(__func__, chain, p, 1, n, path);
 }
 
 /* ---------------------------------------------------------------- NumPy .npz files */
@@ -3124,7 +3159,9 @@ struct sc_optimizer {
   sc_optim cfg;
   size_t n;
   uint64_t t;
-  float *m, *v; /* ADAM moments; SGD uses m as the momentum buffer */
+  void *m, *v; /* ADAM moments; SGD uses m as the momentum buffer: n floats, or n doubles
+                  once stepped in double (room for doubles is always there) */
+  int prec;    /* the type of the steps since creation or reset: 0 none yet, 1 float, 2 double */
   void *owned;
 };
 
@@ -3153,7 +3190,7 @@ static sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, s
       return sc__fail(SC_ERR_ARG, fn, "ADAM eps %g must be finite and > 0", cfg->eps);
   }
   int ok = 1;
-  size_t vec = sc__roundup(sc__mul(n, sizeof(float), &ok), SC__ALIGN, &ok);
+  size_t vec = sc__roundup(sc__mul(n, sizeof(double), &ok), SC__ALIGN, &ok);
   size_t head = sc__roundup(sizeof(struct sc_optimizer), SC__ALIGN, &ok);
   *bytes = sc__add(sc__add(head, sc__mul(vec, 2, &ok), &ok), SC__ALIGN, &ok);
   if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "optimizer state size overflows size_t");
@@ -3167,9 +3204,9 @@ static sc_optimizer *sc__optim_place(void *mem, const sc_optim *cfg, size_t n) {
   o->cfg = *cfg;
   o->n = n;
   size_t head = (sizeof(struct sc_optimizer) + SC__ALIGN - 1) & ~(size_t)(SC__ALIGN - 1);
-  size_t vec = (n * sizeof(float) + SC__ALIGN - 1) & ~(size_t)(SC__ALIGN - 1);
-  o->m = (float *)(a + head);
-  o->v = (float *)(a + head + vec);
+  size_t vec = (n * sizeof(double) + SC__ALIGN - 1) & ~(size_t)(SC__ALIGN - 1);
+  o->m = (void *)(a + head);
+  o->v = (void *)(a + head + vec);
   memset(o->m, 0, 2 * vec);
   return o;
 }
@@ -3225,17 +3262,32 @@ void sc_optimizer_destroy(sc_optimizer *opt) {
 sc_status sc_optimizer_reset(sc_optimizer *opt) {
   SC__CHECK_NULL(opt);
   opt->t = 0;
-  memset(opt->m, 0, opt->n * sizeof(float));
-  memset(opt->v, 0, opt->n * sizeof(float));
+  opt->prec = 0;
+  memset(opt->m, 0, opt->n * sizeof(double));
+  memset(opt->v, 0, opt->n * sizeof(double));
+  return SC_OK;
+}
+
+/* the checks both step forms share; locks the optimizer to one element type */
+static sc_status sc__optim_step_check(const char *fn, sc_optimizer *opt, const void *p,
+                                      const void *g, size_t n, int prec) {
+  if (!opt) return sc__fail(SC_ERR_NULL, fn, "argument 'opt' is NULL");
+  if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
+  if (!g) return sc__fail(SC_ERR_NULL, fn, "argument 'g' is NULL");
+  if (n != opt->n)
+    return sc__fail(SC_ERR_SHAPE, fn, "n = %zu but the optimizer was created for %zu", n, opt->n);
+  if (opt->prec && opt->prec != prec)
+    return sc__fail(SC_ERR_ARG, fn,
+                    "this optimizer has taken %s steps (its moments are %s): one element type "
+                    "per optimizer; sc_optimizer_reset() starts afresh in either",
+                    opt->prec == 1 ? "float" : "double", opt->prec == 1 ? "float" : "double");
+  opt->prec = prec;
   return SC_OK;
 }
 
 sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t n) {
-  SC__CHECK_NULL(opt);
-  SC__CHECK_NULL(p);
-  SC__CHECK_NULL(g);
-  if (n != opt->n)
-    return SC__FAIL(SC_ERR_SHAPE, "n = %zu but the optimizer was created for %zu", n, opt->n);
+  sc_status st = sc__optim_step_check(__func__, opt, p, g, n, 1);
+  if (st) return st;
   const sc_optim *c = &opt->cfg;
   float *restrict m = opt->m, *restrict v = opt->v;
   opt->t++;
@@ -3265,9 +3317,42 @@ sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t 
   return SC_OK;
 }
 
+/* The same rules in double (a plain loop: the ODE-sized vectors it serves are short). */
+sc_status sc_optimizer_step_f64(sc_optimizer *opt, double *p, const double *g, size_t n) {
+  sc_status st = sc__optim_step_check(__func__, opt, p, g, n, 2);
+  if (st) return st;
+  const sc_optim *c = &opt->cfg;
+  double *restrict m = opt->m, *restrict v = opt->v;
+  opt->t++;
+  double lr = c->lr, wd = c->weight_decay;
+  if (c->kind == SC_SGD) {
+    double mu = c->momentum;
+    int first = opt->t == 1;
+    for (size_t k = 0; k < n; k++) {
+      double gk = g[k] + wd * p[k];
+      double b = (mu > 0) ? (first ? gk : mu * m[k] + gk) : gk;
+      m[k] = b;
+      p[k] -= lr * b;
+    }
+    return SC_OK;
+  }
+  double bc1 = 1.0 - pow(c->beta1, (double)opt->t), bc2 = 1.0 - pow(c->beta2, (double)opt->t);
+  double b1 = c->beta1, b2 = c->beta2, omb1 = 1.0 - b1, omb2 = 1.0 - b2, eps = c->eps;
+  double step = lr / bc1, isb2 = 1.0 / sqrt(bc2);
+  double decay = c->kind == SC_ADAMW ? 1.0 - lr * wd : 1.0, l2 = c->kind == SC_ADAM ? wd : 0.0;
+  for (size_t k = 0; k < n; k++) {
+    double gk = g[k] + l2 * p[k];
+    double mk = b1 * m[k] + omb1 * gk, vk = b2 * v[k] + omb2 * gk * gk;
+    m[k] = mk, v[k] = vk;
+    p[k] = p[k] * decay - step * mk / (sqrt(vk) * isb2 + eps);
+  }
+  return SC_OK;
+}
+
 /* ---------------------------------------------------------------- checkpoints */
 /* A checkpoint file (little-endian, see simplechain.h for the guarantees):
- *   0 magic "SCCHECKP"   8 version (1, u32)      12 flags (0, u32)
+ *   0 magic "SCCHECKP"   8 version (1, u32)      12 flags (u32: 0, or 1 = the arrays are
+ *                                                   float64, written by sc_train_f64)
  *  16 nparams           24 chain fingerprint     32 samples     40 batch size    48 seed
  *  56 shuffle (u32)     60 optimizer kind (u32)
  *  64 lr, beta1, beta2, eps, momentum, weight_decay, clip_norm, lr_schedule, lr_min and
@@ -3275,7 +3360,7 @@ sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t 
  * 144 step             152 epoch               160 steps into the epoch
  * 168 optimizer t      176 shuffling generator state (4 x u64)
  * 208 loss sum of the epoch so far (double)    216 index count (samples if shuffled, else 0)
- * 224 p, then the optimizer's m and v (nparams float32 each), then the sample order
+ * 224 p, then the optimizer's m and v (nparams float32 or float64 each), then the sample order
  *     (count u64), then an FNV-1a checksum (u64) of every byte before it. */
 #define SC__CK_MAGIC "SCCHECKP"
 #define SC__CK_HEAD 224
@@ -3288,6 +3373,7 @@ typedef struct sc__ckpt {
   uint64_t step, epoch, pos, t, rng[4];
   double epoch_sum;
   uint64_t nidx;
+  uint32_t f64; /* flags bit 0: the arrays are doubles */
 } sc__ckpt;
 
 
@@ -3315,6 +3401,7 @@ static void sc__ck_encode(unsigned char *h, const sc__ckpt *k) {
   memset(h, 0, SC__CK_HEAD);
   memcpy(h, SC__CK_MAGIC, 8);
   sc__put_le(h + 8, 1, 4);
+  sc__put_le(h + 12, k->f64 ? 1 : 0, 4);
   sc__put_le(h + 16, k->np, 8);
   sc__put_le(h + 24, k->fp, 8);
   sc__put_le(h + 32, k->nsamples, 8);
@@ -3348,7 +3435,7 @@ static void sc__ck_decode(const unsigned char *h, sc__ckpt *k) {
 /* Writes a checkpoint atomically (sc__wopen/sc__wcommit; tmp: strlen(path) + SC__TMP_EXTRA
  * bytes). Allocates nothing where POSIX I/O exists. */
 static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const sc__ckpt *k,
-                              const float *p, const float *m, const float *v, const size_t *idx) {
+                              const void *p, const void *m, const void *v, const size_t *idx) {
   sc__wfile w;
   sc_status st = sc__wopen(&w, path, tmp, fn);
   if (st) return st;
@@ -3357,12 +3444,16 @@ static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const
   sc__ck_encode(buf, k);
   sum = sc__fnv1a(sum, buf, SC__CK_HEAD);
   sc__wwrite(&w, buf, SC__CK_HEAD);
-  const float *arr[3] = {p, m, v};
+  const void *arr[3] = {p, m, v};
+  size_t es = k->f64 ? 8 : 4;
   for (int a = 0; a < 3; a++)
     for (size_t i = 0; !w.err && i < k->np;) {
       size_t b = 0;
-      for (; i < k->np && b + 4 <= sizeof buf; i++, b += 4)
-        sc__put_le(buf + b, sc__fbits(arr[a][i]), 4);
+      for (; i < k->np && b + es <= sizeof buf; i++, b += es)
+        sc__put_le(buf + b,
+                   k->f64 ? sc__dbits(((const double *)arr[a])[i])
+                          : sc__fbits(((const float *)arr[a])[i]),
+                   (int)es);
       sum = sc__fnv1a(sum, buf, b);
       sc__wwrite(&w, buf, b);
     }
@@ -3382,7 +3473,7 @@ static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const
  * (sum: the loss sum of that epoch's first pos steps), written as a checkpoint */
 static sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck, size_t step,
                              size_t epoch, size_t pos, double sum, const sc__rng *rng,
-                             const float *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
+                             const void *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
   ck->step = step, ck->epoch = epoch, ck->pos = pos, ck->t = step;
   ck->epoch_sum = pos ? sum : 0, ck->nidx = idx ? n : 0;
   memcpy(ck->rng, rng->s, sizeof ck->rng);
@@ -3410,7 +3501,7 @@ static sc_status sc__ck_chunk(FILE *f, unsigned char *buf, size_t cap, size_t le
  * m, v (nparams floats each) and idx (samples entries), each may be NULL; on an error they
  * may hold part of the file, so the caller reads p into scratch memory. */
 static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
-                             const sc__ckpt *want, sc__ckpt *k, float *p, float *m, float *v,
+                             const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
                              size_t *idx) {
   FILE *f;
   sc_status st = sc__ropen(&f, path, fn);
@@ -3431,12 +3522,13 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
     goto out;
   }
   uint64_t ver = sc__get_le(buf + 8, 4), flags = sc__get_le(buf + 12, 4);
-  if (ver != 1 || flags != 0) {
+  if (ver != 1 || flags > 1) {
     st = sc__fail(SC_ERR_FORMAT, fn, "'%s': unsupported version %llu / flags %llu at offset 8",
                   path, (unsigned long long)ver, (unsigned long long)flags);
     goto out;
   }
   sc__ck_decode(buf, k);
+  k->f64 = (uint32_t)flags;
   uint64_t sum = sc__fnv1a(SC__FNV_INIT, buf, SC__CK_HEAD);
   /* the header's own consistency */
   const char *bad = NULL;
@@ -3480,6 +3572,12 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
                   bad, at);
     goto out;
   }
+  if (want && k->f64 != want->f64) {
+    st = sc__fail(SC_ERR_ARG, fn,
+                  "'%s' was written by sc_train%s (%s parameters): resume it with sc_train%s", path,
+                  k->f64 ? "_f64" : "", k->f64 ? "double" : "float", k->f64 ? "_f64" : "");
+    goto out;
+  }
   if (want) {
     static const char *hn[SC__CK_NH] = {
         "lr",           "beta1",     "beta2",       "eps",    "momentum",
@@ -3507,7 +3605,8 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
   }
   /* the size the header claims, against the file's: nothing is allocated for a lie */
   int ok = 1;
-  size_t need = sc__add(sc__add(SC__CK_HEAD, sc__mul((size_t)k->np, 12, &ok), &ok),
+  size_t es = k->f64 ? 8 : 4;
+  size_t need = sc__add(sc__add(SC__CK_HEAD, sc__mul((size_t)k->np, 3 * es, &ok), &ok),
                         sc__add(sc__mul((size_t)k->nidx, 8, &ok), 8, &ok), &ok);
   long end = -1;
   if (fseek(f, 0, SEEK_END) == 0) end = ftell(f);
@@ -3520,21 +3619,25 @@ static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *c
                     need);
     goto out;
   }
-  float *arr[3] = {p, m, v};
+  void *arr[3] = {p, m, v};
   size_t off = SC__CK_HEAD;
   for (int a = 0; a < 3; a++)
     for (size_t i = 0; i < k->np;) {
-      if ((st = sc__ck_chunk(f, buf, sizeof buf, (k->np - i) * 4, &got, &sum, off, path, fn)))
+      if ((st = sc__ck_chunk(f, buf, sizeof buf, (k->np - i) * es, &got, &sum, off, path, fn)))
         goto out;
-      for (size_t b = 0; b < got; b += 4, i++, off += 4) {
-        float x = sc__fof((uint32_t)sc__get_le(buf + b, 4));
+      for (size_t b = 0; b + es <= got; b += es, i++, off += es) {
+        double x = k->f64 ? sc__dof(sc__get_le(buf + b, 8))
+                          : (double)sc__fof((uint32_t)sc__get_le(buf + b, 4));
         if (!isfinite(x) || (a == 2 && x < 0)) {
           static const char *an[3] = {"parameter", "first moment", "second moment"};
           st = sc__fail(SC_ERR_FORMAT, fn, "'%s': %s %zu (offset %zu) is %g", path, an[a], i, off,
-                        (double)x);
+                        x);
           goto out;
         }
-        if (arr[a]) arr[a][i] = x;
+        if (arr[a] && k->f64)
+          ((double *)arr[a])[i] = x;
+        else if (arr[a])
+          ((float *)arr[a])[i] = (float)x;
       }
     }
   if (k->nidx) {
@@ -3596,6 +3699,7 @@ sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpo
   info->clip_norm = k.hyper[6];
   info->lr_schedule = (sc_lr_schedule)(int)k.hyper[7];
   info->lr_min = k.hyper[8];
+  info->f64 = (int)k.f64;
   return SC_OK;
 }
 
@@ -3612,68 +3716,78 @@ sc_train_opts sc_train_defaults(void) {
   return o;
 }
 
-sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
-                   const sc_train_opts *opts, sc_train_report *report) {
-  SC__CHECK_NULL(chain);
-  SC__CHECK_NULL(p);
-  SC__CHECK_NULL(data);
-  SC__CHECK_NULL(opts);
+/* sc_train and sc_train_f64: one body, the element type chosen by f64 (p, the data's x and
+ * float targets, the gradient, the optimizer's moments and the checkpoint's arrays are all
+ * of that type) */
+static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, void *pv, int f64,
+                           const void *xv, const void *target, size_t n,
+                           const sc_train_opts *opts, sc_train_report *report) {
+  if (!chain) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
+  if (!pv) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
+  if (!opts) return sc__fail(SC_ERR_NULL, fn, "argument 'opts' is NULL");
   if (report) memset(report, 0, sizeof *report);
-  if (!data->x) return SC__FAIL(SC_ERR_NULL, "data->x is NULL");
-  if (data->n == 0) return SC__FAIL(SC_ERR_BATCH, "data->n is 0: no samples");
+  if (!xv) return sc__fail(SC_ERR_NULL, fn, "data->x is NULL");
+  if (n == 0) return sc__fail(SC_ERR_BATCH, fn, "data->n is 0: no samples");
+  float *p32 = f64 ? NULL : (float *)pv;
+  double *p64 = f64 ? (double *)pv : NULL;
+  const size_t es = f64 ? sizeof(double) : sizeof(float);
   if (opts->epochs == 0)
-    return SC__FAIL(SC_ERR_ARG,
+    return sc__fail(SC_ERR_ARG, fn,
                     "epochs is 0 (start from sc_train_defaults() and set what differs)");
   if (opts->threads < 1 || opts->threads > 1024)
-    return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
+    return sc__fail(SC_ERR_ARG, fn, "threads = %d, must be in [1, 1024]", opts->threads);
   if (opts->lr_schedule != SC_LR_CONSTANT && opts->lr_schedule != SC_LR_COSINE)
-    return SC__FAIL(SC_ERR_ARG, "unknown lr_schedule %d", (int)opts->lr_schedule);
+    return sc__fail(SC_ERR_ARG, fn, "unknown lr_schedule %d", (int)opts->lr_schedule);
   if (opts->lr_schedule == SC_LR_COSINE &&
       (!(opts->lr_min >= 0) || !(opts->lr_min <= opts->optim.lr)))
-    return SC__FAIL(SC_ERR_ARG, "lr_min = %g must be in [0, lr = %g]", opts->lr_min,
+    return sc__fail(SC_ERR_ARG, fn, "lr_min = %g must be in [0, lr = %g]", opts->lr_min,
                     opts->optim.lr);
   if (!(opts->clip_norm >= 0) || !isfinite(opts->clip_norm))
-    return SC__FAIL(SC_ERR_ARG, "clip_norm = %g must be finite and >= 0 (0: off)", opts->clip_norm);
+    return sc__fail(SC_ERR_ARG, fn, "clip_norm = %g must be finite and >= 0 (0: off)", opts->clip_norm);
   if (opts->profile && opts->profile_rows < chain->nlayers + 2)
-    return SC__FAIL(SC_ERR_SHAPE, "profile_rows = %zu, needs the chain's %zu layers + 2",
+    return sc__fail(SC_ERR_SHAPE, fn, "profile_rows = %zu, needs the chain's %zu layers + 2",
                     opts->profile_rows, chain->nlayers);
   const char *ckpath = opts->checkpoint;
-  if (ckpath && !*ckpath) return SC__FAIL(SC_ERR_ARG, "checkpoint path is empty");
-  if (!ckpath && opts->resume) return SC__FAIL(SC_ERR_ARG, "resume is set but checkpoint is NULL");
+  if (ckpath && !*ckpath) return sc__fail(SC_ERR_ARG, fn, "checkpoint path is empty");
+  if (!ckpath && opts->resume) return sc__fail(SC_ERR_ARG, fn, "resume is set but checkpoint is NULL");
   if (!ckpath && opts->checkpoint_every)
-    return SC__FAIL(SC_ERR_ARG, "checkpoint_every = %zu but checkpoint is NULL",
+    return sc__fail(SC_ERR_ARG, fn, "checkpoint_every = %zu but checkpoint is NULL",
                     opts->checkpoint_every);
-  sc_status st = sc__loss_check(__func__, chain, loss, data->target);
+  sc_status st = sc__loss_check(fn, chain, loss, target);
   if (st) return st;
   size_t obytes = 0;
-  if ((st = sc__optim_plan(__func__, &opts->optim, chain->nparams, &obytes))) return st;
+  if ((st = sc__optim_plan(fn, &opts->optim, chain->nparams, &obytes))) return st;
   int ok = 1;
-  size_t n = data->n, bs = opts->batch_size ? opts->batch_size : n, np = chain->nparams;
+  size_t bs = opts->batch_size ? opts->batch_size : n, np = chain->nparams;
   if (bs > n) bs = n;
   sc__mul(n, chain->in > chain->out ? chain->in : chain->out, &ok);
-  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "data size overflows size_t");
+  if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "data size overflows size_t");
   /* the data set is checked once here, not at every step */
-  if ((st = sc__finite_check_f32(__func__, chain, "input", data->x, n, chain->in))) return st;
-  if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
-    st = sc__labels_check(__func__, (const int32_t *)data->target, n, chain->out);
-  else
-    st =
-        sc__finite_check_f32(__func__, chain, "target", (const float *)data->target, n, chain->out);
+  st = f64 ? sc__finite_check_f64(fn, chain, "input", xv, n, chain->in)
+            : sc__finite_check_f32(fn, chain, "input", xv, n, chain->in);
   if (st) return st;
-  if ((st = sc__finite_check_f32(__func__, chain, "parameter", p, 1, np))) return st;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
+    st = sc__labels_check(fn, (const int32_t *)target, n, chain->out);
+  else
+    st = f64 ? sc__finite_check_f64(fn, chain, "target", target, n, chain->out)
+             : sc__finite_check_f32(fn, chain, "target", target, n, chain->out);
+  if (st) return st;
+  st = f64 ? sc__finite_check_f64(fn, chain, "parameter", p64, 1, np)
+           : sc__finite_check_f32(fn, chain, "parameter", p32, 1, np);
+  if (st) return st;
 
   const sc_dist *dist = opts->dist;
   if (dist) {
     if (dist->ranks < 1 || dist->ranks > 65536)
-      return SC__FAIL(SC_ERR_ARG, "dist->ranks = %d, must be in [1, 65536]", dist->ranks);
+      return sc__fail(SC_ERR_ARG, fn, "dist->ranks = %d, must be in [1, 65536]", dist->ranks);
     if (dist->rank < 0 || dist->rank >= dist->ranks)
-      return SC__FAIL(SC_ERR_ARG, "dist->rank = %d, must be in [0, %d)", dist->rank, dist->ranks);
-    if (!dist->allgather) return SC__FAIL(SC_ERR_NULL, "dist->allgather is NULL");
+      return sc__fail(SC_ERR_ARG, fn, "dist->rank = %d, must be in [0, %d)", dist->rank, dist->ranks);
+    if (!dist->allgather) return sc__fail(SC_ERR_NULL, fn, "dist->allgather is NULL");
   }
 
   size_t steps_per_epoch = (n + bs - 1) / bs;
   size_t total = sc__mul(steps_per_epoch, opts->epochs, &ok);
-  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "epochs x steps overflows size_t");
+  if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "epochs x steps overflows size_t");
   int shuffle = opts->shuffle && bs < n;
   int writer = ckpath && (!dist || dist->rank == 0); /* one rank writes the checkpoints */
 
@@ -3683,28 +3797,29 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   double t_start = sc__now(), epoch_loss = 0, sum = 0;
   size_t step = 0, epoch = 0, s0 = 0, last_ck = (size_t)-1;
   uint64_t opt_ns = 0; /* profile: the optimizer step, the guard, the checkpoints */
-  float *g = NULL, *pbak = NULL;
+  void *g = NULL, *pbak = NULL; /* np elements of the type */
   size_t *idx = NULL;
   char *cktmp = NULL;
   sc__ckpt ck;
-  /* data-parallel: one record per slice, nparams floats then the slice's loss (a double) */
-  size_t rec_g = sc__roundup(sc__mul(np, sizeof(float), &ok), sizeof(double), &ok);
+  /* data-parallel: one record per slice, nparams elements then the slice's loss (a double) */
+  size_t rec_g = sc__roundup(sc__mul(np, es, &ok), sizeof(double), &ok);
   size_t rec = sc__add(rec_g, sizeof(double), &ok);
   unsigned char *xsend = NULL, *xrecv = NULL;
   size_t *xcounts = NULL, *xdispls = NULL;
   double slice_loss[SC__MAX_SLICES];
-  if (!ok) return SC__FAIL(SC_ERR_OVERFLOW, "exchange record size overflows size_t");
+  if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "exchange record size overflows size_t");
   if ((st = sc_workspace_create(&ws, chain, bs)) != SC_OK) goto done;
   if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
   if ((st = sc_optimizer_create(&opt, &opts->optim, np)) != SC_OK) goto done;
+  opt->prec = f64 ? 2 : 1;
   sc_workspace_set_dropout(ws, opts->seed, 0);
   if (opts->profile && (st = sc_workspace_profile(ws, 1)) != SC_OK) goto done;
-  g = malloc(np * sizeof(float));
-  pbak = malloc(np * sizeof(float));
+  g = malloc(np * es);
+  pbak = malloc(np * es);
   if (shuffle) idx = malloc(sc__mul(n, sizeof(size_t), &ok));
   if (ckpath) cktmp = malloc(sc__add(strlen(ckpath), SC__TMP_EXTRA, &ok));
   if (!g || !pbak || (shuffle && !idx) || (ckpath && !cktmp)) {
-    st = SC__FAIL(SC_ERR_NOMEM, "out of memory for the gradient, the sample index or a file name");
+    st = sc__fail(SC_ERR_NOMEM, fn, "out of memory for the gradient, the sample index or a file name");
     goto done;
   }
   if (dist) {
@@ -3716,7 +3831,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       xdispls = malloc((size_t)dist->ranks * sizeof *xdispls);
     }
     if (!xsend || !xrecv || !xcounts || !xdispls) {
-      st = SC__FAIL(SC_ERR_NOMEM, "out of memory for the gradient exchange buffers (2 x %zu bytes)",
+      st = sc__fail(SC_ERR_NOMEM, fn, "out of memory for the gradient exchange buffers (2 x %zu bytes)",
                     xb);
       goto done;
     }
@@ -3727,6 +3842,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
   sc__rng rng;
   sc__rng_seed(&rng, opts->seed ^ 0x5C5C5C5C5C5C5C5Cull);
   sc__ck_identity(&ck, chain, n, bs, shuffle, opts, total);
+  ck.f64 = (uint32_t)f64;
   if (opts->resume) {
     FILE *probe = fopen(ckpath, "rb");
     int e = errno;
@@ -3734,13 +3850,13 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
     if (probe || e != ENOENT) { /* a missing checkpoint starts from the beginning */
       sc__ckpt got;
       /* p is read into g first: it is overwritten only when the whole file checks out */
-      if ((st = sc__ck_read(__func__, ckpath, chain, &ck, &got, g, opt->m, opt->v, idx))) goto done;
+      if ((st = sc__ck_read(fn, ckpath, chain, &ck, &got, g, opt->m, opt->v, idx))) goto done;
       if (got.step > total) {
-        st = SC__FAIL(SC_ERR_ARG, "'%s' is at step %llu, beyond the %zu steps of this run", ckpath,
+        st = sc__fail(SC_ERR_ARG, fn, "'%s' is at step %llu, beyond the %zu steps of this run", ckpath,
                       (unsigned long long)got.step, total);
         goto done;
       }
-      memcpy(p, g, np * sizeof *p);
+      memcpy(pv, g, np * es);
       opt->t = got.t;
       memcpy(rng.s, got.rng, sizeof rng.s);
       step = (size_t)got.step, epoch = (size_t)got.epoch, s0 = (size_t)got.pos;
@@ -3762,26 +3878,35 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
     for (size_t s = s0; s < steps_per_epoch; s++) {
       size_t b0 = s * bs, nb = n - b0 < bs ? n - b0 : bs;
       double lv = 0;
-      const float *xb = data->x;
-      const void *tb = data->target;
+      const unsigned char *xb = xv;
+      const void *tb = target;
       const size_t *ib = NULL;
       if (idx)
         ib = idx + b0;
       else {
-        xb += b0 * chain->in;
+        xb += b0 * chain->in * es;
         tb = loss == SC_LOSS_LOGIT_CROSSENTROPY
                  ? (const void *)((const int32_t *)tb + b0)
-                 : (const void *)((const float *)tb + b0 * chain->out);
+                 : (const void *)((const unsigned char *)tb + b0 * chain->out * es);
       }
       if (!dist) {
-        sc__valgrad_run_f32(chain, loss, p, xb, ib, tb, nb, &lv, g, NULL, ws, 1);
+        if (f64)
+          sc__valgrad_run_f64(chain, loss, p64, (const double *)(const void *)xb, ib, tb, nb, &lv,
+                              g, NULL, ws, 1);
+        else
+          sc__valgrad_run_f32(chain, loss, p32, (const float *)(const void *)xb, ib, tb, nb, &lv,
+                              g, NULL, ws, 1);
       } else { /* this rank's slices, then every slice from every rank, added in order */
         size_t ns, lo, hi;
-        sc__valgrad_own_f32(chain, loss, p, xb, ib, tb, nb, ws, dist->rank, dist->ranks, &ns, &lo,
-                            &hi, slice_loss);
+        if (f64)
+          sc__valgrad_own_f64(chain, loss, p64, (const double *)(const void *)xb, ib, tb, nb, ws,
+                              dist->rank, dist->ranks, &ns, &lo, &hi, slice_loss);
+        else
+          sc__valgrad_own_f32(chain, loss, p32, (const float *)(const void *)xb, ib, tb, nb, ws,
+                              dist->rank, dist->ranks, &ns, &lo, &hi, slice_loss);
         for (size_t q = lo; q < hi; q++) {
           unsigned char *r = xsend + (q - lo) * rec;
-          memcpy(r, ws->slices + q * ws->slice_bytes + ws->tile_bytes, np * sizeof(float));
+          memcpy(r, ws->slices + q * ws->slice_bytes + ws->tile_bytes, np * es);
           memcpy(r + rec_g, &slice_loss[q], sizeof(double));
         }
         for (int r = 0; r < dist->ranks; r++) {
@@ -3792,7 +3917,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
         }
         int rc = dist->allgather(dist->ctx, xsend, xrecv, xcounts, xdispls);
         if (rc != 0) {
-          st = SC__FAIL(SC_ERR_CALLBACK,
+          st = sc__fail(SC_ERR_CALLBACK, fn,
                         "the gradient exchange (dist->allgather) returned %d at step %zu (rank %d "
                         "of %d)",
                         rc, step + 1, dist->rank, dist->ranks);
@@ -3804,11 +3929,12 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
           double sl;
           memcpy(&sl, r + rec_g, sizeof sl);
           lsum += sl;
-          const float *gq = (const float *)(const void *)r;
           if (q == 0)
-            memcpy(g, gq, np * sizeof(float));
+            memcpy(g, r, np * es);
+          else if (f64)
+            for (size_t k = 0; k < np; k++) ((double *)g)[k] += ((const double *)(const void *)r)[k];
           else
-            for (size_t k = 0; k < np; k++) g[k] += gq[k];
+            for (size_t k = 0; k < np; k++) ((float *)g)[k] += ((const float *)(const void *)r)[k];
         }
         lv = lsum / (double)nb;
       }
@@ -3819,7 +3945,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       size_t bad = np;
       uint64_t t_opt = opts->profile ? sc__ns() : 0;
       if (!isfinite(lv)) {
-        st = SC__FAIL(SC_ERR_NONFINITE,
+        st = sc__fail(SC_ERR_NONFINITE, fn,
                       "the loss became %s at step %zu (epoch %zu, minibatch %zu of %zu): p holds "
                       "the parameters after step %zu; learning rate too high?",
                       isnan(lv) ? "NaN" : "Inf", step + 1, epoch, s + 1, steps_per_epoch, step);
@@ -3827,31 +3953,44 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       }
       if (opts->clip_norm > 0) { /* as torch.nn.utils.clip_grad_norm_ */
         double ss = 0;
-        for (size_t k = 0; k < np; k++) ss += (double)g[k] * (double)g[k];
+        if (f64)
+          for (size_t k = 0; k < np; k++) ss += ((double *)g)[k] * ((double *)g)[k];
+        else
+          for (size_t k = 0; k < np; k++) ss += (double)((float *)g)[k] * (double)((float *)g)[k];
         double norm = sqrt(ss);
         if (norm > opts->clip_norm) {
-          float c = (float)(opts->clip_norm / (norm + 1e-6));
-          for (size_t k = 0; k < np; k++) g[k] *= c;
+          double c = opts->clip_norm / (norm + 1e-6);
+          if (f64)
+            for (size_t k = 0; k < np; k++) ((double *)g)[k] *= c;
+          else
+            for (size_t k = 0; k < np; k++) ((float *)g)[k] *= (float)c;
         }
       }
       if (opts->lr_schedule == SC_LR_COSINE) /* a function of the step alone */
         opt->cfg.lr =
             opts->lr_min + (opts->optim.lr - opts->lr_min) * 0.5 *
                                (1 + cos(3.14159265358979323846 * (double)step / (double)total));
-      memcpy(pbak, p, np * sizeof *p);
-      sc_optimizer_step(opt, p, g, np);
-      if ((bad = chain->kf->find_nonfinite(p, np)) < np) {
-        int nan = isnan(p[bad]);
-        memcpy(p, pbak, np * sizeof *p);
-        size_t gb = chain->kf->find_nonfinite(g, np);
+      memcpy(pbak, pv, np * es);
+      if (f64) {
+        sc_optimizer_step_f64(opt, p64, g, np);
+        bad = chain->kd->find_nonfinite(p64, np);
+      } else {
+        sc_optimizer_step(opt, p32, g, np);
+        bad = chain->kf->find_nonfinite(p32, np);
+      }
+      if (bad < np) {
+        int nan = f64 ? isnan(p64[bad]) : isnan(p32[bad]);
+        memcpy(pv, pbak, np * es);
+        size_t gb = f64 ? chain->kd->find_nonfinite(g, np) : chain->kf->find_nonfinite(g, np);
+        int gnan = gb < np && (f64 ? isnan(((double *)g)[gb]) : isnan(((float *)g)[gb]));
         if (gb < np)
-          st = SC__FAIL(SC_ERR_NONFINITE,
+          st = sc__fail(SC_ERR_NONFINITE, fn,
                         "the gradient g[%zu] became %s at step %zu (epoch %zu, minibatch %zu of "
                         "%zu): p holds the parameters after step %zu; learning rate too high?",
-                        gb, isnan(g[gb]) ? "NaN" : "Inf", step + 1, epoch, s + 1, steps_per_epoch,
+                        gb, gnan ? "NaN" : "Inf", step + 1, epoch, s + 1, steps_per_epoch,
                         step);
         else
-          st = SC__FAIL(SC_ERR_NONFINITE,
+          st = sc__fail(SC_ERR_NONFINITE, fn,
                         "the update of step %zu (epoch %zu, minibatch %zu of %zu) made p[%zu] %s: "
                         "p holds the parameters after step %zu; learning rate too high?",
                         step + 1, epoch, s + 1, steps_per_epoch, bad, nan ? "NaN" : "Inf", step);
@@ -3863,20 +4002,20 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
       int end = s + 1 == steps_per_epoch; /* the next step opens the next epoch */
       size_t next_epoch = end ? epoch + 1 : epoch, next_pos = end ? 0 : s + 1;
       if (writer && opts->checkpoint_every && step % opts->checkpoint_every == 0) {
-        if ((st = sc__ck_save(__func__, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
-                              p, opt, idx, n)))
+        if ((st = sc__ck_save(fn, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
+                              pv, opt, idx, n)))
           goto done;
         last_ck = step;
       }
       if (opts->profile) opt_ns += sc__ns() - t_opt;
       if (opts->progress && opts->progress_every && step % opts->progress_every == 0) {
-        sc_progress pr = {epoch, step, total, lv, epoch_loss, sc__now() - t_start, p};
+        sc_progress pr = {epoch, step, total, lv, epoch_loss, sc__now() - t_start, p32, p64};
         if (opts->progress(&pr, opts->user)) {
           if (writer && last_ck != step && /* so that the stopped run can be resumed */
-              (st = sc__ck_save(__func__, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
-                                p, opt, idx, n)))
+              (st = sc__ck_save(fn, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
+                                pv, opt, idx, n)))
             goto done;
-          st = SC__FAIL(SC_ERR_STOPPED, "stopped by the progress callback at step %zu", step);
+          st = sc__fail(SC_ERR_STOPPED, fn, "stopped by the progress callback at step %zu", step);
           epoch++;
           goto done;
         }
@@ -3884,7 +4023,7 @@ sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data 
     }
   }
   if (writer && last_ck != step) /* the finished run, so that resuming it does nothing */
-    st = sc__ck_save(__func__, ckpath, cktmp, &ck, step, epoch, 0, 0, &rng, p, opt, idx, n);
+    st = sc__ck_save(fn, ckpath, cktmp, &ck, step, epoch, 0, 0, &rng, pv, opt, idx, n);
 done:
   if (opts->profile && ws && ws->prof &&
       sc_workspace_profile_read(ws, opts->profile, opts->profile_rows) == SC_OK)
@@ -3906,6 +4045,17 @@ done:
   sc_optimizer_destroy(opt);
   sc_workspace_destroy(ws);
   return st;
+}
+sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
+                   const sc_train_opts *opts, sc_train_report *report) {
+  SC__CHECK_NULL(data);
+  return sc__train(__func__, chain, loss, p, 0, data->x, data->target, data->n, opts, report);
+}
+
+sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_data_f64 *data,
+                       const sc_train_opts *opts, sc_train_report *report) {
+  SC__CHECK_NULL(data);
+  return sc__train(__func__, chain, loss, p, 1, data->x, data->target, data->n, opts, report);
 }
 #endif /* !SC__KERNELS_ONLY */
 
@@ -5238,7 +5388,6 @@ static void SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const S
   if (train) ws->drop_step++;
 }
 
-#if SC__F32
 /* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
  * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
 static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
@@ -5264,7 +5413,6 @@ static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const S
   for (size_t s = J.slice_lo; s < J.slice_hi; s++) slice_loss[s] = J.slice_loss[s];
   ws->drop_step++;
 }
-#endif
 
 static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain, sc_loss loss,
                                           const void *target, size_t batch) {

@@ -253,9 +253,14 @@ sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_
 
 /* Parameter files: a small versioned binary format, little-endian on every machine:
  *   bytes  0..7   magic "SCPARAMS"
- *   bytes  8..11  format version (1)          bytes 12..15  element type (1 = float32)
+ *   bytes  8..11  format version (1)          bytes 12..15  element type (1 = float32,
+ *                                                                       2 = float64)
  *   bytes 16..23  parameter count n           bytes 24..31  chain fingerprint
- *   then n float32 values, then an 8-byte FNV-1a checksum of those value bytes.
+ *   then n values of that type, then an 8-byte FNV-1a checksum of those value bytes.
+ * sc_params_save writes float32, sc_params_save_f64 float64 (a neural-ODE user trains and
+ * saves in double with no conversion). Both loaders read both types: sc_params_load_f64
+ * widens float32 exactly; sc_params_load rounds float64 to nearest, and a value beyond
+ * float range is SC_ERR_NONFINITE naming it.
  * The fingerprint hashes the input size and every layer (kind, outputs, activation,
  * bias), so a file only loads into a chain of the same shape.
  * Saving is atomic: the file is written under a temporary name of its own in the same
@@ -273,6 +278,8 @@ sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_
  * contents. */
 sc_status sc_params_save(const sc_chain *chain, const float *p, size_t n, const char *path);
 sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *path);
+sc_status sc_params_save_f64(const sc_chain *chain, const double *p, size_t n, const char *path);
+sc_status sc_params_load_f64(const sc_chain *chain, double *p, size_t n, const char *path);
 
 /* NumPy / PyTorch files (.npz). The export writes one array per parameter block, with its
  * real shape, named as the state_dict of the torch.nn.Sequential that matches the chain:
@@ -502,10 +509,15 @@ sc_status sc_optimizer_create(sc_optimizer **out, const sc_optim *cfg, size_t n)
 sc_status sc_optimizer_init(sc_optimizer **out, const sc_optim *cfg, size_t n, void *mem,
                             size_t bytes);
 void sc_optimizer_destroy(sc_optimizer *opt); /* NULL is fine (no-op for caller memory) */
-/* Zero the moments and the step count. */
+/* Zero the moments and the step count (and forget the element type, below). */
 sc_status sc_optimizer_reset(sc_optimizer *opt);
 /* One update of p (length n, as at creation) from the gradient g. */
 sc_status sc_optimizer_step(sc_optimizer *opt, float *p, const float *g, size_t n);
+/* The same in double, with double moments (the rules above evaluated in double). An
+ * optimizer's state has room for doubles (sc_optimizer_bytes counts 2 x n doubles); its
+ * first step after creation or sc_optimizer_reset fixes its element type, and a step of the
+ * other type is SC_ERR_ARG. */
+sc_status sc_optimizer_step_f64(sc_optimizer *opt, double *p, const double *g, size_t n);
 
 /* ---------------------------------------------------------------- training */
 typedef struct sc_progress {
@@ -515,7 +527,8 @@ typedef struct sc_progress {
   double loss;        /* loss of the minibatch of this step (before the update) */
   double epoch_loss;  /* mean minibatch loss of the epoch so far */
   double seconds;     /* wall time since sc_train started */
-  const float *p;     /* current parameters (read only) */
+  const float *p;     /* current parameters (read only); NULL under sc_train_f64 */
+  const double *p_f64; /* the same under sc_train_f64 (NULL under sc_train) */
 } sc_progress;
 
 /* Return non-zero to stop training (sc_train then returns SC_ERR_STOPPED). */
@@ -589,6 +602,13 @@ typedef struct sc_data {
   size_t n;           /* number of samples */
 } sc_data;
 
+/* The data of sc_train_f64: x and float targets in double (labels stay int32_t). */
+typedef struct sc_data_f64 {
+  const double *x;    /* n x inputs */
+  const void *target; /* n x outputs doubles, or n int32_t labels */
+  size_t n;
+} sc_data_f64;
+
 typedef struct sc_train_report {
   size_t steps;
   size_t epochs;
@@ -604,6 +624,14 @@ typedef struct sc_train_report {
  * opts.threads. report may be NULL. */
 sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
                    const sc_train_opts *opts, sc_train_report *report);
+/* sc_train in double: p, the data, the gradients (sc_valgrad_f64's), the optimizer step
+ * (sc_optimizer_step_f64) and the checkpoint's arrays are double; everything said here of
+ * sc_train holds (the NaN guard, checkpoints, threads, dist: each slice's gradient is
+ * exchanged as doubles). The progress callback gets the parameters in p_f64. Each step
+ * equals sc_valgrad_f64 followed by sc_optimizer_step_f64, bit for bit. A checkpoint
+ * resumes only in the precision it was written in (SC_ERR_ARG otherwise). */
+sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_data_f64 *data,
+                       const sc_train_opts *opts, sc_train_report *report);
 /* NaN guard: a step whose loss or gradient is NaN or Inf, or whose update would make a
  * parameter NaN or Inf, stops training with SC_ERR_NONFINITE and a message naming the
  * step, the epoch and the minibatch; p then holds the parameters after the last good step
@@ -638,6 +666,7 @@ typedef struct sc_checkpoint_state {
   double clip_norm;
   sc_lr_schedule lr_schedule;
   double lr_min;
+  int f64; /* 1: written by sc_train_f64 (double arrays), 0: by sc_train */
 } sc_checkpoint_state;
 /* Reads and checks a whole checkpoint written for this chain (errors as for resuming). */
 sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpoint_state *info);

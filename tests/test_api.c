@@ -673,9 +673,13 @@ static void test_params_file_bad(void **state) {
   write_bytes(bad, b, len);
   CORRUPT(SC_ERR_FORMAT, "offset 8");
   memcpy(b, good, len);
-  b[12] = 2; /* element type */
+  b[12] = 3; /* element type (1 float32 and 2 float64 exist) */
   write_bytes(bad, b, len);
   CORRUPT(SC_ERR_FORMAT, "offset 12");
+  memcpy(b, good, len);
+  b[12] = 2; /* float64: the values are then too short */
+  write_bytes(bad, b, len);
+  CORRUPT(SC_ERR_FORMAT, "truncated");
   memcpy(b, good, len);
   b[16] ^= 1; /* parameter count */
   write_bytes(bad, b, len);
