@@ -1,5 +1,6 @@
 /* tests/fuzz_params.c — libFuzzer target for the parameter-file loader (sc_params_load) and
- * the checkpoint loader (sc_checkpoint_info, and sc_train resuming from the file).
+ * the checkpoint loader (sc_checkpoint_info, and sc_train resuming from the file), with
+ * sc_params_load_f64 beside sc_params_load.
  *
  * Not a cmocka test: `make fuzz` builds it like fuzz_idx (clang, -fsanitize=fuzzer,address,
  * undefined) and runs it for FUZZ_SECONDS on seeds that `FUZZ_PARAMS_SEEDS=DIR` makes it
@@ -62,6 +63,10 @@ static void fz_seeds(const char *dir) {
   sc_params_init(fz_chain, p, fz_np, 1);
   snprintf(path, sizeof path, "%s/params.scp", dir);
   fz_check(sc_params_save(fz_chain, p, fz_np, path) == SC_OK, "seed: params");
+  double pd[64];
+  for (size_t k = 0; k < fz_np; k++) pd[k] = p[k];
+  snprintf(path, sizeof path, "%s/params64.scp", dir);
+  fz_check(sc_params_save_f64(fz_chain, pd, fz_np, path) == SC_OK, "seed: params f64");
   sc_data d = {fz_x, fz_t, NS};
   for (int shuffle = 0; shuffle < 2; shuffle++)
     for (int stop = 0; stop < 2; stop++) {
@@ -107,7 +112,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t k = 0; k < fz_np; k++) p[k] = 0.5f;
   sc_status st = sc_params_load(fz_chain, p, fz_np, fz_path);
   if (st == SC_OK) {
-    fz_check(size == 32 + 4 * fz_np + 8, "params: success with a file of the wrong size");
+    fz_check(size == 32 + 4 * fz_np + 8 || size == 32 + 8 * fz_np + 8,
+             "params: success with a file of the wrong size");
     for (size_t k = 0; k < fz_np; k++) fz_check(isfinite(p[k]), "params: non-finite value loaded");
   } else {
     fz_check(sc_last_error()[0] != '\0', "params: failure without a message");
@@ -116,6 +122,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
              "params: unexpected status");
     for (size_t k = 0; k < fz_np; k++) fz_check(p[k] == 0.5f, "params: p written by a failed load");
   }
+
+  /* the double loader reads both element types: it agrees with the float one but for values
+   * beyond float range */
+  double pd[64];
+  for (size_t k = 0; k < fz_np; k++) pd[k] = 0.5;
+  sc_status sd = sc_params_load_f64(fz_chain, pd, fz_np, fz_path);
+  fz_check(sd == st || (sd == SC_OK && st == SC_ERR_NONFINITE), "params: float and double disagree");
+  for (size_t k = 0; k < fz_np; k++)
+    fz_check(sd == SC_OK ? isfinite(pd[k]) : pd[k] == 0.5, "params_f64: contract");
 
   sc_checkpoint_state info;
   st = sc_checkpoint_info(fz_chain, fz_path, &info);

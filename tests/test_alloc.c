@@ -161,6 +161,8 @@ static sc_chain *make_chain(int kind, size_t *nin, size_t *nout) {
 /* when set, train_chain also writes a checkpoint after every step and clips gradients:
  * neither may allocate */
 static const char *ck_path;
+/* when set, train_chain trains in double (sc_train_f64) */
+static int train_f64;
 
 static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, size_t epochs,
                         int threads, int shuffle) {
@@ -200,7 +202,22 @@ static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, siz
   sc_train_report rep;
   size_t before = allocs();
   long live_before = live();
-  SC_OK_OR_FAIL(sc_train(c, loss, p, &d, &o, &rep));
+  double *x64 = NULL, *t64 = NULL, *p64 = NULL;
+  if (train_f64) {
+    x64 = malloc(n * nin * sizeof *x64), t64 = malloc(n * nout * sizeof *t64);
+    p64 = malloc(np * sizeof *p64);
+    assert_true(x64 && t64 && p64);
+    for (size_t i = 0; i < n * nin; i++) x64[i] = x[i];
+    for (size_t i = 0; i < n * nout; i++) t64[i] = t[i];
+    for (size_t i = 0; i < np; i++) p64[i] = p[i];
+    before = allocs();
+    live_before = live();
+    sc_data_f64 d64 = {x64, loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t64,
+                       n};
+    SC_OK_OR_FAIL(sc_train_f64(c, loss, p64, &d64, &o, &rep));
+  } else {
+    SC_OK_OR_FAIL(sc_train(c, loss, p, &d, &o, &rep));
+  }
   size_t after = allocs();
   assert_int_equal(rep.steps, TRAIN_STEPS);
   assert_int_equal(r->calls, TRAIN_STEPS);
@@ -221,7 +238,10 @@ static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, siz
   assert_int_equal(after, r->counts[TRAIN_STEPS]);
   assert_int_equal(live(), live_before);
   /* it trained: finite parameters */
-  for (size_t k = 0; k < np; k++) assert_true(isfinite(p[k]));
+  for (size_t k = 0; k < np; k++) assert_true(train_f64 ? isfinite(p64[k]) : isfinite(p[k]));
+  free(x64);
+  free(t64);
+  free(p64);
   free(r);
   free(x);
   free(t);
@@ -286,6 +306,24 @@ static void test_train_minibatch_shuffle(void **state) {
     /* batches of 1 */
     train_case(SC_LOSS_SQUARED, 5, 1, 10, th, 1);
   }
+}
+
+/* sc_train_f64: the same promise in double, checkpoints and clipping included */
+static void test_train_f64(void **state) {
+  (void)state;
+  char path[512];
+  tu_tmp_path(path, sizeof path, "alloc", "ck64.sck");
+  train_f64 = 1;
+  for (int th = 1; th <= 2; th++) {
+    train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
+    train_case(SC_LOSS_LOGIT_CROSSENTROPY, 95, 20, 10, th, 1);
+    train_chain(2, SC_LOSS_SQUARED, 70, 0, TRAIN_STEPS, th, 0);
+    ck_path = path;
+    train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
+    ck_path = NULL;
+  }
+  train_f64 = 0;
+  remove(path);
 }
 
 /* ------------------------------------------------------------------ compute loops */
@@ -477,6 +515,7 @@ int main(void) {
       cmocka_unit_test(test_train_minibatch_shuffle),
       cmocka_unit_test(test_train_convnets),
       cmocka_unit_test(test_train_checkpointing),
+      cmocka_unit_test(test_train_f64),
       cmocka_unit_test(test_compute_no_alloc),
       cmocka_unit_test(test_one_state_no_alloc),
       cmocka_unit_test(test_nuts_no_alloc),

@@ -59,6 +59,8 @@ typedef struct job {
   sc_dist dist;
   rank_ctx rc;
   float *p;
+  double *p64;              /* set: sc_train_f64 on data64 */
+  const sc_data_f64 *data64;
   sc_status st;
   char msg[512];
   double losses[MAX_STEPS];
@@ -72,7 +74,10 @@ static int record_loss(const sc_progress *pr, void *user) {
 
 static void *run_rank(void *arg) {
   job *j = arg;
-  j->st = sc_train(j->c, j->loss, j->p, j->data, &j->opts, NULL);
+  if (j->p64)
+    j->st = sc_train_f64(j->c, j->loss, j->p64, j->data64, &j->opts, NULL);
+  else
+    j->st = sc_train(j->c, j->loss, j->p, j->data, &j->opts, NULL);
   snprintf(j->msg, sizeof j->msg, "%s", sc_last_error());
   return NULL;
 }
@@ -219,11 +224,79 @@ static void test_exchange_failure_and_args(void **state) {
   sc_chain_destroy(c);
 }
 
+/* sc_train_f64 over R in-process ranks equals one process, bit for bit (the slices'
+ * gradients are exchanged as doubles) */
+static void test_f64_bitwise(void **state) {
+  (void)state;
+  sc_layer L[] = {sc_dense(12, SC_TANH), sc_dense(7, SC_SOFTPLUS), sc_dense(3, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 4, L, 3));
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  double *x = malloc(N_SAMPLES * 4 * sizeof *x), *t = malloc(N_SAMPLES * 3 * sizeof *t);
+  double *p0 = malloc(np * sizeof *p0);
+  assert_true(x && t && p0);
+  tu_fill_f64(x, N_SAMPLES * 4, 5, 1.0);
+  tu_fill_f64(t, N_SAMPLES * 3, 6, 1.0);
+  SC_OK_OR_FAIL(sc_params_init_f64(c, p0, np, 12));
+  sc_data_f64 d = {x, t, N_SAMPLES};
+  double *ref = NULL;
+  static const int RANKS[4] = {0, 1, 2, 3};
+  for (int k = 0; k < 4; k++) {
+    int R = RANKS[k];
+    inproc w;
+    memset(&w, 0, sizeof w);
+    w.ranks = R ? R : 1;
+    w.cap = 1 << 24;
+    w.shared = malloc(w.cap);
+    assert_non_null(w.shared);
+    assert_int_equal(pthread_barrier_init(&w.bar, NULL, (unsigned)w.ranks), 0);
+    job jobs[MAX_RANKS];
+    pthread_t th[MAX_RANKS];
+    for (int r = 0; r < w.ranks; r++) {
+      job *j = &jobs[r];
+      memset(j, 0, sizeof *j);
+      j->c = c;
+      j->loss = SC_LOSS_SQUARED;
+      j->data64 = &d;
+      j->p64 = malloc(np * sizeof *j->p64);
+      memcpy(j->p64, p0, np * sizeof *p0);
+      j->opts = sc_train_defaults();
+      j->opts.epochs = 3;
+      j->opts.batch_size = 500;
+      j->opts.seed = 7;
+      j->rc.w = &w;
+      j->rc.rank = r;
+      j->dist = (sc_dist){r, R, inproc_allgather, &j->rc};
+      if (R) j->opts.dist = &j->dist;
+      assert_int_equal(pthread_create(&th[r], NULL, run_rank, j), 0);
+    }
+    for (int r = 0; r < w.ranks; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&w.bar);
+    free(w.shared);
+    for (int r = 0; r < w.ranks; r++) {
+      if (jobs[r].st != SC_OK) fail_msg("%d ranks, rank %d: %s", R, r, jobs[r].msg);
+      if (!ref) {
+        ref = jobs[r].p64;
+        assert_true(memcmp(ref, p0, np * sizeof *p0) != 0);
+        continue;
+      }
+      if (memcmp(jobs[r].p64, ref, np * sizeof *ref) != 0)
+        fail_msg("%d ranks, rank %d: sc_train_f64 differs from one process", R, r);
+      free(jobs[r].p64);
+    }
+  }
+  free(ref);
+  free(x), free(t), free(p0);
+  sc_chain_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dense_bitwise),
       cmocka_unit_test(test_convnet_bitwise),
       cmocka_unit_test(test_exchange_failure_and_args),
+      cmocka_unit_test(test_f64_bitwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
