@@ -93,13 +93,14 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: FORCE bench-mpi bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(SHLIBS) $(EXAMPLES)
 
 help:
 	@echo "make            build the library ($(LIB)) and the examples"
 	@echo "make test       build and run the cmocka test suite"
 	@echo "make test-asan  the test suite under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make test-aarch64  simplechain.c cross-built for aarch64, its tests under qemu-user (build-aarch64/)"
 	@echo "make bench      everything side by side (bench/bench_all.sh, bench/RESULTS.md): FMA peak,"
 	@echo "                toy2x2, valgrad micro-benchmark, LeNet5 (Fashion-MNIST) and neural-ODE RHS/VJP,"
 	@echo "                each vs its PyTorch twin, ISA paths, hyperfine (about 7 min; knobs in bench_all.sh)"
@@ -194,6 +195,10 @@ test: deps-test
 	@$(MAKE) --no-print-directory test-run
 test-run: $(TESTS) $(EXAMPLES) $(SHLIBS)
 	@SC_SRC_DIR=$(CURDIR) SC_BUILD_DIR=$(CURDIR)/$(BUILD) bash scripts/run-tests.sh $(TESTS)
+
+# The drop-in files on aarch64: cross-built and tested under qemu-user (scripts/test-aarch64.sh)
+test-aarch64:
+	bash scripts/test-aarch64.sh
 
 test-asan:
 	$(MAKE) --no-print-directory BUILD=build-asan SC_XSMM=0 OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
@@ -354,4 +359,4 @@ lint:
 	  --suppress=missingIncludeSystem --inline-suppr -DSC__TW=16 simplechain.c sc_nuts.c examples/*.c
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-aarch64

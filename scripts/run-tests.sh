@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every cmocka test program given on the command line, shows their output, and
 # ends with one summary line "tests: N passed, N failed" (cmocka test cases, summed).
-# Exit status: non-zero if any program failed or crashed.
+# Exit status: non-zero if any program failed or crashed. SC_TEST_RUNNER, if set, is put before
+# each program (scripts/test-aarch64.sh: qemu-aarch64 and the arm64 loader).
 set -u
 passed=0; failed=0; bad_programs=()
 for t in "$@"; do
   echo "== $t"
-  out=$("$t" 2>&1); rc=$?
+  out=$(${SC_TEST_RUNNER:-} "$t" 2>&1); rc=$?
   printf '%s\n' "$out"
   # a program may run several groups (one per kernel path): sum their counts
   p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' | awk '{s+=$1} END {print s+0}')
