@@ -4086,6 +4086,17 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #if SC__TW % SC__CW != 0
 #error "SC__CW must divide the tile width"
 #endif
+/* The two-file build on x86-64 (no kernels/ files linked: SC_HAVE_KERNELS undefined, and no
+ * ISA file compiling this section): the hot dense kernels are compiled twice by GCC/Clang,
+ * for the baseline and for AVX2, and the loader picks one by CPU (target_clones, an ELF
+ * ifunc). The same C, the same operation order and no contraction: the same bits. */
+#if !defined(SC__KERNELS_ONLY) && !defined(SC_HAVE_KERNELS) && !defined(SC_NO_CLONES) &&          \
+    defined(__x86_64__) && defined(__ELF__) && defined(__OPTIMIZE__) &&                           \
+    ((defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && __GNUC__ >= 8))
+#define SC__CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SC__CLONES
+#endif
 #ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
 #if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
 #define SC__KSTATIC static __attribute__((unused))
@@ -4280,7 +4291,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
 }
 
 /* ---------------------------------------------------------------- dense kernels */
-SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+SC__CLONES SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
                                        const SC__T *restrict W, const SC__T *restrict b,
                                        const SC__T *restrict x, size_t O, size_t I, sc_act act) {
   size_t o = 0;
@@ -4358,7 +4369,7 @@ SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict 
   }
 }
 
-SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+SC__CLONES SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
                                       const SC__T *restrict dz, size_t O, size_t I) {
   size_t i = 0;
   for (; i + SC__OB <= I; i += SC__OB)
@@ -4525,7 +4536,7 @@ SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict 
 }
 
 /* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
-SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+SC__CLONES SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
                                        const SC__T *restrict x, size_t O, size_t I, int first) {
   for (size_t o = 0; o < O; o++)
     for (size_t i = 0; i < I; i++) {
@@ -5594,6 +5605,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__GELU_K0
 #undef SC__GELU_K1
 #undef SC__EXPMAX
+#undef SC__CLONES
 #ifdef SC__POP_OPTIONS
 #pragma GCC pop_options
 #undef SC__POP_OPTIONS

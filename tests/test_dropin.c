@@ -83,7 +83,9 @@ static const char *APP_SRC =
     "    CHECK(sc_optimizer_step(opt, p, g, np));\n"
     "  }\n"
     "  CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, x, t, N, &loss, ws));\n"
-    "  printf(\"isa=%s loss0=%.6f loss=%.6f\\n\", sc_chain_isa(chain), loss0, loss);\n"
+    "  unsigned int bits;\n"
+    "  memcpy(&bits, &loss, sizeof bits);\n"
+    "  printf(\"isa=%s loss0=%.6f loss=%.6f bits=%08x\\n\", sc_chain_isa(chain), loss0, loss, bits);\n"
     "  if (!(loss < 0.5f * loss0)) {\n"
     "    fprintf(stderr, \"loss did not decrease enough: %g -> %g\\n\", loss0, loss);\n"
     "    return 1;\n"
@@ -127,8 +129,10 @@ static int exit_code(int status) {
                            : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-/* the loss the portable build reached, for the build with kernels to compare with */
+/* the loss the portable build reached, for the build with kernels to compare with, and its
+ * bits, for the build without the AVX2 clones of the dense kernels */
 static float scalar_loss = -1;
+static char scalar_bits[16];
 
 /* the kernel set the dispatcher should pick on this CPU, given kernels compiled in */
 static const char *expected_isa(void) {
@@ -215,7 +219,16 @@ static void build_and_run_k(const char *extra_flags, int kernels) {
   float l0 = -1, l1 = -1;
   assert_int_equal(sscanf(strstr(out, "loss0="), "loss0=%f loss=%f", &l0, &l1), 2);
   assert_true(l0 > 0 && l1 >= 0 && l1 < 0.5f * l0);
-  if (!kernels && !strstr(extra_flags, "NO_THREADS")) scalar_loss = l1;
+  const char *bits = strstr(out, "bits=");
+  assert_non_null(bits);
+  if (!kernels && !extra_flags[0]) {
+    scalar_loss = l1;
+    snprintf(scalar_bits, sizeof scalar_bits, "%.13s", bits);
+  }
+  /* the two-file build runs the baseline or the AVX2 clone of its dense kernels (the CPU
+   * decides): the same C, the same bits as a build without clones */
+  if (strstr(extra_flags, "SC_NO_CLONES") && scalar_bits[0] && strncmp(bits, scalar_bits, 13) != 0)
+    fail_msg("without clones: %.13s, with: %s", bits, scalar_bits);
   if (kernels && scalar_loss > 0 && !(fabsf(l1 - scalar_loss) <= 1e-3f * scalar_loss))
     fail_msg("the build with kernels reached loss %g, the portable one %g", (double)l1,
              (double)scalar_loss);
@@ -266,6 +279,15 @@ static void test_dropin_no_threads(void **state) {
   build_and_run("-DSC_NO_THREADS");
 }
 
+static void test_dropin_no_clones(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("-DSC_NO_CLONES");
+}
+
 static void test_dropin_pthread_pedantic(void **state) {
   (void)state;
   if (!have_cc()) {
@@ -279,6 +301,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dropin_threads),
       cmocka_unit_test(test_dropin_no_threads),
+      cmocka_unit_test(test_dropin_no_clones),
       cmocka_unit_test(test_dropin_pthread_pedantic),
       cmocka_unit_test(test_dropin_kernels),
   };
