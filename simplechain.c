@@ -1202,8 +1202,8 @@ static sc_status sc__params_save(const char *fn, const sc_chain *chain, const vo
 
 /* either element type into float p (f64 = 0; a double beyond float range is
  * SC_ERR_NONFINITE) or double p (f64 = 1) */
-static sc_status sc__params_load(const char *fn, const sc_chain *chain, void *pv, int f64,
-                                 size_t n, const char *path) {
+static sc_status sc__params_load(const char *fn, const sc_chain *chain, void *pv, int f64, size_t n,
+                                 const char *path) {
   sc_status st = sc__init_check(fn, chain, pv, n);
   if (st) return st;
   if (!path) return sc__fail(SC_ERR_NULL, fn, "argument 'path' is NULL");
@@ -1218,13 +1218,13 @@ static sc_status sc__params_load(const char *fn, const sc_chain *chain, void *pv
   }
   if (got < 8 || memcmp(head, SC__PF_MAGIC, 8) != 0) {
     fclose(f);
-    return sc__fail(SC_ERR_FORMAT, fn, "'%s': not a simplechain parameter file (bad magic at offset 0)",
-                    path);
+    return sc__fail(SC_ERR_FORMAT, fn,
+                    "'%s': not a simplechain parameter file (bad magic at offset 0)", path);
   }
   if (got < sizeof head) {
     fclose(f);
-    return sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated header (file ends at offset %zu of %d)", path,
-                    got, SC__PF_HEAD);
+    return sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated header (file ends at offset %zu of %d)",
+                    path, got, SC__PF_HEAD);
   }
   uint64_t ver = sc__get_le(head + 8, 4), type = sc__get_le(head + 12, 4);
   uint64_t cnt = sc__get_le(head + 16, 8), fp = sc__get_le(head + 24, 8);
@@ -1236,8 +1236,8 @@ static sc_status sc__params_load(const char *fn, const sc_chain *chain, void *pv
                   "'%s': unsupported element type %llu at offset 12 (1 = float32, 2 = float64)",
                   path, (unsigned long long)type);
   else if (cnt != (uint64_t)n)
-    st = sc__fail(SC_ERR_SHAPE, fn, "'%s': holds %llu parameters (offset 16), the chain has %zu", path,
-                  (unsigned long long)cnt, n);
+    st = sc__fail(SC_ERR_SHAPE, fn, "'%s': holds %llu parameters (offset 16), the chain has %zu",
+                  path, (unsigned long long)cnt, n);
   else if (fp != sc__fingerprint(chain))
     st = sc__fail(SC_ERR_SHAPE, fn,
                   "'%s': saved for a chain of a different shape (fingerprint at offset 24)", path);
@@ -1278,8 +1278,8 @@ static sc_status sc__params_load(const char *fn, const sc_chain *chain, void *pv
         st = sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated: checksum missing at offset %zu", path,
                       SC__PF_HEAD + n * es + got);
     } else if (sc__get_le(head, 8) != sum)
-      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': checksum mismatch at offset %zu (file corrupted)", path,
-                    SC__PF_HEAD + n * es);
+      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': checksum mismatch at offset %zu (file corrupted)",
+                    path, SC__PF_HEAD + n * es);
     else if (fgetc(f) != EOF)
       st = sc__fail(SC_ERR_FORMAT, fn, "'%s': unexpected bytes after offset %zu", path,
                     SC__PF_HEAD + n * es + 8);
@@ -1327,7 +1327,7 @@ sc_status sc_params_load_f64(const sc_chain *chain, double *p, size_t n, const c
  * 4 GiB or 65535 arrays) are refused; zip64 size fields of single entries are read. */
 
 typedef struct sc__npz_arr {
-  char name[48];   /* "3.weight" */
+  char name[48]; /* "3.weight" */
   size_t poff, count;
   int ndim;
   size_t shape[4];
@@ -1537,8 +1537,9 @@ static sc_status sc__npz_pread(const char *fn, FILE *f, const char *path, uint64
   if (got < len) {
     sc_status st = sc__rerr(f, path, fn);
     if (st) return st;
-    return sc__fail(SC_ERR_FORMAT, fn, "'%s': truncated: %s at offset %llu (file ends %zu bytes in)",
-                    path, what, (unsigned long long)off, got);
+    return sc__fail(SC_ERR_FORMAT, fn,
+                    "'%s': truncated: %s at offset %llu (file ends %zu bytes in)", path, what,
+                    (unsigned long long)off, got);
   }
   return SC_OK;
 }
@@ -1562,7 +1563,8 @@ static int sc__npy_dict(const char *s, size_t len, char *descr, size_t dcap, int
   for (;;) {
     SC__WS();
     if (i < len && s[i] == '}') break;
-    if (i >= len || (s[i] != '\'' && s[i] != '"')) SC__BAD("expected a quoted key at header byte %zu", i);
+    if (i >= len || (s[i] != '\'' && s[i] != '"'))
+      SC__BAD("expected a quoted key at header byte %zu", i);
     char q = s[i++], key[16];
     size_t k0 = i;
     while (i < len && s[i] != q) i++;
@@ -1656,7 +1658,8 @@ static sc_status sc__npy_read(const char *fn, const char *path, const sc__npz_ar
   if (major < 1 || major > 3)
     return sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': unsupported .npy version %u.%u", path,
                     a->name, major, u[7]);
-  size_t hl = major == 1 ? (size_t)sc__get_le(u + 8, 2) : (len >= 12 ? (size_t)sc__get_le(u + 8, 4) : SIZE_MAX);
+  size_t hl = major == 1 ? (size_t)sc__get_le(u + 8, 2)
+                         : (len >= 12 ? (size_t)sc__get_le(u + 8, 4) : SIZE_MAX);
   size_t h0 = major == 1 ? 10 : 12;
   if (hl > len - h0 || len < h0)
     return sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': truncated .npy header", path, a->name);
@@ -1697,7 +1700,7 @@ static sc_status sc__npy_read(const char *fn, const char *path, const sc__npz_ar
     return sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s' holds %zu bytes of values, %zu expected",
                     path, a->name, nb, a->count * (size_t)es);
   for (size_t k = 0; k < a->count; k++, v += es) {
-    unsigned char b[8];
+    unsigned char b[8] = {0};
     for (int j = 0; j < es; j++) b[j] = big ? v[es - 1 - j] : v[j];
     double x = es == 8 ? sc__dof(sc__get_le(b, 8)) : (double)sc__fof((uint32_t)sc__get_le(b, 4));
     if (f64)
@@ -1706,9 +1709,8 @@ static sc_status sc__npy_read(const char *fn, const char *path, const sc__npz_ar
       ((float *)dst)[a->poff + k] = (float)x;
     double y = f64 ? x : (double)(float)x;
     if (!isfinite(y))
-      return sc__fail(SC_ERR_NONFINITE, fn, "'%s': array '%s' element %zu is %s%s", path,
-                      a->name, k, isnan(y) ? "NaN" : "Inf",
-                      isfinite(x) ? " (beyond float range)" : "");
+      return sc__fail(SC_ERR_NONFINITE, fn, "'%s': array '%s' element %zu is %s%s", path, a->name,
+                      k, isnan(y) ? "NaN" : "Inf", isfinite(x) ? " (beyond float range)" : "");
   }
   return SC_OK;
 }
@@ -1756,9 +1758,8 @@ static sc_status sc__npz_inflate(const char *fn, const char *path, const char *n
     st = sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': the deflated data is damaged or truncated",
                   path, name);
   else if (done_out != usize)
-    st = sc__fail(SC_ERR_FORMAT, fn,
-                  "'%s': array '%s': the deflated data is %zu bytes, %zu stated", path, name,
-                  done_out, usize);
+    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': the deflated data is %zu bytes, %zu stated",
+                  path, name, done_out, usize);
   inflateEnd(&zs);
   return st;
 #else
@@ -1808,10 +1809,11 @@ static sc_status sc__npz_import(const char *fn, const sc_chain *chain, void *p, 
   if ((st = sc__npz_pread(fn, f, path, fsize - tl, tail, tl, "the end of the file"))) goto done;
   size_t e = tl - 22 + 1;
   while (e-- > 0)
-    if (sc__get_le(tail + e, 4) == SC__ZIP_END && e + 22 + sc__get_le(tail + e + 20, 2) == tl) break;
+    if (sc__get_le(tail + e, 4) == SC__ZIP_END && e + 22 + sc__get_le(tail + e + 20, 2) == tl)
+      break;
   if (e == (size_t)-1) {
-    st = sc__fail(SC_ERR_FORMAT, fn, "'%s': not an .npz (zip) file: no end-of-central-directory record",
-                  path);
+    st = sc__fail(SC_ERR_FORMAT, fn,
+                  "'%s': not an .npz (zip) file: no end-of-central-directory record", path);
     goto done;
   }
   uint64_t eoff = fsize - tl + e;
@@ -1917,13 +1919,13 @@ static sc_status sc__npz_import(const char *fn, const sc_chain *chain, void *p, 
     uint64_t cap = (uint64_t)A->count * 8 + 65536 + 12;
     if (usize > cap) {
       st = sc__fail(SC_ERR_FORMAT, fn,
-                    "'%s': array '%s' claims %llu bytes, more than its shape can need (%llu)",
-                    path, name, (unsigned long long)usize, (unsigned long long)cap);
+                    "'%s': array '%s' claims %llu bytes, more than its shape can need (%llu)", path,
+                    name, (unsigned long long)usize, (unsigned long long)cap);
       goto done;
     }
     if ((method == 0 && csize != usize) || loff > eoff || csize > eoff) {
-      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': inconsistent sizes or offset", path,
-                    name);
+      st =
+          sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': inconsistent sizes or offset", path, name);
       goto done;
     }
     unsigned char lh[30];
@@ -1955,8 +1957,8 @@ static sc_status sc__npz_import(const char *fn, const sc_chain *chain, void *p, 
       u = ubuf;
     }
     if (sc__crc32(0, u, (size_t)usize) != crc) {
-      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': CRC mismatch (the file is damaged)",
-                    path, name);
+      st = sc__fail(SC_ERR_FORMAT, fn, "'%s': array '%s': CRC mismatch (the file is damaged)", path,
+                    name);
       goto done;
     }
     if ((st = sc__npy_read(fn, path, A, u, (size_t)usize, tmp, f64))) goto done;
@@ -3376,7 +3378,6 @@ typedef struct sc__ckpt {
   uint32_t f64; /* flags bit 0: the arrays are doubles */
 } sc__ckpt;
 
-
 static void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
                             const sc_train_opts *o, size_t total) {
   memset(k, 0, sizeof *k);
@@ -3720,8 +3721,8 @@ sc_train_opts sc_train_defaults(void) {
  * float targets, the gradient, the optimizer's moments and the checkpoint's arrays are all
  * of that type) */
 static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, void *pv, int f64,
-                           const void *xv, const void *target, size_t n,
-                           const sc_train_opts *opts, sc_train_report *report) {
+                           const void *xv, const void *target, size_t n, const sc_train_opts *opts,
+                           sc_train_report *report) {
   if (!chain) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (!pv) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
   if (!opts) return sc__fail(SC_ERR_NULL, fn, "argument 'opts' is NULL");
@@ -3743,13 +3744,15 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
     return sc__fail(SC_ERR_ARG, fn, "lr_min = %g must be in [0, lr = %g]", opts->lr_min,
                     opts->optim.lr);
   if (!(opts->clip_norm >= 0) || !isfinite(opts->clip_norm))
-    return sc__fail(SC_ERR_ARG, fn, "clip_norm = %g must be finite and >= 0 (0: off)", opts->clip_norm);
+    return sc__fail(SC_ERR_ARG, fn, "clip_norm = %g must be finite and >= 0 (0: off)",
+                    opts->clip_norm);
   if (opts->profile && opts->profile_rows < chain->nlayers + 2)
     return sc__fail(SC_ERR_SHAPE, fn, "profile_rows = %zu, needs the chain's %zu layers + 2",
                     opts->profile_rows, chain->nlayers);
   const char *ckpath = opts->checkpoint;
   if (ckpath && !*ckpath) return sc__fail(SC_ERR_ARG, fn, "checkpoint path is empty");
-  if (!ckpath && opts->resume) return sc__fail(SC_ERR_ARG, fn, "resume is set but checkpoint is NULL");
+  if (!ckpath && opts->resume)
+    return sc__fail(SC_ERR_ARG, fn, "resume is set but checkpoint is NULL");
   if (!ckpath && opts->checkpoint_every)
     return sc__fail(SC_ERR_ARG, fn, "checkpoint_every = %zu but checkpoint is NULL",
                     opts->checkpoint_every);
@@ -3764,7 +3767,7 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "data size overflows size_t");
   /* the data set is checked once here, not at every step */
   st = f64 ? sc__finite_check_f64(fn, chain, "input", xv, n, chain->in)
-            : sc__finite_check_f32(fn, chain, "input", xv, n, chain->in);
+           : sc__finite_check_f32(fn, chain, "input", xv, n, chain->in);
   if (st) return st;
   if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
     st = sc__labels_check(fn, (const int32_t *)target, n, chain->out);
@@ -3781,7 +3784,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
     if (dist->ranks < 1 || dist->ranks > 65536)
       return sc__fail(SC_ERR_ARG, fn, "dist->ranks = %d, must be in [1, 65536]", dist->ranks);
     if (dist->rank < 0 || dist->rank >= dist->ranks)
-      return sc__fail(SC_ERR_ARG, fn, "dist->rank = %d, must be in [0, %d)", dist->rank, dist->ranks);
+      return sc__fail(SC_ERR_ARG, fn, "dist->rank = %d, must be in [0, %d)", dist->rank,
+                      dist->ranks);
     if (!dist->allgather) return sc__fail(SC_ERR_NULL, fn, "dist->allgather is NULL");
   }
 
@@ -3796,7 +3800,7 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   sc_optimizer *opt = NULL;
   double t_start = sc__now(), epoch_loss = 0, sum = 0;
   size_t step = 0, epoch = 0, s0 = 0, last_ck = (size_t)-1;
-  uint64_t opt_ns = 0; /* profile: the optimizer step, the guard, the checkpoints */
+  uint64_t opt_ns = 0;          /* profile: the optimizer step, the guard, the checkpoints */
   void *g = NULL, *pbak = NULL; /* np elements of the type */
   size_t *idx = NULL;
   char *cktmp = NULL;
@@ -3819,7 +3823,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   if (shuffle) idx = malloc(sc__mul(n, sizeof(size_t), &ok));
   if (ckpath) cktmp = malloc(sc__add(strlen(ckpath), SC__TMP_EXTRA, &ok));
   if (!g || !pbak || (shuffle && !idx) || (ckpath && !cktmp)) {
-    st = sc__fail(SC_ERR_NOMEM, fn, "out of memory for the gradient, the sample index or a file name");
+    st = sc__fail(SC_ERR_NOMEM, fn,
+                  "out of memory for the gradient, the sample index or a file name");
     goto done;
   }
   if (dist) {
@@ -3831,8 +3836,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
       xdispls = malloc((size_t)dist->ranks * sizeof *xdispls);
     }
     if (!xsend || !xrecv || !xcounts || !xdispls) {
-      st = sc__fail(SC_ERR_NOMEM, fn, "out of memory for the gradient exchange buffers (2 x %zu bytes)",
-                    xb);
+      st = sc__fail(SC_ERR_NOMEM, fn,
+                    "out of memory for the gradient exchange buffers (2 x %zu bytes)", xb);
       goto done;
     }
   }
@@ -3852,8 +3857,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
       /* p is read into g first: it is overwritten only when the whole file checks out */
       if ((st = sc__ck_read(fn, ckpath, chain, &ck, &got, g, opt->m, opt->v, idx))) goto done;
       if (got.step > total) {
-        st = sc__fail(SC_ERR_ARG, fn, "'%s' is at step %llu, beyond the %zu steps of this run", ckpath,
-                      (unsigned long long)got.step, total);
+        st = sc__fail(SC_ERR_ARG, fn, "'%s' is at step %llu, beyond the %zu steps of this run",
+                      ckpath, (unsigned long long)got.step, total);
         goto done;
       }
       memcpy(pv, g, np * es);
@@ -3894,8 +3899,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
           sc__valgrad_run_f64(chain, loss, p64, (const double *)(const void *)xb, ib, tb, nb, &lv,
                               g, NULL, ws, 1);
         else
-          sc__valgrad_run_f32(chain, loss, p32, (const float *)(const void *)xb, ib, tb, nb, &lv,
-                              g, NULL, ws, 1);
+          sc__valgrad_run_f32(chain, loss, p32, (const float *)(const void *)xb, ib, tb, nb, &lv, g,
+                              NULL, ws, 1);
       } else { /* this rank's slices, then every slice from every rank, added in order */
         size_t ns, lo, hi;
         if (f64)
@@ -3932,7 +3937,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
           if (q == 0)
             memcpy(g, r, np * es);
           else if (f64)
-            for (size_t k = 0; k < np; k++) ((double *)g)[k] += ((const double *)(const void *)r)[k];
+            for (size_t k = 0; k < np; k++)
+              ((double *)g)[k] += ((const double *)(const void *)r)[k];
           else
             for (size_t k = 0; k < np; k++) ((float *)g)[k] += ((const float *)(const void *)r)[k];
         }
@@ -3987,8 +3993,7 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
           st = sc__fail(SC_ERR_NONFINITE, fn,
                         "the gradient g[%zu] became %s at step %zu (epoch %zu, minibatch %zu of "
                         "%zu): p holds the parameters after step %zu; learning rate too high?",
-                        gb, gnan ? "NaN" : "Inf", step + 1, epoch, s + 1, steps_per_epoch,
-                        step);
+                        gb, gnan ? "NaN" : "Inf", step + 1, epoch, s + 1, steps_per_epoch, step);
         else
           st = sc__fail(SC_ERR_NONFINITE, fn,
                         "the update of step %zu (epoch %zu, minibatch %zu of %zu) made p[%zu] %s: "
@@ -4002,8 +4007,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
       int end = s + 1 == steps_per_epoch; /* the next step opens the next epoch */
       size_t next_epoch = end ? epoch + 1 : epoch, next_pos = end ? 0 : s + 1;
       if (writer && opts->checkpoint_every && step % opts->checkpoint_every == 0) {
-        if ((st = sc__ck_save(fn, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
-                              pv, opt, idx, n)))
+        if ((st = sc__ck_save(fn, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng, pv,
+                              opt, idx, n)))
           goto done;
         last_ck = step;
       }
@@ -4012,8 +4017,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
         sc_progress pr = {epoch, step, total, lv, epoch_loss, sc__now() - t_start, p32, p64};
         if (opts->progress(&pr, opts->user)) {
           if (writer && last_ck != step && /* so that the stopped run can be resumed */
-              (st = sc__ck_save(fn, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng,
-                                pv, opt, idx, n)))
+              (st = sc__ck_save(fn, ckpath, cktmp, &ck, step, next_epoch, next_pos, sum, &rng, pv,
+                                opt, idx, n)))
             goto done;
           st = sc__fail(SC_ERR_STOPPED, fn, "stopped by the progress callback at step %zu", step);
           epoch++;
@@ -4067,7 +4072,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
  * arithmetic is the same (no reassociation, no contraction is asked for), so are the results.
  * Clang vectorises at -O2 already. SC_NO_O3_PRAGMA opts out. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                          \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
     !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA) && !defined(SC__KERNELS_ONLY)
 #pragma GCC push_options
 #pragma GCC optimize("O3")
@@ -4090,8 +4095,8 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
  * ISA file compiling this section): the hot dense kernels are compiled twice by GCC/Clang,
  * for the baseline and for AVX2, and the loader picks one by CPU (target_clones, an ELF
  * ifunc). The same C, the same operation order and no contraction: the same bits. */
-#if !defined(SC__KERNELS_ONLY) && !defined(SC_HAVE_KERNELS) && !defined(SC_NO_CLONES) &&          \
-    defined(__x86_64__) && defined(__ELF__) && defined(__OPTIMIZE__) &&                           \
+#if !defined(SC__KERNELS_ONLY) && !defined(SC_HAVE_KERNELS) && !defined(SC_NO_CLONES) &&           \
+    defined(__x86_64__) && defined(__ELF__) && defined(__OPTIMIZE__) &&                            \
     ((defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && __GNUC__ >= 8))
 #define SC__CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -4292,8 +4297,9 @@ SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
 
 /* ---------------------------------------------------------------- dense kernels */
 SC__CLONES SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
-                                       const SC__T *restrict W, const SC__T *restrict b,
-                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+                                                  const SC__T *restrict W, const SC__T *restrict b,
+                                                  const SC__T *restrict x, size_t O, size_t I,
+                                                  sc_act act) {
   size_t o = 0;
   for (; o + SC__OB <= O; o += SC__OB) {
     SC__T acc[SC__OB][SC__TW];
@@ -4370,7 +4376,7 @@ SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict 
 }
 
 SC__CLONES SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
-                                      const SC__T *restrict dz, size_t O, size_t I) {
+                                                 const SC__T *restrict dz, size_t O, size_t I) {
   size_t i = 0;
   for (; i + SC__OB <= I; i += SC__OB)
     for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
@@ -4537,7 +4543,8 @@ SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict 
 
 /* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
 SC__CLONES SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
-                                       const SC__T *restrict x, size_t O, size_t I, int first) {
+                                                  const SC__T *restrict x, size_t O, size_t I,
+                                                  int first) {
   for (size_t o = 0; o < O; o++)
     for (size_t i = 0; i < I; i++) {
       SC__T *w = wl + (o * I + i) * SC__TW;

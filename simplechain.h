@@ -521,13 +521,13 @@ sc_status sc_optimizer_step_f64(sc_optimizer *opt, double *p, const double *g, s
 
 /* ---------------------------------------------------------------- training */
 typedef struct sc_progress {
-  size_t epoch;       /* 0-based epoch of the step just taken */
-  size_t step;        /* steps taken so far (1-based) */
-  size_t total_steps; /* steps the run will take if not stopped */
-  double loss;        /* loss of the minibatch of this step (before the update) */
-  double epoch_loss;  /* mean minibatch loss of the epoch so far */
-  double seconds;     /* wall time since sc_train started */
-  const float *p;     /* current parameters (read only); NULL under sc_train_f64 */
+  size_t epoch;        /* 0-based epoch of the step just taken */
+  size_t step;         /* steps taken so far (1-based) */
+  size_t total_steps;  /* steps the run will take if not stopped */
+  double loss;         /* loss of the minibatch of this step (before the update) */
+  double epoch_loss;   /* mean minibatch loss of the epoch so far */
+  double seconds;      /* wall time since sc_train started */
+  const float *p;      /* current parameters (read only); NULL under sc_train_f64 */
   const double *p_f64; /* the same under sc_train_f64 (NULL under sc_train) */
 } sc_progress;
 

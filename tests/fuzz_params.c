@@ -128,7 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   double pd[64];
   for (size_t k = 0; k < fz_np; k++) pd[k] = 0.5;
   sc_status sd = sc_params_load_f64(fz_chain, pd, fz_np, fz_path);
-  fz_check(sd == st || (sd == SC_OK && st == SC_ERR_NONFINITE), "params: float and double disagree");
+  fz_check(sd == st || (sd == SC_OK && st == SC_ERR_NONFINITE),
+           "params: float and double disagree");
   for (size_t k = 0; k < fz_np; k++)
     fz_check(sd == SC_OK ? isfinite(pd[k]) : pd[k] == 0.5, "params_f64: contract");
 

@@ -212,8 +212,8 @@ static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, siz
     for (size_t i = 0; i < np; i++) p64[i] = p[i];
     before = allocs();
     live_before = live();
-    sc_data_f64 d64 = {x64, loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t64,
-                       n};
+    sc_data_f64 d64 = {
+        x64, loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t64, n};
     SC_OK_OR_FAIL(sc_train_f64(c, loss, p64, &d64, &o, &rep));
   } else {
     SC_OK_OR_FAIL(sc_train(c, loss, p, &d, &o, &rep));

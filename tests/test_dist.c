@@ -59,7 +59,7 @@ typedef struct job {
   sc_dist dist;
   rank_ctx rc;
   float *p;
-  double *p64;              /* set: sc_train_f64 on data64 */
+  double *p64; /* set: sc_train_f64 on data64 */
   const sc_data_f64 *data64;
   sc_status st;
   char msg[512];

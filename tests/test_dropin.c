@@ -85,7 +85,8 @@ static const char *APP_SRC =
     "  CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, x, t, N, &loss, ws));\n"
     "  unsigned int bits;\n"
     "  memcpy(&bits, &loss, sizeof bits);\n"
-    "  printf(\"isa=%s loss0=%.6f loss=%.6f bits=%08x\\n\", sc_chain_isa(chain), loss0, loss, bits);\n"
+    "  printf(\"isa=%s loss0=%.6f loss=%.6f bits=%08x\\n\", sc_chain_isa(chain), loss0, loss, "
+    "bits);\n"
     "  if (!(loss < 0.5f * loss0)) {\n"
     "    fprintf(stderr, \"loss did not decrease enough: %g -> %g\\n\", loss0, loss);\n"
     "    return 1;\n"
@@ -299,10 +300,8 @@ static void test_dropin_pthread_pedantic(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dropin_threads),
-      cmocka_unit_test(test_dropin_no_threads),
-      cmocka_unit_test(test_dropin_no_clones),
-      cmocka_unit_test(test_dropin_pthread_pedantic),
+      cmocka_unit_test(test_dropin_threads),   cmocka_unit_test(test_dropin_no_threads),
+      cmocka_unit_test(test_dropin_no_clones), cmocka_unit_test(test_dropin_pthread_pedantic),
       cmocka_unit_test(test_dropin_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

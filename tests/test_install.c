@@ -159,8 +159,9 @@ static void test_install_layout(void **state) {
            SC_VERSION_PATCH);
   snprintf(so, sizeof so, "lib/libsimplechain.so.%s", version);
   snprintf(soname, sizeof soname, "libsimplechain.so.%d", SC_VERSION_MAJOR);
-  const char *files[] = {"include/simplechain.h", "include/sc_nuts.h", "lib/libsimplechain.a",
-                         so, "lib/libsimplechain.so", "lib/pkgconfig/simplechain.pc"};
+  const char *files[] = {"include/simplechain.h", "include/sc_nuts.h",
+                         "lib/libsimplechain.a",  so,
+                         "lib/libsimplechain.so", "lib/pkgconfig/simplechain.pc"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
     if (!exists(prefix, files[i])) fail_msg("make install did not install %s", files[i]);
   char rel[96];
@@ -193,8 +194,8 @@ static void test_install_layout(void **state) {
 
 static void check_app_output(const char *out) {
   char want[64];
-  snprintf(want, sizeof want, "version %d.%d.%d np 50 loss ", SC_VERSION_MAJOR,
-           SC_VERSION_MINOR, SC_VERSION_PATCH);
+  snprintf(want, sizeof want, "version %d.%d.%d np 50 loss ", SC_VERSION_MAJOR, SC_VERSION_MINOR,
+           SC_VERSION_PATCH);
   if (!strstr(out, want) || !strstr(out, "APP OK\n")) fail_msg("unexpected output:\n%s", out);
 }
 
@@ -231,7 +232,8 @@ static void test_install_static(void **state) {
           "--cflags --libs simplechain) -o app-static",
           tmp, SC_TEST_OPT, prefix_static));
   char *out = sh("readelf -d '%s/app-static'", tmp);
-  if (strstr(out, "libsimplechain")) fail_msg("the static app needs a shared simplechain:\n%s", out);
+  if (strstr(out, "libsimplechain"))
+    fail_msg("the static app needs a shared simplechain:\n%s", out);
   free(out);
   out = sh("cd '%s' && ./app-static", tmp);
   check_app_output(out);

@@ -33,31 +33,46 @@ typedef struct {
 static tchain chains[5];
 
 static void make_chains(void) {
-  chains[0] = (tchain){"mlp", 3, 1, 1,
-                       {sc_dense(4, SC_TANH), sc_dense(2, SC_IDENTITY)}, 2,
+  chains[0] = (tchain){"mlp",
+                       3,
+                       1,
+                       1,
+                       {sc_dense(4, SC_TANH), sc_dense(2, SC_IDENTITY)},
+                       2,
                        "input 3 1 1; dense 4 tanh 1; dense 2 identity 1"};
-  chains[1] = (tchain){"mlp_acts", 5, 1, 1,
-                       {sc_dense(6, SC_GELU), sc_dense_nobias(7, SC_SOFTPLUS),
-                        sc_dense(5, SC_SIGMOID), sc_dropout(0.25), sc_dense(3, SC_RELU),
-                        sc_dense(2, SC_IDENTITY)},
-                       6,
-                       "input 5 1 1; dense 6 gelu 1; dense 7 softplus 0; dense 5 sigmoid 1; "
-                       "dropout 0.25; dense 3 relu 1; dense 2 identity 1"};
-  chains[2] = (tchain){"lenet", 1, 28, 28,
-                       {sc_conv2d_ex(5, 5, 6, SC_RELU, 1, 1, 2, 2), sc_maxpool2d(2, 2),
-                        sc_conv2d(5, 5, 16, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
-                        sc_dense(120, SC_RELU), sc_dense(84, SC_RELU), sc_dense(10, SC_IDENTITY)},
-                       8,
-                       "input 1 28 28; conv 5 5 6 relu 1 1 1 2 2; pool 2 2; conv 5 5 16 relu 1 1 1 0 0; "
-                       "pool 2 2; flatten; dense 120 relu 1; dense 84 relu 1; dense 10 identity 1"};
-  chains[3] = (tchain){"conv_nobias", 3, 9, 7,
-                       {sc_conv2d_nobias(3, 2, 4, SC_TANH, 2, 1, 1, 1), sc_conv2d(2, 2, 3, SC_IDENTITY),
-                        sc_flatten(), sc_dense_nobias(4, SC_IDENTITY)},
-                       4,
-                       "input 3 9 7; conv 3 2 4 tanh 0 2 1 1 1; conv 2 2 3 identity 1 1 1 0 0; "
-                       "flatten; dense 4 identity 0"};
-  chains[4] = (tchain){"single", 1, 1, 1, {sc_dense(1, SC_IDENTITY)}, 1,
-                       "input 1 1 1; dense 1 identity 1"};
+  chains[1] =
+      (tchain){"mlp_acts",
+               5,
+               1,
+               1,
+               {sc_dense(6, SC_GELU), sc_dense_nobias(7, SC_SOFTPLUS), sc_dense(5, SC_SIGMOID),
+                sc_dropout(0.25), sc_dense(3, SC_RELU), sc_dense(2, SC_IDENTITY)},
+               6,
+               "input 5 1 1; dense 6 gelu 1; dense 7 softplus 0; dense 5 sigmoid 1; "
+               "dropout 0.25; dense 3 relu 1; dense 2 identity 1"};
+  chains[2] =
+      (tchain){"lenet",
+               1,
+               28,
+               28,
+               {sc_conv2d_ex(5, 5, 6, SC_RELU, 1, 1, 2, 2), sc_maxpool2d(2, 2),
+                sc_conv2d(5, 5, 16, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
+                sc_dense(120, SC_RELU), sc_dense(84, SC_RELU), sc_dense(10, SC_IDENTITY)},
+               8,
+               "input 1 28 28; conv 5 5 6 relu 1 1 1 2 2; pool 2 2; conv 5 5 16 relu 1 1 1 0 0; "
+               "pool 2 2; flatten; dense 120 relu 1; dense 84 relu 1; dense 10 identity 1"};
+  chains[3] =
+      (tchain){"conv_nobias",
+               3,
+               9,
+               7,
+               {sc_conv2d_nobias(3, 2, 4, SC_TANH, 2, 1, 1, 1), sc_conv2d(2, 2, 3, SC_IDENTITY),
+                sc_flatten(), sc_dense_nobias(4, SC_IDENTITY)},
+               4,
+               "input 3 9 7; conv 3 2 4 tanh 0 2 1 1 1; conv 2 2 3 identity 1 1 1 0 0; "
+               "flatten; dense 4 identity 0"};
+  chains[4] =
+      (tchain){"single", 1, 1, 1, {sc_dense(1, SC_IDENTITY)}, 1, "input 1 1 1; dense 1 identity 1"};
 }
 
 static sc_chain *build(const tchain *t, size_t *np) {
@@ -299,8 +314,8 @@ static void put(unsigned char **q, uint64_t v, int n) {
 static unsigned char *t_npy(const char *descr, const char *fortran, const char *shape,
                             const unsigned char *vals, size_t nv, size_t *len) {
   char dict[512];
-  snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr,
-           fortran, shape);
+  snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr, fortran,
+           shape);
   size_t dl = strlen(dict), total = (10 + dl + 1 + 63) / 64 * 64;
   unsigned char *b = malloc(total + nv + 1);
   assert_non_null(b);
@@ -328,7 +343,8 @@ static unsigned char *t_vals(const float *v, size_t n, int es, int big) {
       double d = v[k];
       memcpy(&u, &d, 8);
     }
-    for (int j = 0; j < es; j++) b[k * (size_t)es + (size_t)(big ? es - 1 - j : j)] = (unsigned char)(u >> (8 * j));
+    for (int j = 0; j < es; j++)
+      b[k * (size_t)es + (size_t)(big ? es - 1 - j : j)] = (unsigned char)(u >> (8 * j));
   }
   return b;
 }
@@ -432,7 +448,8 @@ static sc_status import_bytes(const unsigned char *b, size_t n, float *q, int f6
   double qd[26];
   for (size_t k = 0; k < np; k++) q[k] = -3, qd[k] = -3;
   memcpy(before, q, sizeof before);
-  sc_status st = f64 ? sc_params_import_npz_f64(c, qd, np, path) : sc_params_import_npz(c, q, np, path);
+  sc_status st =
+      f64 ? sc_params_import_npz_f64(c, qd, np, path) : sc_params_import_npz(c, q, np, path);
   if (f64)
     for (size_t k = 0; k < np; k++) q[k] = (float)qd[k];
   if (st != SC_OK) {
@@ -457,10 +474,14 @@ static void test_foreign_files(void **state) {
   float p[26], q[26];
   mlp_params(p);
   const tstyle styles[] = {
-      {"<f4", "False", 0, 0, 4, 0}, {">f4", "False", 0, 0, 4, 1}, {"<f8", "False", 0, 0, 8, 0},
-      {"<f4", "False", 0, 1, 4, 0}, {"<f4", "True", 0, 0, 4, 0} /* 1-D only below */,
+      {"<f4", "False", 0, 0, 4, 0},
+      {">f4", "False", 0, 0, 4, 1},
+      {"<f8", "False", 0, 0, 8, 0},
+      {"<f4", "False", 0, 1, 4, 0},
+      {"<f4", "True", 0, 0, 4, 0} /* 1-D only below */,
 #ifdef SC_HAVE_ZLIB
-      {"<f4", "False", 1, 0, 4, 0}, {"<f8", "False", 1, 1, 8, 0},
+      {"<f4", "False", 1, 0, 4, 0},
+      {"<f8", "False", 1, 1, 8, 0},
 #endif
   };
   for (size_t si = 0; si < sizeof styles / sizeof styles[0]; si++) {
@@ -525,7 +546,9 @@ static void test_malformed(void **state) {
     free(v);
   }
   zn = t_zip(e, 4, &z);
-  expect_case(z, zn, (tcase){"transposed", SC_ERR_SHAPE, "array '0.weight' has shape (3, 4), the chain needs (4, 3)"});
+  expect_case(z, zn,
+              (tcase){"transposed", SC_ERR_SHAPE,
+                      "array '0.weight' has shape (3, 4), the chain needs (4, 3)"});
   free(z), free_entries(e, 4);
 
   /* dtype */
@@ -625,7 +648,10 @@ static void test_malformed(void **state) {
     memset(e[1].data + total, 0, 16);
     e[1].len = total + 16;
     zn = t_zip(e, 4, &z);
-    expect_case(z, zn, (tcase){headers[i][0], strstr(headers[i][1], "has shape") ? SC_ERR_SHAPE : SC_ERR_FORMAT, headers[i][1]});
+    expect_case(z, zn,
+                (tcase){headers[i][0],
+                        strstr(headers[i][1], "has shape") ? SC_ERR_SHAPE : SC_ERR_FORMAT,
+                        headers[i][1]});
     free(z), free_entries(e, 4);
   }
   /* more value bytes than the shape holds; a wrong .npy magic; a version 9 .npy */
@@ -681,8 +707,9 @@ static void test_truncated_and_damaged(void **state) {
       }
       if (import_bytes(d, zn, q, t & 1) == SC_OK) ok++; /* e.g. a byte of a name field's slack */
     }
-    print_message("test_npz: %s: 1500 damaged files, %d still loaded (damage outside what is read)\n",
-                  def ? "deflated" : "stored", ok);
+    print_message(
+        "test_npz: %s: 1500 damaged files, %d still loaded (damage outside what is read)\n",
+        def ? "deflated" : "stored", ok);
     free(d);
     free(z);
     free_entries(e, 4);
@@ -727,9 +754,9 @@ static void test_zip_bomb(void **state) {
 int main(void) {
   make_chains();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip),          cmocka_unit_test(test_export_errors),
-      cmocka_unit_test(test_python),             cmocka_unit_test(test_foreign_files),
-      cmocka_unit_test(test_malformed),          cmocka_unit_test(test_truncated_and_damaged),
+      cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_export_errors),
+      cmocka_unit_test(test_python),    cmocka_unit_test(test_foreign_files),
+      cmocka_unit_test(test_malformed), cmocka_unit_test(test_truncated_and_damaged),
       cmocka_unit_test(test_zip_bomb),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
