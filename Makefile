@@ -250,6 +250,11 @@ demo:
 # Benchmarks.  build/peak: bench/peak.c compiled three times (the zmm kernel with AVX-512
 # flags, the ymm kernel with AVX2 flags, main with the baseline flags; it checks the CPU
 # before calling either kernel).
+# toy2x2 from the two drop-in files alone, exactly as the README gives the build (no kernels/,
+# no make flags): make bench's isa section times it against PyTorch at 1 thread (issue 13)
+$(BUILD)/toy2x2-portable: examples/toy2x2.c examples/toy_data.h examples/example_util.h simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -I. examples/toy2x2.c simplechain.c -o $@ -lm -pthread
 $(BUILD)/micro_valgrad: bench/micro_valgrad.c bench/bench_time.h $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
@@ -273,7 +278,7 @@ $(BUILD)/bench/peak_main.o: bench/peak.c
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/peak: $(BUILD)/bench/peak_main.o $(BUILD)/bench/peak_avx512.o $(BUILD)/bench/peak_avx2.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-bench-bins: $(BUILD)/toy2x2 $(BUILD)/lenet5 $(BENCH_BINS) $(if $(filter 1,$(SC_MPI)),$(BUILD)/train_mpi)  # only what the benchmarks run
+bench-bins: $(BUILD)/toy2x2 $(BUILD)/toy2x2-portable $(BUILD)/lenet5 $(BENCH_BINS) $(if $(filter 1,$(SC_MPI)),$(BUILD)/train_mpi)  # only what the benchmarks run
 
 # One invocation, everything side by side (bench/bench_all.sh; knobs: STEPS, REPS, ...)
 bench: bench-bins

@@ -21,7 +21,8 @@
 #               iterations on 2 threads, seconds and bulk ESS per second, POISSON_RUNS runs
 #   mpi         LeNet5 on Fashion-MNIST over MPI (build/train_mpi): 1 rank x 2 threads vs 2 ranks x
 #               1 thread at batch 64 and 2048, s/epoch, exchange time and bytes per step
-#   isa         toy2x2 and the micro-benchmark at 1 thread with SC_ISA=avx512, avx2, scalar
+#   isa         toy2x2 and the micro-benchmark at 1 thread with SC_ISA=avx512, avx2, scalar, and
+#               toy2x2 built from the two drop-in files alone (build/toy2x2-portable)
 #   hyperfine   (c) the toy trainer as a whole process
 #   summary     the figures against the targets stated in the project's issues
 #
@@ -115,12 +116,15 @@ SUM="$TMPD/summary" # "section key... value" lines for the summary
 TOY_SRC="$BUILD/toy2x2" MICRO_SRC="$BUILD/micro_valgrad" PEAK_SRC="$BUILD/peak"
 LENET_SRC="$BUILD/lenet5" ODE_SRC="$BUILD/ode_rhs"
 BNNG_SRC="$BUILD/bnn_grad" BNN_SRC="$BUILD/bnn" POIS_SRC="$BUILD/poisson" MPI_SRC="$BUILD/train_mpi" SMALL_SRC="$BUILD/small_batch"
+PORT_SRC="$BUILD/toy2x2-portable"
 TOY="" MICRO="" PEAK="" LENET="" ODE="" BNNG="" BNN="" POIS="" TMPI="" SMALL=""
 # (toy2x2 goes to a folder of its own, handed to bench_toy.sh as its BUILD: every section
 # runs the same copy)
 mkdir -p "$TMPD/build"
 [ -x "$TOY_SRC" ] && cp "$TOY_SRC" "$TMPD/build/toy2x2" && TOY="$TMPD/build/toy2x2"
 [ -x "$MICRO_SRC" ] && cp "$MICRO_SRC" "$TMPD/micro_valgrad" && MICRO="$TMPD/micro_valgrad"
+PORT=""
+[ -x "$PORT_SRC" ] && cp "$PORT_SRC" "$TMPD/toy2x2-portable" && PORT="$TMPD/toy2x2-portable"
 [ -x "$PEAK_SRC" ] && cp "$PEAK_SRC" "$TMPD/peak" && PEAK="$TMPD/peak"
 [ -x "$LENET_SRC" ] && cp "$LENET_SRC" "$TMPD/lenet5" && LENET="$TMPD/lenet5"
 [ -x "$ODE_SRC" ] && cp "$ODE_SRC" "$TMPD/ode_rhs" && ODE="$TMPD/ode_rhs"
@@ -587,6 +591,17 @@ section_isa() {
     sumput "isa_${isa}_s" "$s"
     sumput "isa_${isa}_us" "$us"
   done
+  # the two drop-in files alone (cc -std=c11 -O2 app.c simplechain.c): no kernels/, GCC's O3
+  # pragma and the AVX2 clones of the dense kernels only
+  if [ -n "$PORT" ]; then
+    out=$("$PORT" --steps "$ISA_STEPS" --samples "$SAMPLES" --threads 1 --every 0 --quiet 2>&1) && {
+      line=$(echo "$out" | grep '^RESULT' | tail -1)
+      s=$(echo "$line" | field seconds) g=$(echo "$line" | field gflops)
+      printf '  %-8s %10.4f %10.4f %8.2f %7s %12s %8s\n' "two-file" "$s" "$(awk -v s="$s" -v n="$ISA_STEPS" 'BEGIN {print 1000 * s / n}')" "$g" "-" "-" "$(load1)"
+      sumput isa_portable_s "$s"
+    }
+    echo "  (two-file: toy2x2 built from examples/toy2x2.c + simplechain.c alone, cc -std=c11 -O2, SC_ISA unset)"
+  fi
   echo "  (%peak: against the 1-thread FMA peak of that vector width; none for scalar)"
   echo "  (toy_s, GFLOP/s: one run each, not a median: a busy core shows here directly)"
 }
@@ -690,6 +705,13 @@ section_summary() {
     row "mpi lenet5 batch 64: 2 ranks x 1 thr within 30 % of 1 x 2" "$(fmt "$m64" "%.3f")" "$(verdict "$m64" '<=' 1.30)"
   fi
   want isa && row "AVX2 toy time within 2x of AVX-512 (1 thread)" "$(fmt "$avx" "%.2fx")" "$(verdict "$avx" '<=' 2)"
+  if want isa && want toy; then
+    # PyTorch's 1-thread toy time, scaled from STEPS to the isa section's ISA_STEPS
+    local port pt1 rport
+    port=$(sumget isa_portable_s) pt1=$(sumget toy_pytorch_1_s)
+    rport=$(awk -v p="$pt1" -v s="$port" -v a="$ISA_STEPS" -v b="$STEPS" 'BEGIN {print (p == "nan" || s == "nan" || p == "" || s == "") ? "nan" : p * a / b / s}')
+    row "two-file build (cc -O2 app.c simplechain.c), toy 1 thread: >= 3x PyTorch 1 thr" "$(fmt "$rport" "%.2fx")" "$(verdict "$rport" '>=' 3)"
+  fi
   local l0 l1
   l0=$(sumget load_start) l1=$(load1)
   echo "  load average (1 min): $l0 at start, $l1 at end; busy now: $(busy)"
