@@ -687,12 +687,55 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
 }
 #else
 #define SC__VEC_GATHER 1
-/* AVX2: only the toy-sized case, a whole tile of consecutive rows with 2 or 4 columns,
- * 8 samples at a time (in-lane transposes); anything else returns 0 and takes the
- * portable loop in simplechain.c */
+/* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
+ * within 128-bit lanes, then swap the lanes) */
+static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; k++) {
+    u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; k++) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
+/* AVX2: a whole tile of consecutive rows with 2 or 4 columns (the toy), 8 samples at a time
+ * with in-lane transposes; anything else (any width, gathered rows idx, a partial tile) in
+ * 8 x 8 blocks loaded row by row (masked at the column tail) and transposed in registers.
+ * Data movement only: the same tile as the portable loop. (It was 27 % of the micro
+ * benchmark's 24-column valgrad on the portable loop.) */
 static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
                           const size_t *idx, size_t b0, size_t n) {
-  if (idx || n != SC__TW || (cols != 2 && cols != 4)) return 0;
+  if (idx || n != SC__TW || (cols != 2 && cols != 4)) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t j = 0; j < SC__TW / 8; j++) {
+      const float *row[8];
+      for (size_t r = 0; r < 8; r++) {
+        size_t t = 8 * j + r;
+        row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
+      }
+      for (size_t c0 = 0; c0 < cols; c0 += 8) {
+        size_t nc = cols - c0 < 8 ? cols - c0 : 8;
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nc), lane);
+        __m256 R[8];
+        for (int r = 0; r < 8; r++)
+          R[r] = !row[r]   ? _mm256_setzero_ps()
+                 : nc == 8 ? _mm256_loadu_ps(row[r] + c0)
+                           : _mm256_maskload_ps(row[r] + c0, m);
+        v_transpose8(R);
+        for (size_t k = 0; k < nc; k++) _mm256_store_ps(tile + (c0 + k) * SC__TW + 8 * j, R[k]);
+      }
+    }
+    return 1;
+  }
   const float *blk = src + b0 * cols;
   for (size_t j = 0; j < SC__TW / 8; j++) {
     const float *g = blk + 8 * j * cols;
