@@ -1152,25 +1152,34 @@ static sc_status sc__rerr(FILE *f, const char *path, const char *fn) {
   return sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
 }
 
-/* element type 1 (float32) from float p, or 2 (float64) from double p */
-static sc_status sc__params_save(const char *fn, const sc_chain *chain, const void *pv, int f64,
-                                 size_t n, const char *path) {
+/* What every parameter writer (files, .npz) checks first: chain, p and n, a usable path, and
+ * finite values, float (f64 = 0) or double: a file the loaders would refuse is never written.
+ * verb says what did not happen ("saved", "exported"). */
+static sc_status sc__write_check(const char *fn, const sc_chain *chain, const void *pv, int f64,
+                                 size_t n, const char *path, const char *verb) {
   sc_status st = sc__init_check(fn, chain, pv, n);
   if (st) return st;
   if (!path) return sc__fail(SC_ERR_NULL, fn, "argument 'path' is NULL");
   size_t plen = strlen(path);
   if (plen == 0) return sc__fail(SC_ERR_ARG, fn, "path is empty");
+  if (plen > SIZE_MAX - SC__TMP_EXTRA) return sc__fail(SC_ERR_OVERFLOW, fn, "path too long");
+  for (size_t k = 0; k < n; k++) {
+    double v = f64 ? ((const double *)pv)[k] : (double)((const float *)pv)[k];
+    if (!isfinite(v))
+      return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s: not %s to '%s'", k,
+                      isnan(v) ? "NaN" : "Inf", verb, path);
+  }
+  return SC_OK;
+}
+
+/* element type 1 (float32) from float p, or 2 (float64) from double p */
+static sc_status sc__params_save(const char *fn, const sc_chain *chain, const void *pv, int f64,
+                                 size_t n, const char *path) {
+  sc_status st = sc__write_check(fn, chain, pv, f64, n, path, "saved");
+  if (st) return st;
   const float *p32 = pv;
   const double *p64 = pv;
-  size_t es = f64 ? 8 : 4;
-  /* a file sc_params_load would refuse is never written */
-  for (size_t k = 0; k < n; k++) {
-    double v = f64 ? p64[k] : (double)p32[k];
-    if (!isfinite(v))
-      return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s: not saved to '%s'", k,
-                      isnan(v) ? "NaN" : "Inf", path);
-  }
-  if (plen > SIZE_MAX - SC__TMP_EXTRA) return sc__fail(SC_ERR_OVERFLOW, fn, "path too long");
+  size_t es = f64 ? 8 : 4, plen = strlen(path);
   char *tmp = malloc(plen + SC__TMP_EXTRA);
   if (!tmp) return sc__fail(SC_ERR_NOMEM, fn, "out of memory");
   sc__wfile w;
@@ -1433,18 +1442,9 @@ static uint32_t sc__npz_values(const void *p, int f64, const sc__npz_arr *a, uin
 
 static sc_status sc__npz_export(const char *fn, const sc_chain *chain, const void *p, int f64,
                                 size_t n, const char *path) {
-  sc_status st = sc__init_check(fn, chain, p, n);
+  sc_status st = sc__write_check(fn, chain, p, f64, n, path, "exported");
   if (st) return st;
-  if (!path) return sc__fail(SC_ERR_NULL, fn, "argument 'path' is NULL");
   size_t plen = strlen(path);
-  if (plen == 0) return sc__fail(SC_ERR_ARG, fn, "path is empty");
-  if (plen > SIZE_MAX - SC__TMP_EXTRA) return sc__fail(SC_ERR_OVERFLOW, fn, "path too long");
-  for (size_t k = 0; k < n; k++) {
-    double v = f64 ? ((const double *)p)[k] : (double)((const float *)p)[k];
-    if (!isfinite(v))
-      return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s: not exported to '%s'", k,
-                      isnan(v) ? "NaN" : "Inf", path);
-  }
   sc__npz_arr *a;
   size_t na;
   if ((st = sc__npz_plan(fn, chain, &a, &na))) return st;

@@ -85,7 +85,8 @@ static void *run_rank(void *arg) {
 /* trains from p0 with R in-process ranks (R = 0: plain sc_train); the results in jobs[];
  * returns the most ranks that contributed slices to one exchange */
 static int train_ranks(const sc_chain *c, sc_loss loss, const sc_data *data, const float *p0,
-                       size_t np, int R, int threads, int fail_at, job *jobs) {
+                       const sc_data_f64 *data64, const double *p064, size_t np, int R, int threads,
+                       int fail_at, job *jobs) {
   inproc w;
   memset(&w, 0, sizeof w);
   w.ranks = R ? R : 1;
@@ -100,10 +101,17 @@ static int train_ranks(const sc_chain *c, sc_loss loss, const sc_data *data, con
     memset(j, 0, sizeof *j);
     j->c = c;
     j->loss = loss;
-    j->data = data;
-    j->p = malloc(np * sizeof *j->p);
-    assert_non_null(j->p);
-    memcpy(j->p, p0, np * sizeof *p0);
+    if (data64) { /* sc_train_f64 */
+      j->data64 = data64;
+      j->p64 = malloc(np * sizeof *j->p64);
+      assert_non_null(j->p64);
+      memcpy(j->p64, p064, np * sizeof *p064);
+    } else {
+      j->data = data;
+      j->p = malloc(np * sizeof *j->p);
+      assert_non_null(j->p);
+      memcpy(j->p, p0, np * sizeof *p0);
+    }
     j->opts = sc_train_defaults();
     j->opts.epochs = 3;
     j->opts.batch_size = 500; /* 1130 samples: minibatches of 500, 500, 130 */
@@ -142,14 +150,14 @@ static void check_net(const sc_layer *L, size_t nl, size_t C, size_t H, size_t W
   sc_data data = {x, loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)lab : (const void *)t,
                   N_SAMPLES};
   job ref[1];
-  train_ranks(c, loss, &data, p0, np, 0, 1, 0, ref);
+  train_ranks(c, loss, &data, p0, NULL, NULL, np, 0, 1, 0, ref);
   if (ref[0].st != SC_OK) fail_msg("single process: %s", ref[0].msg);
   assert_true(memcmp(ref[0].p, p0, np * sizeof *p0) != 0); /* it trained */
   static const int RANKS[6] = {1, 2, 3, 4, 7, 2};
   for (int k = 0; k < 6; k++) {
     int R = RANKS[k], threads = k == 5 ? 2 : 1;
     job jobs[MAX_RANKS];
-    int senders = train_ranks(c, loss, &data, p0, np, R, threads, 0, jobs);
+    int senders = train_ranks(c, loss, &data, p0, NULL, NULL, np, R, threads, 0, jobs);
     /* a 500-sample batch has 4 slices or more: with 4 ranks or more, 4 ranks send */
     assert_true(senders == (R < 4 ? R : 4) || (R > 4 && senders > 4));
     for (int r = 0; r < R; r++) {
@@ -196,7 +204,7 @@ static void test_exchange_failure_and_args(void **state) {
   SC_OK_OR_FAIL(sc_params_init(c, p0, np, 1));
   sc_data data = {x, t, N_SAMPLES};
   job jobs[MAX_RANKS];
-  train_ranks(c, SC_LOSS_SQUARED, &data, p0, np, 3, 1, 4, jobs);
+  train_ranks(c, SC_LOSS_SQUARED, &data, p0, NULL, NULL, np, 3, 1, 4, jobs);
   for (int r = 0; r < 3; r++) {
     assert_int_equal(jobs[r].st, SC_ERR_CALLBACK);
     if (!strstr(jobs[r].msg, "step 4") || !strstr(jobs[r].msg, "returned 5"))
@@ -244,37 +252,9 @@ static void test_f64_bitwise(void **state) {
   static const int RANKS[4] = {0, 1, 2, 3};
   for (int k = 0; k < 4; k++) {
     int R = RANKS[k];
-    inproc w;
-    memset(&w, 0, sizeof w);
-    w.ranks = R ? R : 1;
-    w.cap = 1 << 24;
-    w.shared = malloc(w.cap);
-    assert_non_null(w.shared);
-    assert_int_equal(pthread_barrier_init(&w.bar, NULL, (unsigned)w.ranks), 0);
     job jobs[MAX_RANKS];
-    pthread_t th[MAX_RANKS];
-    for (int r = 0; r < w.ranks; r++) {
-      job *j = &jobs[r];
-      memset(j, 0, sizeof *j);
-      j->c = c;
-      j->loss = SC_LOSS_SQUARED;
-      j->data64 = &d;
-      j->p64 = malloc(np * sizeof *j->p64);
-      memcpy(j->p64, p0, np * sizeof *p0);
-      j->opts = sc_train_defaults();
-      j->opts.epochs = 3;
-      j->opts.batch_size = 500;
-      j->opts.seed = 7;
-      j->rc.w = &w;
-      j->rc.rank = r;
-      j->dist = (sc_dist){r, R, inproc_allgather, &j->rc};
-      if (R) j->opts.dist = &j->dist;
-      assert_int_equal(pthread_create(&th[r], NULL, run_rank, j), 0);
-    }
-    for (int r = 0; r < w.ranks; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&w.bar);
-    free(w.shared);
-    for (int r = 0; r < w.ranks; r++) {
+    train_ranks(c, SC_LOSS_SQUARED, NULL, NULL, &d, p0, np, R, 1, 0, jobs);
+    for (int r = 0; r < (R ? R : 1); r++) {
       if (jobs[r].st != SC_OK) fail_msg("%d ranks, rank %d: %s", R, r, jobs[r].msg);
       if (!ref) {
         ref = jobs[r].p64;
