@@ -118,10 +118,10 @@ $(BUILD)/simplechain.o: simplechain.c simplechain.h
 $(BUILD)/sc_nuts.o: sc_nuts.c sc_nuts.h simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
-$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
+$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
-$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
+$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
 $(LIB): $(LIB_OBJS)
@@ -134,10 +134,10 @@ $(BUILD)/pic/simplechain.o: simplechain.c simplechain.h
 $(BUILD)/pic/sc_nuts.o: sc_nuts.c sc_nuts.h simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PIC_FLAGS) -c $< -o $@
-$(BUILD)/pic/kernels/avx2.o: kernels/avx2.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
+$(BUILD)/pic/kernels/avx2.o: kernels/avx2.c kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PIC_FLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
-$(BUILD)/pic/kernels/avx512.o: kernels/avx512.c kernels/vec_f32.h kernels/vec_f64.h kernels/sleef.h simplechain.c simplechain.h
+$(BUILD)/pic/kernels/avx512.o: kernels/avx512.c kernels/sleef.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PIC_FLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
 $(SHLIB): $(PIC_OBJS) simplechain.map
@@ -329,7 +329,7 @@ uninstall:
 
 # libxsmm against our fused dense kernel on the shapes the examples run (bench/xsmm_dense.c);
 # needs libxsmm-dev (`bash scripts/install-deps.sh all`) and an AVX-512 CPU
-$(BUILD)/xsmm_dense: bench/xsmm_dense.c bench/bench_time.h simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
+$(BUILD)/xsmm_dense: bench/xsmm_dense.c bench/bench_time.h simplechain.c simplechain.h kernels/sleef.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) $(SLEEF_DEFS) -I. $< -o $@ \
 	  -lxsmm -lxsmmnoblas -lpthread -lrt -ldl $(LDLIBS)
@@ -337,14 +337,14 @@ bench-xsmm: $(BUILD)/xsmm_dense
 	./$(BUILD)/xsmm_dense
 
 # our float tanh against SLEEF's (bench/tanh_speed.c); needs libsleef-dev and AVX-512
-$(BUILD)/tanh_speed: bench/tanh_speed.c bench/bench_time.h simplechain.c simplechain.h kernels/vec_f32.h kernels/sleef.h
+$(BUILD)/tanh_speed: bench/tanh_speed.c bench/bench_time.h simplechain.c simplechain.h kernels/sleef.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -DSC_HAVE_SLEEF -I. $< -o $@ -lsleef $(LDLIBS)
 bench-tanh: $(BUILD)/tanh_speed
 	./$(BUILD)/tanh_speed
 
 # the toy's dense kernels one by one (bench/kernels_speed.c); needs an AVX-512 CPU
-$(BUILD)/kernels_speed: bench/kernels_speed.c bench/bench_time.h simplechain.c simplechain.h kernels/vec_f32.h
+$(BUILD)/kernels_speed: bench/kernels_speed.c bench/bench_time.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -I. $< -o $@ $(LDLIBS)
 bench-kernels: $(BUILD)/kernels_speed

@@ -8,7 +8,9 @@
  * SC__KERNELS_ONLY defined: they get the same kernels compiled with their own -m
  * flags (and may replace some with intrinsics), and export a kernel table that the
  * dispatcher here picks at sc_chain_create. Compiled alone, this file is a complete,
- * portable library whose only kernel set is "scalar".
+ * portable library with the kernel set "scalar", and on x86-64 (GCC >= 8, Clang >= 10,
+ * optimising) also a built-in "avx2" set: the typed section instantiated once more at the
+ * end of the file under an AVX2 + FMA target pragma, the same code as kernels/avx2.c.
  *
  * Internal layout of a computation. A batch is cut into tiles of SC__TW samples.
  * Inside a tile, activations are stored feature-major: a layer output with O
@@ -38,6 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h> /* for the vector kernels (kernels/ files, the built-in AVX2 set) */
+#endif
 
 #ifdef SC_HAVE_ZLIB
 #include <zlib.h> /* gzipped IDX files */
@@ -423,6 +428,21 @@ const char *sc_act_name(sc_act act) {
 /* kernel tables: reference ones from the typed section below, optional ISA ones */
 static const sc__kt_f32 sc__kt_ref_f32;
 static const sc__kt_f64 sc__kt_ref_f64;
+/* A build without kernels/ files (the two drop-in files, SC_HAVE_KERNELS undefined) on
+ * x86-64 with GCC >= 8 or Clang >= 10 compiles the typed section once more at the end of
+ * this file, for AVX2 + FMA by pragma (the same code as kernels/avx2.c): the "avx2" set,
+ * picked by CPUID like the kernels/ one. -DSC_NO_BUILTIN_AVX2 leaves it out. */
+#if !defined(SC_HAVE_KERNELS) && !defined(SC__KERNELS_ONLY) && !defined(SC_NO_BUILTIN_AVX2) &&     \
+    defined(__x86_64__) && defined(__GNUC__) && defined(__OPTIMIZE__)
+#if (defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 8)
+#define SC__BUILTIN_AVX2 1
+static const sc__kt_f32 sc__kt_f32_avx2in;
+static const sc__kt_f64 sc__kt_f64_avx2in;
+#endif
+#endif
+#ifndef SC__BUILTIN_AVX2
+#define SC__BUILTIN_AVX2 0
+#endif
 #ifdef SC_HAVE_KERNELS
 extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
 extern const sc__kt_f64 sc__kt_f64_avx2, sc__kt_f64_avx512;
@@ -444,14 +464,26 @@ extern const sc__kt_f64 sc__kt_f64_avx512 __attribute__((weak));
 /* The kernel tables for this CPU, or the ones SC_ISA forces. */
 static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const sc__kt_f64 **kd) {
   const char *want = getenv("SC_ISA");
-  int have_avx2 = 0, have_avx512 = 0;
-#if SC__KERNELS && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  const sc__kt_f32 *f2 = NULL, *f5 = NULL; /* the AVX2 and AVX-512 sets, where usable */
+  const sc__kt_f64 *d2 = NULL, *d5 = NULL;
+#if (SC__KERNELS || SC__BUILTIN_AVX2) && defined(__GNUC__) &&                                      \
+    (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
-  have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-              SC__HAS_KT(sc__kt_f32_avx2) && SC__HAS_KT(sc__kt_f64_avx2);
-  have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                SC__HAS_KT(sc__kt_f32_avx512) && SC__HAS_KT(sc__kt_f64_avx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+#if SC__KERNELS
+    if (SC__HAS_KT(sc__kt_f32_avx2) && SC__HAS_KT(sc__kt_f64_avx2))
+      f2 = &sc__kt_f32_avx2, d2 = &sc__kt_f64_avx2;
+#endif
+#if SC__BUILTIN_AVX2
+    if (!f2) f2 = &sc__kt_f32_avx2in, d2 = &sc__kt_f64_avx2in;
+#endif
+  }
+#if SC__KERNELS
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      SC__HAS_KT(sc__kt_f32_avx512) && SC__HAS_KT(sc__kt_f64_avx512))
+    f5 = &sc__kt_f32_avx512, d5 = &sc__kt_f64_avx512;
+#endif
 #endif
   *kf = &sc__kt_ref_f32;
   *kd = &sc__kt_ref_f64;
@@ -459,25 +491,23 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
     if (strcmp(want, "scalar") == 0) return SC_OK;
     if (strcmp(want, "avx2") != 0 && strcmp(want, "avx512") != 0)
       return sc__fail(SC_ERR_ARG, fn, "SC_ISA='%s' is not one of scalar, avx2, avx512, auto", want);
-    if ((strcmp(want, "avx2") == 0 && !have_avx2) || (strcmp(want, "avx512") == 0 && !have_avx512))
+    if ((strcmp(want, "avx2") == 0 && !f2) || (strcmp(want, "avx512") == 0 && !f5))
       return sc__fail(SC_ERR_UNSUPPORTED, fn, "SC_ISA=%s requested, but %s", want,
 #if SC__KERNELS
                       "this CPU does not support it, or its kernels/ file was not compiled in"
+#elif SC__BUILTIN_AVX2
+                      "this CPU does not support it, or (avx512) kernels/avx512.c was not "
+                      "compiled in"
 #else
                       "this build has no SIMD kernels (build with make, or compile kernels/avx2.c "
                       "and kernels/avx512.c with simplechain.c)"
 #endif
       );
   }
-#if SC__KERNELS
-  if (have_avx512 && !(want && strcmp(want, "avx2") == 0)) {
-    *kf = &sc__kt_f32_avx512;
-    *kd = &sc__kt_f64_avx512;
-  } else if (have_avx2) {
-    *kf = &sc__kt_f32_avx2;
-    *kd = &sc__kt_f64_avx2;
-  }
-#endif
+  if (f5 && !(want && strcmp(want, "avx2") == 0))
+    *kf = f5, *kd = d5;
+  else if (f2)
+    *kf = f2, *kd = d2;
   return SC_OK;
 }
 
@@ -3115,17 +3145,21 @@ static double sc__now(void) {
 #define SC__TYPED 1
 #define SC__T float
 #define SC__TN(name) name##_f32
+#define SC__TT(name) name##_f32 /* type names, shared by all passes */
 #define SC__F32 1
 #include "simplechain.c"
 #undef SC__T
 #undef SC__TN
+#undef SC__TT
 #undef SC__F32
 #define SC__T double
 #define SC__TN(name) name##_f64
+#define SC__TT(name) name##_f64
 #define SC__F32 0
 #include "simplechain.c"
 #undef SC__T
 #undef SC__TN
+#undef SC__TT
 #undef SC__F32
 #undef SC__TYPED
 
@@ -4064,6 +4098,55 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 }
 #endif /* !SC__KERNELS_ONLY */
 
+/* ===================================== the built-in AVX2 set of a two-file build */
+/* The typed section once more, for AVX2 + FMA, exactly as kernels/avx2.c compiles it
+ * (its flags given by pragma, the vector kernels, VOB 6): names end in _f32_avx2 and
+ * _f64_avx2, the tables are sc__kt_f32_avx2in and sc__kt_f64_avx2in. Last in the file,
+ * so that the pragmas (and the macros of the vector kernels) reach nothing else. */
+#if SC__BUILTIN_AVX2
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang fp contract(fast)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#pragma GCC optimize("O3", "fp-contract=fast", "no-math-errno")
+#endif
+#define SC__ISA_AVX2 1
+#define SC__KERNELS_ONLY 1
+#define SC__ISA_NAME "avx2"
+#undef SC__KSTATIC
+#define SC__KSTATIC static __attribute__((unused))
+#define SC__KT_LINKAGE static
+#define SC__KT_EXPORT_F32 sc__kt_f32_avx2in
+#define SC__KT_EXPORT_F64 sc__kt_f64_avx2in
+#define SC__VEC_F32 1
+#define SC__VEC_F64 1
+#define VOB 6
+#define SC__OB 4
+#define SC__TYPED 1
+#define SC__BUILTIN_PASS 1
+#define SC__T float
+#define SC__TN(name) name##_f32_avx2
+#define SC__TT(name) name##_f32
+#define SC__F32 1
+#include "simplechain.c"
+#undef SC__T
+#undef SC__TN
+#undef SC__TT
+#undef SC__F32
+#define SC__T double
+#define SC__TN(name) name##_f64_avx2
+#define SC__TT(name) name##_f64
+#define SC__F32 0
+#include "simplechain.c"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* SC__BUILTIN_AVX2 */
+
 #else /* ================================================ SC__TYPED: the typed section */
 /* The typed section: compiled once per element type SC__T (float, double) with names
  * from SC__TN(name), and once more per ISA file in kernels/ (SC__KERNELS_ONLY). */
@@ -4091,17 +4174,6 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #if SC__TW % SC__CW != 0
 #error "SC__CW must divide the tile width"
 #endif
-/* The two-file build on x86-64 (no kernels/ files linked: SC_HAVE_KERNELS undefined, and no
- * ISA file compiling this section): the hot dense kernels are compiled twice by GCC/Clang,
- * for the baseline and for AVX2, and the loader picks one by CPU (target_clones, an ELF
- * ifunc). The same C, the same operation order and no contraction: the same bits. */
-#if !defined(SC__KERNELS_ONLY) && !defined(SC_HAVE_KERNELS) && !defined(SC_NO_CLONES) &&           \
-    defined(__x86_64__) && defined(__ELF__) && defined(__OPTIMIZE__) &&                            \
-    ((defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && __GNUC__ >= 8))
-#define SC__CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SC__CLONES
-#endif
 #ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
 #if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
 #define SC__KSTATIC static __attribute__((unused))
@@ -4125,13 +4197,13 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
  * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
  * tanh(+-inf) = +-1 and tanh(NaN) is NaN (the NaN propagates, as on the vector paths). */
 /* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
-static inline float sc__fsel(int c, float a, float b) {
+static inline float SC__TN(sc__fsel)(int c, float a, float b) {
   uint32_t m = (uint32_t)0 - (uint32_t)c;
   return sc__fof((sc__fbits(a) & m) | (sc__fbits(b) & ~m));
 }
-static inline float sc__tanh_f32(float x) {
+static inline float SC__TN(sc__tanh)(float x) {
   float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
-  float a = 2.0f * sc__fsel(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
+  float a = 2.0f * SC__TN(sc__fsel)(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
   float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
   float n = t - 12582912.0f;
   float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
@@ -4147,10 +4219,10 @@ static inline float sc__tanh_f32(float x) {
   float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
                          3.33333194e-01f) +
              ax;
-  y = sc__fsel(ax < 0.35f, ys, y);
+  y = SC__TN(sc__fsel)(ax < 0.35f, ys, y);
   return sc__fof(sc__fbits(y) | (sc__fbits(x) & 0x80000000u));
 }
-#define SC__TANH(v) sc__tanh_f32(v)
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
 #define SC__EXPMAX 80.0f /* exp of this is finite in float */
 #define SC__EXP(v) expf(v)
 #define SC__EXPM1(v) expm1f(v)
@@ -4296,10 +4368,9 @@ SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
 }
 
 /* ---------------------------------------------------------------- dense kernels */
-SC__CLONES SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
-                                                  const SC__T *restrict W, const SC__T *restrict b,
-                                                  const SC__T *restrict x, size_t O, size_t I,
-                                                  sc_act act) {
+SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                       const SC__T *restrict W, const SC__T *restrict b,
+                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
   size_t o = 0;
   for (; o + SC__OB <= O; o += SC__OB) {
     SC__T acc[SC__OB][SC__TW];
@@ -4375,8 +4446,8 @@ SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict 
   }
 }
 
-SC__CLONES SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
-                                                 const SC__T *restrict dz, size_t O, size_t I) {
+SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                      const SC__T *restrict dz, size_t O, size_t I) {
   size_t i = 0;
   for (; i + SC__OB <= I; i += SC__OB)
     for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
@@ -4542,9 +4613,8 @@ SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict 
 }
 
 /* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
-SC__CLONES SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
-                                                  const SC__T *restrict x, size_t O, size_t I,
-                                                  int first) {
+SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                       const SC__T *restrict x, size_t O, size_t I, int first) {
   for (size_t o = 0; o < O; o++)
     for (size_t i = 0; i < I; i++) {
       SC__T *w = wl + (o * I + i) * SC__TW;
@@ -4574,7 +4644,775 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 /* ---------------------------------------------------------------- kernel choice */
 /* An ISA file may bring hand-vectorized kernels for this type; else the portable ones. */
 #if SC__F32 && defined(SC__VEC_F32)
-#include "kernels/vec_f32.h"
+/* The vector kernels (float): GCC/Clang vector extensions and intrinsics.
+ *
+ * Compiled in the typed section when an ISA instantiation (kernels/avx2.c,
+ * kernels/avx512.c, or the built-in AVX2 set at the end of this file) defines SC__VEC_F32: one
+ * source, compiled per ISA. VW is the native vector width in floats (16 for AVX-512, 8 for AVX2); a
+ * tile row of SC__TW samples is NV = SC__TW / VW native vectors. VOB output rows are blocked so
+ * that their VOB x NV accumulators stay in registers. The ISA files compile with
+ * -ffp-contract=fast, so `acc += w * x` is one FMA.
+ *
+ * Dimension letters as in simplechain.c: O outputs, I inputs, ld transposed row length.
+ */
+#ifndef SC_KERNELS_VEC_F32_H
+#define SC_KERNELS_VEC_F32_H
+
+#ifndef VOB
+#error "define VOB (rows per register block) before including vec_f32.h"
+#endif
+
+#if defined(__AVX512F__) || defined(SC__ISA_AVX512)
+#define VW 16
+#else
+#define VW 8
+#endif
+#define NV (SC__TW / VW) /* native vectors per tile row */
+#define NC (16 / VW)     /* native vectors per 16-column chunk of the dW block */
+/* forward and dx work on column chunks of NVB vectors (AVX-512: the whole 32-sample row;
+ * AVX2: 16 samples, so that VOB x NVB accumulators and the operands fit in 16 ymm) */
+#define NVB (NV < 2 ? NV : 2)
+#if SC__TW % VW != 0
+#error "the tile width must be a multiple of the vector width"
+#endif
+
+typedef float sc_vf __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+typedef float sc_vfu __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+typedef int32_t sc_vi __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+typedef uint32_t sc_vu __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+
+/* one float in every lane: set1, not {0} + s, which is an add GCC must keep (-0 + 0
+ * is +0) and which stops it from folding the broadcast into the FMA's memory operand */
+#if VW == 16
+#define V_BCAST(s) ((sc_vf)_mm512_set1_ps((float)(s)))
+#else
+#define V_BCAST(s) ((sc_vf)_mm256_set1_ps((float)(s)))
+#endif
+#define V_ROW(ptr, j) (((const sc_vf *)(const void *)(ptr))[j])
+#define V_ROWW(ptr, j) (((sc_vf *)(void *)(ptr))[j])
+
+static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf b) {
+  return (sc_vf)(((sc_vi)a & m) | ((sc_vi)b & ~m)); /* m ? a : b, per lane */
+}
+/* min / max as single instructions (a select costs a compare and two logic ops) */
+/* a * b + c as one FMA whatever the contraction pass would pick (it may fuse either
+ * product of a sum of two products, which changes the rounding) */
+#if VW == 16
+#define V_FMA(a, b, c) ((sc_vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#else
+#define V_FMA(a, b, c) ((sc_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#endif
+#if VW == 16
+#define v_min(a, b) ((sc_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))
+#define v_max(a, b) ((sc_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
+/* x >= t ? a : b */
+#define v_ge_sel(x, t, a, b)                                                                       \
+  ((sc_vf)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)(x), _mm512_set1_ps(t), _CMP_GE_OQ),     \
+                               (__m512)(b), (__m512)(a)))
+#else
+#define v_min(a, b) ((sc_vf)_mm256_min_ps((__m256)(a), (__m256)(b)))
+#define v_max(a, b) ((sc_vf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define v_ge_sel(x, t, a, b)                                                                       \
+  ((sc_vf)_mm256_blendv_ps((__m256)(b), (__m256)(a),                                               \
+                           _mm256_cmp_ps((__m256)(x), _mm256_set1_ps(t), _CMP_GE_OQ)))
+#endif
+/* relu as max(0, z): MAXPS returns its second operand when either is NaN, so a NaN stays
+ * NaN (as in the portable z < 0 ? 0 : z) */
+#define v_relu(z) v_max(V_BCAST(0.0f), (z))
+
+/* the float tanh of sc__tanh_f32 in simplechain.c, the same method and coefficients on
+ * vectors, with the dependency chain shortened: a tile's tanh pass is bound by the
+ * latency of each vector's chain of about 20 dependent operations (the scheduler fills
+ * with waiting operations), not by operation count. So: the factor 2 is folded into
+ * the log2(e) constant (t comes from min(|x|, 9) directly), the reduction r = a - n ln2
+ * is one FMA with ln2 rounded to float (its error, n 1.9e-9 absolute in r, stays below
+ * 0.03 ULP of tanh, because the condition number 2 / (E + 2) shrinks as n grows), and
+ * q(r) is evaluated in Estrin's form. make bench-tanh: 0.165 ns per element, against
+ * 0.180 for the plain transcription; the same 1.5-ULP bound (test_math; an exhaustive
+ * scan of [0, 9.5] gave 1.499). A reciprocal estimate plus a correction instead of the
+ * divide was measured slower: it lengthens the chain. */
+static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
+  sc_vu sign = (sc_vu)x & 0x80000000u;
+  sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
+  sc_vf m = v_min(V_BCAST(9.125f), ax);    /* 9.125, not 9: tanh(9) must round to 1; NaN stays */
+  sc_vf t = m * 2.88539008f + 12582912.0f; /* 2 log2(e) m + 1.5 2^23 */
+  sc_vf a = m + m;
+  sc_vf n = t - 12582912.0f;
+  sc_vf r = a - n * 0.693147182f;
+  sc_vf r2 = r * r;
+  sc_vf qa = 1.66665435e-1f * r + 4.99999970e-1f;
+  sc_vf qb = 8.36654752e-3f * r + 4.16672006e-2f;
+  sc_vf q = (1.38825155e-3f * r2 + qb) * r2 + qa;
+  sc_vf p = r2 * q + r;
+  sc_vf s = (sc_vf)(((sc_vu)t << 23) + 0x3f800000u);
+  sc_vf E = s * p + (s - 1.0f);
+  sc_vf y = E / (E + 2.0f);
+  sc_vf z = ax * ax;
+  sc_vf ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = v_ge_sel(ax, 0.35f, y, ys);
+  return (sc_vf)((sc_vu)y | sign);
+}
+
+#if defined(SC_TANH_SLEEF) && defined(SC__SLEEF)
+/* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of ours */
+#define V_TANH(v) SC__SLEEF_TANHF(v)
+#else
+#define V_TANH(v) v_tanh(v)
+#endif
+
+/* a[k] = tanh(a[k]) for n native vectors: a tight loop, so that the polynomial's
+ * constants stay in registers (applied to a block's 16 accumulators at once, they
+ * spilled) */
+static void v_tanh_inplace(float *restrict a, size_t n) {
+  sc_vf *A = (sc_vf *)(void *)a;
+  for (size_t k = 0; k < n; k++) A[k] = V_TANH(A[k]);
+}
+
+/* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
+static inline __attribute__((always_inline)) void v_act_store(float *restrict a, float *restrict z,
+                                                              const sc_vf *acc, sc_act act) {
+  int j;
+  switch (act) {
+  case SC_IDENTITY:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j];
+    return;
+  case SC_RELU:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_relu(acc[j]);
+    return;
+  case SC_TANH:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = V_TANH(acc[j]);
+    return;
+  default: { /* not hot: the portable row function */
+    float tmp[SC__TW] __attribute__((aligned(64)));
+    for (j = 0; j < NV; j++) V_ROWW(tmp, j) = acc[j];
+    SC__TN(sc__act_row)(a, z, tmp, act);
+    return;
+  }
+  }
+}
+
+/* pre-activations (relu applied: the other activations run afterwards as a pass over
+ * whole rows) of exactly NB output rows starting at o, column chunk by column chunk
+ * (NB x NVB accumulators in registers); o += NB */
+#define V_FWD_BODY(NB)                                                                             \
+  {                                                                                                \
+    const float *w = W + o * I;                                                                    \
+    for (int jc = 0; jc < NV; jc += NVB) {                                                         \
+      sc_vf acc[NB][NVB];                                                                          \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
+        sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                                   \
+        for (int j = 0; j < NVB; j++) acc[k][j] = bk;                                              \
+      }                                                                                            \
+      for (size_t i = 0; i < I; i++) {                                                             \
+        sc_vf xv[NVB];                                                                             \
+        for (int j = 0; j < NVB; j++) xv[j] = V_ROW(x + i * SC__TW, jc + j);                       \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                                \
+          for (int j = 0; j < NVB; j++) acc[k][j] += wk * xv[j];                                   \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
+          V_ROWW(a + (o + k) * SC__TW, jc + j) = act == SC_RELU ? v_relu(acc[k][j]) : acc[k][j];   \
+    }                                                                                              \
+    o += NB;                                                                                       \
+  }
+
+/* the activation pass after the GEMM: tanh in place, the others (not hot) through the
+ * portable row function; identity and relu are done */
+static void v_act_rows(float *restrict a, float *restrict z, size_t O, sc_act act) {
+  if (act == SC_IDENTITY || act == SC_RELU) return;
+  if (act == SC_TANH) {
+    v_tanh_inplace(a, O * NV);
+    return;
+  }
+  for (size_t o = 0; o < O; o++) {
+    float tmp[SC__TW] __attribute__((aligned(64)));
+    for (int j = 0; j < NV; j++) V_ROWW(tmp, j) = V_ROW(a + o * SC__TW, j);
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, tmp, act);
+  }
+}
+
+/* a = act(a + b) in place, row by row (after libxsmm's GEMM wrote a = W x); z as above */
+static void vec_bias_act_f32(float *restrict a, float *restrict z, const float *restrict b,
+                             size_t O, sc_act act) {
+  for (size_t o = 0; o < O; o++) {
+    sc_vf acc[NV], bk = V_BCAST(b ? b[o] : 0.0f);
+    for (int j = 0; j < NV; j++) acc[j] = V_ROW(a + o * SC__TW, j) + bk;
+    v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+/* a = act(W x + b). The O rows are cut into ceil(O / VOB) blocks of nearly equal size
+ * (84 rows: 7 x 8 + 4 x 7, 10 rows: 2 x 5), so no block is left with a few accumulators
+ * waiting on FMA latency. Each output's sum runs over i in the same order whatever the
+ * blocking, so the results do not depend on it. */
+static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
+                              const float *restrict b, const float *restrict x, size_t O, size_t I,
+                              sc_act act) {
+  size_t nb = (O + VOB - 1) / VOB, base = O / nb, extra = O % nb, o = 0;
+  if (extra == 0 && base == VOB) { /* the common case: whole blocks of VOB rows */
+    while (o < O) V_FWD_BODY(VOB)
+    v_act_rows(a, z, O, act);
+    return;
+  }
+  for (size_t bi = 0; bi < nb; bi++) {
+    switch (base + (bi < extra ? 1 : 0)) {
+    case 1: V_FWD_BODY(1) break;
+    case 2: V_FWD_BODY(2) break;
+    case 3: V_FWD_BODY(3) break;
+    case 4: V_FWD_BODY(4) break;
+#if VOB > 4
+    case 5: V_FWD_BODY(5) break;
+    case 6: V_FWD_BODY(6) break;
+    case 7: V_FWD_BODY(7) break;
+    case 8: V_FWD_BODY(8) break;
+#endif
+    default: break; /* not reached: blocks hold 1..VOB rows */
+    }
+  }
+  v_act_rows(a, z, O, act);
+}
+
+/* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block
+ * (used for layers too large for the lane form below) */
+#define V_DW_BLOCK(NB)                                                                             \
+  for (; o + NB <= O; o += NB)                                                                     \
+    for (size_t i0 = 0; i0 < I; i0 += 16) {                                                        \
+      sc_vf acc[NB][NC];                                                                           \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++)            \
+          acc[k][j] = V_BCAST(0.0f);                                                               \
+      const float *d = dz + o * SC__TW;                                                            \
+      for (int t = 0; t < SC__TW; t++) {                                                           \
+        sc_vf xv[NC];                                                                              \
+        for (int j = 0; j < NC; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);                   \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf dk = V_BCAST(d[k * SC__TW + t]);                                                   \
+          for (int j = 0; j < NC; j++) acc[k][j] += dk * xv[j];                                    \
+        }                                                                                          \
+      }                                                                                            \
+      if (i0 + 16 <= I) {                                                                          \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++)(         \
+            (sc_vfu *)(void *)(gW + (o + k) * I + i0))[j] += acc[k][j];                            \
+      } else {                                                                                     \
+        for (int k = 0; k < NB; k++) {                                                             \
+          float tmp[16] __attribute__((aligned(64)));                                              \
+          for (int j = 0; j < NC; j++) V_ROWW(tmp, j) = acc[k][j];                                 \
+          for (size_t c = 0; c < I - i0; c++) gW[(o + k) * I + i0 + c] += tmp[c];                  \
+        }                                                                                          \
+      }                                                                                            \
+    }
+
+static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const float *restrict xT,
+                             size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  V_DW_BLOCK(VOB)
+#if VOB > 4
+  V_DW_BLOCK(4)
+#endif
+  V_DW_BLOCK(1)
+}
+
+/* dx[i][t] = sum_o W[o][i] dz[o][t]: NB input rows x NVB vectors per register block */
+#define V_DX_BLOCK(NB)                                                                             \
+  for (; i + NB <= I; i += NB)                                                                     \
+    for (int jc = 0; jc < NV; jc += NVB) {                                                         \
+      sc_vf acc[NB][NVB];                                                                          \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
+          acc[k][j] = V_BCAST(0.0f);                                                               \
+      for (size_t o = 0; o < O; o++) {                                                             \
+        sc_vf dv[NVB];                                                                             \
+        for (int j = 0; j < NVB; j++) dv[j] = V_ROW(dz + o * SC__TW, jc + j);                      \
+        const float *w = W + o * I + i;                                                            \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf wk = V_BCAST(w[k]);                                                                \
+          for (int j = 0; j < NVB; j++) acc[k][j] += wk * dv[j];                                   \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++) {         \
+        sc_vf v = acc[k][j];                                                                       \
+        if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
+          sc_vf av = V_ROW(xa + (i + k) * SC__TW, jc + j);                                         \
+          if (act == SC_RELU)                                                                      \
+            v = v_sel((sc_vi)(av <= 0.0f), V_BCAST(0.0f), v);                                      \
+          else if (act == SC_TANH)                                                                 \
+            v = v * (1.0f - av * av);                                                              \
+          else                                                                                     \
+            v = v * (av * (1.0f - av));                                                            \
+        }                                                                                          \
+        V_ROWW(dx + (i + k) * SC__TW, jc + j) = v;                                                 \
+        if (bl) V_ROWW(bl + (i + k) * SC__TW, jc + j) = V_ROW(bl + (i + k) * SC__TW, jc + j) + v;  \
+      }                                                                                            \
+    }
+
+/* dx = W^T dz, then, for the dense layer below whose output xa is this layer's input,
+ * its activation pullback dx *= act'(xa) (identity, relu, tanh, sigmoid: the same
+ * operations as sc__act_bwd) and its bias lanes bl += dx (bl may be NULL): the pullback
+ * of one layer and the activation step of the next in one sweep */
+static inline __attribute__((always_inline)) void
+vec_dense_dx_body(float *restrict dx, const float *restrict W, const float *restrict dz, size_t O,
+                  size_t I, sc_act act, const float *restrict xa, float *restrict bl) {
+  size_t i = 0;
+  V_DX_BLOCK(VOB)
+#if VOB > 4
+  V_DX_BLOCK(4)
+#endif
+  V_DX_BLOCK(1)
+}
+static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
+                             size_t O, size_t I) {
+  vec_dense_dx_body(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL);
+}
+static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
+                                 const float *restrict dz, size_t O, size_t I, sc_act act,
+                                 const float *restrict xa, float *restrict bl) {
+  vec_dense_dx_body(dx, W, dz, O, I, act, xa, bl);
+}
+
+/* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
+ * vectors j of dz[o][j*VW + lane] x[i][j*VW + lane]. Each accumulator is one native
+ * vector, loaded and stored once per tile for NV FMAs; four rows share each x load. */
+/* the lane-form dW over T tiles (1 or 2, a constant after inlining), tile 0 first: each
+ * accumulator gets its FMAs in the same order as from T one-tile calls; first: the slice's
+ * first write, which stores the products instead of adding them to the accumulator */
+static inline __attribute__((always_inline)) void vec_dense_dwl_n(float *restrict wl,
+                                                                  const float *const dz[2],
+                                                                  const float *const x[2], int T,
+                                                                  size_t O, size_t I, int first) {
+  sc_vf *A = (sc_vf *)(void *)wl;
+  size_t o = 0;
+  for (; o + 4 <= O; o += 4) {
+    sc_vf d[4][2 * NV];
+    for (int k = 0; k < 4; k++)
+      for (int m = 0; m < T * NV; m++) d[k][m] = V_ROW(dz[m / NV] + (o + k) * SC__TW, m % NV);
+    for (size_t i = 0; i < I; i++) {
+      sc_vf xv[2 * NV];
+      for (int m = 0; m < T * NV; m++) xv[m] = V_ROW(x[m / NV] + i * SC__TW, m % NV);
+      for (int k = 0; k < 4; k++) {
+        sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);
+        for (int m = 1; m < T * NV; m++) acc = V_FMA(d[k][m], xv[m], acc);
+        A[(o + k) * I + i] = acc;
+      }
+    }
+  }
+  for (; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      sc_vf d0 = V_ROW(dz[0] + o * SC__TW, 0), x0 = V_ROW(x[0] + i * SC__TW, 0);
+      sc_vf acc = first ? d0 * x0 : V_FMA(d0, x0, A[o * I + i]);
+      for (int m = 1; m < T * NV; m++)
+        acc = V_FMA(V_ROW(dz[m / NV] + o * SC__TW, m % NV), V_ROW(x[m / NV] + i * SC__TW, m % NV),
+                    acc);
+      A[o * I + i] = acc;
+    }
+}
+
+static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
+                              size_t O, size_t I, int first) {
+  const float *const dzs[2] = {dz, dz}, *const xs[2] = {x, x};
+  vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first);
+}
+
+#if VW == 16
+#define SC__VEC_DWL2 1
+/* two tiles in one pass (A, then B): one accumulator load and store per 4 FMAs instead of
+ * 2; the zmm store (one per cycle) is what bounds the one-tile form. Same bits as two
+ * vec_dense_dwl_f32 calls. */
+static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
+                               const float *restrict xA, const float *restrict dzB,
+                               const float *restrict xB, size_t O, size_t I, int first) {
+  const float *const dzs[2] = {dzA, dzB}, *const xs[2] = {xA, xB};
+  vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first);
+}
+#endif
+
+/* gw[k] += the VW lanes of wl[k], summed in lane order (once per slice) */
+static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    float s = 0;
+    for (int l = 0; l < VW; l++) s += wl[k * VW + (size_t)l];
+    gw[k] += s;
+  }
+}
+
+/* ---------------------------------------------------------------- convolutions */
+#define SC__VEC_CONV 1
+/* Blocking: CB output channels x XB output columns share each input load and each
+ * weight broadcast (AVX-512: 4 x 2 x 2 = 16 zmm accumulators; AVX2: 2 x 1 x 4). The
+ * backward: DW_KB channels x DW_RB taps of dW, CDX_CB input channels of dx per register block.
+ * AVX2 has 16 registers: 3 x 3 (9 accumulators + 3 dz rows + 1) and 3 x 4 lanes (12 + 4)
+ * measured best on LeNet5 (AVX2 EPYC, 1 thread, 3 alternating runs each): conv2's backward
+ * 142 -> 96 ms, conv1's 49 -> 30 ms, the epoch 0.33 -> 0.27 s; 2 x 2 and 4 x 4 had spilled
+ * (dx) or left the loads the bound (dW). The blocks only group weights and channels: every
+ * sum keeps its order, so the results do not change by a bit. -D overrides them (tuning). */
+#if VW == 16
+#define CONV_CB 4
+#define CONV_XB 2
+#define DW_KB 4
+#define DW_RB 4
+#define CDX_CB 4
+#else
+#define CONV_CB 2
+#define CONV_XB 1
+#ifndef DW_KB
+#define DW_KB 3
+#endif
+#ifndef DW_RB
+#define DW_RB 3
+#endif
+#ifndef CDX_CB
+#define CDX_CB 3
+#endif
+#endif
+
+#define V_CONV_BLOCK(CB, XB)                                                                       \
+  for (; v + XB <= OW; v += XB) {                                                                  \
+    sc_vf acc[CB][XB][NV];                                                                         \
+    for (int cb = 0; cb < CB; cb++) {                                                              \
+      sc_vf bk = V_BCAST(b ? b[k + cb] : 0.0f);                                                    \
+      for (int xb = 0; xb < XB; xb++)                                                              \
+        for (int j = 0; j < NV; j++) acc[cb][xb][j] = bk;                                          \
+    }                                                                                              \
+    const float *base = x + (u * sh * WP + v * sw) * SC__TW;                                       \
+    for (size_t r = 0; r < R; r++) {                                                               \
+      const float *xr = base + roff[r] * SC__TW;                                                   \
+      sc_vf xv[XB][NV];                                                                            \
+      for (int xb = 0; xb < XB; xb++)                                                              \
+        for (int j = 0; j < NV; j++) xv[xb][j] = V_ROW(xr + (size_t)xb * sw * SC__TW, j);          \
+      for (int cb = 0; cb < CB; cb++) {                                                            \
+        sc_vf w = V_BCAST(W[(k + cb) * R + r]);                                                    \
+        for (int xb = 0; xb < XB; xb++)                                                            \
+          for (int j = 0; j < NV; j++) acc[cb][xb][j] += w * xv[xb][j];                            \
+      }                                                                                            \
+    }                                                                                              \
+    for (int cb = 0; cb < CB; cb++)                                                                \
+      for (int xb = 0; xb < XB; xb++) {                                                            \
+        size_t o = ((k + cb) * OH + u) * OW + v + xb;                                              \
+        v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc[cb][xb], P->spec.act);          \
+      }                                                                                            \
+  }
+
+#define V_CONV_ROWS(CB)                                                                            \
+  for (; k + CB <= K; k += CB)                                                                     \
+    for (size_t u = 0; u < OH; u++) {                                                              \
+      size_t v = 0;                                                                                \
+      V_CONV_BLOCK(CB, CONV_XB)                                                                    \
+      V_CONV_BLOCK(CB, 1)                                                                          \
+    }
+
+static void vec_conv_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
+                             const float *restrict b, const float *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  size_t K = P->oc, k = 0;
+  const size_t *roff = P->roff;
+  V_CONV_ROWS(CONV_CB)
+#if CONV_CB > 2
+  V_CONV_ROWS(2)
+#endif
+  V_CONV_ROWS(1)
+}
+
+/* conv dW in lane form: one native-vector accumulator per weight; KB channels x RB taps
+ * per register block, the sum running over every output position of the tile */
+#define V_CDW_BLOCK(KB, RB)                                                                        \
+  for (; r + RB <= R; r += RB) {                                                                   \
+    sc_vf acc[KB][RB];                                                                             \
+    for (int kb = 0; kb < KB; kb++)                                                                \
+      for (int rb = 0; rb < RB; rb++) acc[kb][rb] = A[(k + kb) * R + r + rb];                      \
+    for (size_t u = 0; u < OH; u++)                                                                \
+      for (size_t v = 0; v < OW; v++) {                                                            \
+        const float *xp = x + (u * sh * WP + v * sw) * SC__TW;                                     \
+        const float *dp = dz + (u * OW + v) * SC__TW;                                              \
+        for (int j = 0; j < NV; j++) {                                                             \
+          sc_vf d[KB];                                                                             \
+          for (int kb = 0; kb < KB; kb++) d[kb] = V_ROW(dp + (k + kb) * NPOS * SC__TW, j);         \
+          for (int rb = 0; rb < RB; rb++) {                                                        \
+            sc_vf xv = V_ROW(xp + roff[r + rb] * SC__TW, j);                                       \
+            for (int kb = 0; kb < KB; kb++) acc[kb][rb] += d[kb] * xv;                             \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    for (int kb = 0; kb < KB; kb++)                                                                \
+      for (int rb = 0; rb < RB; rb++) A[(k + kb) * R + r + rb] = acc[kb][rb];                      \
+  }
+
+#define V_CDW_ROWS(KB)                                                                             \
+  for (; k + KB <= K; k += KB) {                                                                   \
+    size_t r = 0;                                                                                  \
+    V_CDW_BLOCK(KB, DW_RB)                                                                         \
+    V_CDW_BLOCK(KB, 1)                                                                             \
+  }
+
+static void vec_conv_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
+                             const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  size_t K = P->oc, k = 0, NPOS = OH * OW;
+  const size_t *roff = P->roff;
+  sc_vf *A = (sc_vf *)(void *)wl;
+  V_CDW_ROWS(DW_KB)
+#if DW_KB > 2
+  V_CDW_ROWS(2)
+#endif
+  V_CDW_ROWS(1)
+}
+
+/* conv input gradient, gathered per input position: CB input channels share each dz
+ * load; the taps that reach position (y, x) depend only on (y, x) */
+#define V_CDX_ROWS(CB)                                                                             \
+  for (; c + CB <= C; c += CB)                                                                     \
+    for (size_t y = 0; y < IH; y++)                                                                \
+      for (size_t xx = 0; xx < IW; xx++) {                                                         \
+        sc_vf acc[CB][NV];                                                                         \
+        for (int cb = 0; cb < CB; cb++)                                                            \
+          for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                                 \
+        for (size_t i = 0; i < KH; i++) {                                                          \
+          size_t yy = y + ph;                                                                      \
+          if (yy < i || (yy - i) % sh) continue;                                                   \
+          size_t u = (yy - i) / sh;                                                                \
+          if (u >= OH) continue;                                                                   \
+          for (size_t jj = 0; jj < KW; jj++) {                                                     \
+            size_t xp = xx + pw;                                                                   \
+            if (xp < jj || (xp - jj) % sw) continue;                                               \
+            size_t v = (xp - jj) / sw;                                                             \
+            if (v >= OW) continue;                                                                 \
+            const float *dp = dz + (u * OW + v) * SC__TW;                                          \
+            const float *wp = W + (c * KH + i) * KW + jj;                                          \
+            for (size_t k = 0; k < K; k++) {                                                       \
+              sc_vf d[NV];                                                                         \
+              for (int j = 0; j < NV; j++) d[j] = V_ROW(dp + k * NPOS * SC__TW, j);                \
+              for (int cb = 0; cb < CB; cb++) {                                                    \
+                sc_vf w = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);                               \
+                for (int j = 0; j < NV; j++) acc[cb][j] += w * d[j];                               \
+              }                                                                                    \
+            }                                                                                      \
+          }                                                                                        \
+        }                                                                                          \
+        for (int cb = 0; cb < CB; cb++)                                                            \
+          for (int j = 0; j < NV; j++)                                                             \
+            V_ROWW(dx + (((c + cb) * IH + y) * IW + xx) * SC__TW, j) = acc[cb][j];                 \
+      }
+
+static void vec_conv_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
+                            const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  size_t IH = P->ih, IW = P->iw, K = P->oc, NPOS = OH * OW, c = 0;
+#if CDX_CB >= 4
+  V_CDX_ROWS(4)
+#endif
+#if CDX_CB >= 3
+  V_CDX_ROWS(3)
+#endif
+  V_CDX_ROWS(2)
+  V_CDX_ROWS(1)
+}
+
+static void vec_pool_fwd_f32(float *restrict a, const float *restrict x, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        const float *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        sc_vf m[NV];
+        for (int j = 0; j < NV; j++) m[j] = V_ROW(x0, j);
+        for (size_t i = 0; i < KH; i++)
+          for (size_t jj = 0; jj < KW; jj++) {
+            const float *xi = x0 + (i * P->iw + jj) * SC__TW;
+            for (int j = 0; j < NV; j++) {
+              sc_vf xv = V_ROW(xi, j);
+              m[j] = v_sel(xv > m[j], xv, m[j]);
+            }
+          }
+        float *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int j = 0; j < NV; j++) V_ROWW(o, j) = m[j];
+      }
+}
+
+static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const float *restrict a,
+                             const float *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) memset(dx, 0, P->in * SC__TW * sizeof(float));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int j = 0; j < NV; j++) {
+          sc_vf av = V_ROW(a + o, j), dv = V_ROW(dz + o, j);
+          sc_vi taken = (sc_vi){0};
+          for (size_t i = 0; i < KH; i++)
+            for (size_t jj = 0; jj < KW; jj++) {
+              size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + jj) * SC__TW;
+              sc_vi hit = (V_ROW(x + q, j) == av) & ~taken;
+              V_ROWW(dx + q, j) = v_sel(hit, dv, V_BCAST(0.0f));
+              taken |= hit;
+            }
+        }
+      }
+}
+
+#if defined(__AVX512F__) || defined(SC__ISA_AVX512)
+#define SC__VEC_GATHER 1
+/* In-register transpose of 16 rows of 16 floats: r[k] becomes column k. Four stages:
+ * unpack pairs of rows, shuffle within 128-bit lanes, then two 128-bit lane shuffles. */
+static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; k++) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; k++) {
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int m = 0; m < 4; m++) {
+    __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
+    __m512 w0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+    __m512 v1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+    __m512 w1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+    r[m] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+    r[m + 8] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+    r[m + 4] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+    r[m + 12] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+  }
+}
+
+/* tile (cols x SC__TW, feature-major) <- samples b0..b0+n (rows idx[b] or b) of a
+ * row-major array: 16 x 16 blocks loaded row by row (masked at the column tail),
+ * transposed in registers; padding samples become 0. */
+static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
+                          const size_t *idx, size_t b0, size_t n) {
+  if (!idx && n == SC__TW && (cols == 2 || cols == 4)) {
+    /* a whole tile of consecutive rows with few columns (the toy's 4 inputs and 4
+     * targets): the block is 2 * cols vectors, and column c of 16 samples is picked out
+     * of them with two-table permutes (lane s takes element c + cols * s) instead of a
+     * 16 x 16 transpose that is mostly padding */
+    const float *blk = src + b0 * cols;
+    for (size_t j = 0; j < SC__TW / 16; j++) {
+      const float *g = blk + 16 * j * cols;
+      for (size_t c = 0; c < cols; c++) {
+        __m512 out;
+        if (cols == 2) {
+          __m512i ix = _mm512_add_epi32(
+              _mm512_set1_epi32((int)c),
+              _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+          out = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
+        } else { /* lanes 0..7 from the first two vectors, 8..15 from the last two */
+          __m512i ix = _mm512_add_epi32(
+              _mm512_set1_epi32((int)c),
+              _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+          __m512 lo = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
+          __m512 hi = _mm512_permutex2var_ps(_mm512_loadu_ps(g + 32), ix, _mm512_loadu_ps(g + 48));
+          out = _mm512_mask_blend_ps((__mmask16)0xFF00u, lo, hi);
+        }
+        _mm512_store_ps(tile + c * SC__TW + 16 * j, out);
+      }
+    }
+    return 1;
+  }
+  for (size_t j = 0; j < SC__TW / 16; j++) {
+    const float *row[16];
+    for (size_t r = 0; r < 16; r++) {
+      size_t t = 16 * j + r;
+      row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
+    }
+    for (size_t c0 = 0; c0 < cols; c0 += 16) {
+      size_t nc = cols - c0 < 16 ? cols - c0 : 16;
+      __mmask16 m = (__mmask16)(nc == 16 ? 0xFFFFu : (1u << nc) - 1u);
+      __m512 R[16];
+      for (int r = 0; r < 16; r++)
+        R[r] = row[r] ? _mm512_maskz_loadu_ps(m, row[r] + c0) : _mm512_setzero_ps();
+      v_transpose16(R);
+      for (size_t k = 0; k < nc; k++) _mm512_store_ps(tile + (c0 + k) * SC__TW + 16 * j, R[k]);
+    }
+  }
+  return 1;
+}
+#else
+#define SC__VEC_GATHER 1
+/* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
+ * within 128-bit lanes, then swap the lanes) */
+static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; k++) {
+    u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; k++) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
+/* AVX2: a whole tile of consecutive rows with 2 or 4 columns (the toy), 8 samples at a time
+ * with in-lane transposes; anything else (any width, gathered rows idx, a partial tile) in
+ * 8 x 8 blocks loaded row by row (masked at the column tail) and transposed in registers.
+ * Data movement only: the same tile as the portable loop. (It was 27 % of the micro
+ * benchmark's 24-column valgrad on the portable loop.) */
+static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
+                          const size_t *idx, size_t b0, size_t n) {
+  if (idx || n != SC__TW || (cols != 2 && cols != 4)) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t j = 0; j < SC__TW / 8; j++) {
+      const float *row[8];
+      for (size_t r = 0; r < 8; r++) {
+        size_t t = 8 * j + r;
+        row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
+      }
+      for (size_t c0 = 0; c0 < cols; c0 += 8) {
+        size_t nc = cols - c0 < 8 ? cols - c0 : 8;
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nc), lane);
+        __m256 R[8];
+        for (int r = 0; r < 8; r++)
+          R[r] = !row[r]   ? _mm256_setzero_ps()
+                 : nc == 8 ? _mm256_loadu_ps(row[r] + c0)
+                           : _mm256_maskload_ps(row[r] + c0, m);
+        v_transpose8(R);
+        for (size_t k = 0; k < nc; k++) _mm256_store_ps(tile + (c0 + k) * SC__TW + 8 * j, R[k]);
+      }
+    }
+    return 1;
+  }
+  const float *blk = src + b0 * cols;
+  for (size_t j = 0; j < SC__TW / 8; j++) {
+    const float *g = blk + 8 * j * cols;
+    float *o = tile + 8 * j;
+    if (cols == 4) { /* Vk = rows k | k + 4; two unpack stages give the columns */
+      __m256 V[4], T[4];
+      for (int k = 0; k < 4; k++)
+        V[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(g + 4 * k)),
+                                    _mm_loadu_ps(g + 16 + 4 * k), 1);
+      T[0] = _mm256_unpacklo_ps(V[0], V[1]);
+      T[1] = _mm256_unpackhi_ps(V[0], V[1]);
+      T[2] = _mm256_unpacklo_ps(V[2], V[3]);
+      T[3] = _mm256_unpackhi_ps(V[2], V[3]);
+      _mm256_store_ps(o, _mm256_shuffle_ps(T[0], T[2], 0x44));
+      _mm256_store_ps(o + SC__TW, _mm256_shuffle_ps(T[0], T[2], 0xEE));
+      _mm256_store_ps(o + 2 * SC__TW, _mm256_shuffle_ps(T[1], T[3], 0x44));
+      _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(T[1], T[3], 0xEE));
+    } else { /* even / odd elements, then the 64-bit quarters put in order */
+      __m256 A = _mm256_loadu_ps(g), B = _mm256_loadu_ps(g + 8);
+      __m256 c0 = _mm256_shuffle_ps(A, B, 0x88), c1 = _mm256_shuffle_ps(A, B, 0xDD);
+      _mm256_store_ps(o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c0), 0xD8)));
+      _mm256_store_ps(o + SC__TW,
+                      _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c1), 0xD8)));
+    }
+  }
+  return 1;
+}
+#endif
+
+#undef V_FWD_BODY
+#undef V_DW_BLOCK
+#undef V_DX_BLOCK
+#endif
 #define SC__K_FWD vec_dense_fwd_f32
 #define SC__K_DW vec_dense_dw_f32
 #define SC__K_DX vec_dense_dx_f32
@@ -4598,7 +5436,63 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 /* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
  * paths) */
 #if !SC__F32 && defined(SC__VEC_F64)
-#include "kernels/vec_f64.h"
+/* The vector kernels (double): those that the ISA instantiations
+ * take from explicit vector code instead of the portable source (SC__VEC_F64): only where
+ * the compiler's own vectorisation of the portable loop measured badly, or where another
+ * form measured faster for double.
+ *
+ * vec_dwl_fold_f64: gw[k] += the SC__TW lanes of wl[k]. The portable sc__dwl_fold is
+ * vectorised by GCC across k, with 4 x 4 transposes and spills (40 % of a batch-32
+ * valgrad of 1 -> 32 relu -> 1 on AVX2); here each weight's lanes are added as two 4-wide
+ * vectors, in exactly sc__dwl_fold's order (partial sums s_j over the lanes t = j mod 8, in
+ * lane order, then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))), so the bits are the
+ * scalar path's. */
+#ifndef SC_KERNELS_VEC_F64_H
+#define SC_KERNELS_VEC_F64_H
+
+#if SC__TW % 8 != 0
+#error "vec_dwl_fold_f64 needs a tile width that is a multiple of 8"
+#endif
+
+typedef double sc_v4d __attribute__((vector_size(32), aligned(8), may_alias));
+
+static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const double *w = wl + k * SC__TW;
+    sc_v4d a = *(const sc_v4d *)(const void *)w, b = *(const sc_v4d *)(const void *)(w + 4);
+    for (int t = 8; t < SC__TW; t += 8) {
+      a += *(const sc_v4d *)(const void *)(w + t);
+      b += *(const sc_v4d *)(const void *)(w + t + 4);
+    }
+    gw[k] += ((a[0] + a[1]) + (a[2] + a[3])) + ((b[0] + b[1]) + (b[2] + b[3]));
+  }
+}
+
+/* dW of a small dense layer in dot form: gW[o*I + i] += the sum over the tile's SC__TW
+ * samples of dz[o][t] x[i][t], as two 4-wide partial sums (lanes t mod 8 < 4 and >= 4,
+ * samples in order), added as ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) +
+ * (s0[3] + s1[3])). On the double paths it replaces the lane form, whose read-modify-write
+ * of O x I x SC__TW accumulators per tile (and their fold per slice) was the largest cost
+ * of a small double valgrad; for float the lane form stays (twice the lanes per vector). */
+static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
+                                     const double *restrict x, size_t O, size_t I) {
+  for (size_t o = 0; o < O; o++) {
+    const double *d = dz + o * SC__TW;
+    for (size_t i = 0; i < I; i++) {
+      const double *xi = x + i * SC__TW;
+      sc_v4d s0 = *(const sc_v4d *)(const void *)d * *(const sc_v4d *)(const void *)xi;
+      sc_v4d s1 = *(const sc_v4d *)(const void *)(d + 4) * *(const sc_v4d *)(const void *)(xi + 4);
+      for (int t = 8; t < SC__TW; t += 8) {
+        s0 += *(const sc_v4d *)(const void *)(d + t) * *(const sc_v4d *)(const void *)(xi + t);
+        s1 += *(const sc_v4d *)(const void *)(d + t + 4) *
+              *(const sc_v4d *)(const void *)(xi + t + 4);
+      }
+      gW[o * I + i] += ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) + (s0[3] + s1[3]));
+    }
+  }
+}
+
+#endif
 #define SC__K_FOLD_TW vec_dwl_fold_f64
 #define SC__K_DWD vec_dense_dwd_f64 /* small dense layers: dW in dot form, not lane form */
 #define SC__DWD_DENSE 1
@@ -4621,9 +5515,10 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 #define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
 #endif
 
-typedef struct SC__TN(sc__job) {
+#ifndef SC__BUILTIN_PASS /* the built-in AVX2 pass uses the types of the first pass */
+typedef struct SC__TT(sc__job) {
   const sc_chain *c;
-  const SC__TN(sc__kt) * kt;
+  const SC__TT(sc__kt) * kt;
   sc_workspace *ws;
   int mode;
   sc_loss loss;
@@ -4642,15 +5537,16 @@ typedef struct SC__TN(sc__job) {
   int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
   size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
   int dist_rank, dist_ranks;
-} SC__TN(sc__job);
+} SC__TT(sc__job);
+#endif
 
-static inline size_t SC__TN(sc__row)(const SC__TN(sc__job) * J, size_t b) {
+static inline size_t SC__TN(sc__row)(const SC__TT(sc__job) * J, size_t b) {
   return J->idx ? J->idx[b] : b;
 }
 
 /* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array */
 static void SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
-                               const SC__TN(sc__job) * J, size_t b0, size_t n) {
+                               const SC__TT(sc__job) * J, size_t b0, size_t n) {
 #if SC__F32 && defined(SC__VEC_GATHER)
   if (vec_gather_f32(tile, src, cols, J->idx, b0, n)) return;
 #endif
@@ -4685,7 +5581,7 @@ static void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, s
 }
 
 /* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
-static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lanes,
+static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lanes,
                                   SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
                                   size_t b0, size_t n) {
   const sc_chain *c = J->c;
@@ -4747,7 +5643,7 @@ static void SC__TN(sc__loss_tile)(const SC__TN(sc__job) * J, SC__T *restrict lan
 #else
 #define SC__ALWAYS_INLINE inline
 #endif
-static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TN(sc__job) * J, size_t s,
+static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s,
                                                          const int profiling) {
   const sc_chain *c = J->c;
   sc_workspace *ws = J->ws;
@@ -4986,7 +5882,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TN(sc__job) * J, si
 #undef SC__PROF
 }
 
-static void SC__TN(sc__run_slice)(SC__TN(sc__job) * J, size_t s) {
+static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s) {
   if (J->ws->prof)
     SC__TN(sc__run_slice_body)(J, s, 1);
   else
@@ -5020,8 +5916,8 @@ SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
 
 #if SC__F32
 /* one fused pass of ADAM/AdamW over p, m, v */
-SC__KSTATIC void sc__adam_f32(float *restrict p, const float *restrict g, float *restrict m,
-                              float *restrict v, size_t n, const sc__adam_coef *k) {
+SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, float *restrict m,
+                                  float *restrict v, size_t n, const sc__adam_coef *k) {
   const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, step = k->step;
   const float isb2 = k->isb2, eps = k->eps, decay = k->decay, l2 = k->l2;
   for (size_t i = 0; i < n; i++) {
@@ -5275,12 +6171,16 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
 
 /* ---------------------------------------------------------------- the kernel table */
 #ifdef SC__KERNELS_ONLY
+#ifndef SC__KT_LINKAGE
+#define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
+#endif
 #if SC__F32
-const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, sc__run_slice_f32, sc__find_nonfinite_f32,
-                                      sc__adam_f32, sc__one_f32};
+SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__adam),
+                                                     SC__TN(sc__one)};
 #else
-const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, sc__run_slice_f64, sc__find_nonfinite_f64,
-                                      sc__one_f64};
+SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
 #endif
 #else /* the portable set, and the engine's typed entry points */
 #if SC__F32
@@ -5299,7 +6199,7 @@ static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_
 
 static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
                                           const SC__T *v, size_t rows, size_t cols) {
-  const SC__TN(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = kt->find_nonfinite(v, n);
   if (k == n) return SC_OK;
   if (rows == 1)
@@ -5312,7 +6212,7 @@ static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, con
 /* The parameters of a compute call: a NaN or Inf in p is SC_ERR_NONFINITE naming the
  * element (one vectorised pass over p; bench/RESULTS.md gives its cost). */
 static sc_status SC__TN(sc__param_check)(const char *fn, const sc_chain *c, const SC__T *p) {
-  const SC__TN(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t k = kt->find_nonfinite(p, c->nparams);
   if (k == c->nparams) return SC_OK;
   return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s", k, isnan(p[k]) ? "NaN" : "Inf");
@@ -5322,7 +6222,7 @@ static sc_status SC__TN(sc__param_check)(const char *fn, const sc_chain *c, cons
  * not hold the others up. Results do not depend on it: a slice's work and buffers are its
  * own, and the slices are reduced in index order. */
 static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
-  SC__TN(sc__job) *J = arg;
+  SC__TT(sc__job) *J = arg;
   (void)worker;
   if (nworkers <= 1) {
     for (size_t s = J->slice_lo; s < J->slice_hi; s++) J->kt->run_slice(J, s);
@@ -5333,7 +6233,7 @@ static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
 }
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
-static void SC__TN(sc__execute)(SC__TN(sc__job) * J, SC__T *g, int accumulate, double *loss) {
+static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, double *loss) {
   J->ntiles = (J->batch + SC__TW - 1) / SC__TW;
   J->nslices = sc__slices_for(J->c, J->batch);
   J->scale = (SC__T)(1.0 / (double)J->batch);
@@ -5373,7 +6273,7 @@ static void SC__TN(sc__execute)(SC__TN(sc__job) * J, SC__T *g, int accumulate, d
   }
 }
 
-static void SC__TN(sc__job_init)(SC__TN(sc__job) * J, const sc_chain *c, sc_workspace *ws, int mode,
+static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_workspace *ws, int mode,
                                  const SC__T *p, const SC__T *x, size_t batch) {
   memset(J, 0, sizeof *J);
   J->c = c;
@@ -5391,7 +6291,7 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  SC__TN(sc__job) J;
+  SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
   J.y = y;
   SC__TN(sc__execute)(&J, NULL, 0, NULL);
@@ -5403,7 +6303,7 @@ static void SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const S
                                     const SC__T *x, const size_t *idx, const void *target,
                                     size_t batch, double *lossv, SC__T *g, SC__T *gx,
                                     sc_workspace *ws, int train) {
-  SC__TN(sc__job) J;
+  SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
   J.loss = loss;
   J.target = target;
@@ -5423,7 +6323,7 @@ static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const S
                                     const SC__T *x, const size_t *idx, const void *target,
                                     size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                     size_t *lo, size_t *hi, double *slice_loss) {
-  SC__TN(sc__job) J;
+  SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
   J.loss = loss;
   J.target = target;
@@ -5497,7 +6397,7 @@ sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__
   double lsum = 0, csum = 0;
   for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
     size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
-    SC__TN(sc__job) J;
+    SC__TT(sc__job) J;
     SC__TN(sc__job_init)(&J, chain, ws, SC__LOSS, p, x + b0 * chain->in, nb);
     J.loss = SC_LOSS_LOGIT_CROSSENTROPY;
     J.target = labels + b0;
@@ -5523,7 +6423,7 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
     return st;
   if (!g && !gx) return SC_OK;
-  SC__TN(sc__job) J;
+  SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);
   J.dy = dy;
   J.gx = gx;
@@ -5548,7 +6448,7 @@ static sc_status SC__TN(sc__one_check)(const char *fn, const sc_chain *chain, co
 static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
                                 const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
                                 SC__T *jw, sc_workspace *ws) {
-  const SC__TN(sc__kt) *kt = SC__F32 ? (const void *)chain->kf : (const void *)chain->kd;
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)chain->kf : (const void *)chain->kd;
   kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices);
 }
 
@@ -5612,7 +6512,6 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__GELU_K0
 #undef SC__GELU_K1
 #undef SC__EXPMAX
-#undef SC__CLONES
 #ifdef SC__POP_OPTIONS
 #pragma GCC pop_options
 #undef SC__POP_OPTIONS

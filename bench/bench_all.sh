@@ -591,8 +591,8 @@ section_isa() {
     sumput "isa_${isa}_s" "$s"
     sumput "isa_${isa}_us" "$us"
   done
-  # the two drop-in files alone (cc -std=c11 -O2 app.c simplechain.c): no kernels/, GCC's O3
-  # pragma and the AVX2 clones of the dense kernels only
+  # the two drop-in files alone (cc -std=c11 -O2 app.c simplechain.c): no kernels/; on x86-64
+  # the built-in AVX2 set where the CPU has AVX2 + FMA, else the portable kernels
   if [ -n "$PORT" ]; then
     out=$("$PORT" --steps "$ISA_STEPS" --samples "$SAMPLES" --threads 1 --every 0 --quiet 2>&1) && {
       line=$(echo "$out" | grep '^RESULT' | tail -1)
@@ -600,7 +600,7 @@ section_isa() {
       printf '  %-8s %10.4f %10.4f %8.2f %7s %12s %8s\n' "two-file" "$s" "$(awk -v s="$s" -v n="$ISA_STEPS" 'BEGIN {print 1000 * s / n}')" "$g" "-" "-" "$(load1)"
       sumput isa_portable_s "$s"
     }
-    echo "  (two-file: toy2x2 built from examples/toy2x2.c + simplechain.c alone, cc -std=c11 -O2, SC_ISA unset)"
+    echo "  (two-file: toy2x2 built from examples/toy2x2.c + simplechain.c alone, cc -std=c11 -O2, SC_ISA unset: kernels $(echo "$out" | sed -n 's/.*kernels \([a-z0-9]*\)).*/\1/p' | tail -1))"
   fi
   echo "  (%peak: against the 1-thread FMA peak of that vector width; none for scalar)"
   echo "  (toy_s, GFLOP/s: one run each, not a median: a busy core shows here directly)"

@@ -2,9 +2,9 @@
  *
  * simplechain.c is compiled once more here with SC__KERNELS_ONLY: its whole per-slice
  * pipeline (input gather, fused dense forward + activation, loss, fused pullback) is
- * compiled with this file's -m flags, with the float dense kernels taken from
- * vec_f32.h (explicit vector code) and the double ones auto-vectorized from the
- * portable source. The tables exported below are what the dispatcher in simplechain.c
+ * compiled with this file's -m flags, with the float kernels taken from the vector
+ * kernels of simplechain.c (explicit vector code) and most double ones auto-vectorized
+ * from the portable source. The tables exported below are what the dispatcher in simplechain.c
  * selects when the CPU supports AVX2 (SC_ISA=avx2 forces them).
  */
 /* Built without its -m flags (a drop-in build: cc -O2 app.c simplechain.c kernels/avx2.c
@@ -29,8 +29,8 @@
 #define SC__ISA_NAME "avx2"
 #define SC__KT_EXPORT_F32 sc__kt_f32_avx2
 #define SC__KT_EXPORT_F64 sc__kt_f64_avx2
-#define SC__VEC_F32 1 /* float kernels from kernels/vec_f32.h */
-#define SC__VEC_F64 1 /* the double lane fold from kernels/vec_f64.h */
+#define SC__VEC_F32 1 /* the float vector kernels */
+#define SC__VEC_F64 1 /* the double vector kernels (lane fold, dot-form dW) */
 #define VOB 6         /* float rows per register block: 6 x 2 accumulators of 8 floats (NVB) */
 #define SC__OB 4      /* the same for the portable (double) kernels */
 #include "../simplechain.c"

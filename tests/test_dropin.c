@@ -6,14 +6,19 @@
  *
  *   cc -std=c11 -O2 -Wall -Wextra -Werror app.c $SC_SRC_DIR/simplechain.c -I$SC_SRC_DIR -o app -lm
  *
- * (also with -DSC_NO_THREADS, and with -pthread -Wpedantic as the header suggests for
- * threads), runs it and checks its exit status and output. The app trains 3 -> 8 tanh
- * -> 2 with ADAM, checks that the loss went down, that it runs on the portable
- * "scalar" kernels (nothing else was compiled in), and that threads are available
- * exactly when SC_NO_THREADS is not defined. Skipped only when there is no `cc`.
- * test_dropin_kernels compiles kernels/avx2.c and kernels/avx512.c along, with no flags of
- * their own: the app must then run on the kernel set the CPU supports and reach the
- * portable build's loss within 1e-3 relative.
+ * (also with -DSC_NO_THREADS, with -pthread -Wpedantic as the header suggests for threads,
+ * and with -DSC_NO_BUILTIN_AVX2), runs it and checks its exit status and output. The app
+ * trains 3 -> 8 tanh -> 2 with ADAM, checks that the loss went down, which kernel set it
+ * ran on, and that threads are available exactly when SC_NO_THREADS is not defined.
+ * Skipped only when there is no `cc`.
+ *
+ * Kernel sets: on x86-64 the two files alone carry a built-in AVX2 set, picked on a CPU
+ * with AVX2 + FMA; -DSC_NO_BUILTIN_AVX2 leaves only the portable "scalar" set. The two
+ * builds' scalar runs (SC_ISA=scalar) give the same bits. test_dropin_kernels compiles
+ * kernels/avx2.c and kernels/avx512.c along, with no flags of their own: the app must then
+ * run on the kernel set the CPU supports, reach the portable build's loss within 1e-3
+ * relative, and with SC_ISA=avx2 give exactly the bits of the built-in AVX2 set (the same
+ * code).
  */
 #include "testutil.h"
 
@@ -130,27 +135,41 @@ static int exit_code(int status) {
                            : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-/* the loss the portable build reached, for the build with kernels to compare with, and its
- * bits, for the build without the AVX2 clones of the dense kernels */
+/* what earlier builds reached, for later ones to compare with: the portable (scalar) loss
+ * and bits, and the bits of the two-file build's built-in AVX2 set */
 static float scalar_loss = -1;
-static char scalar_bits[16];
+static char scalar_bits[16], avx2_bits[16];
 
-/* the kernel set the dispatcher should pick on this CPU, given kernels compiled in */
-static const char *expected_isa(void) {
+static int cpu_has(const char *what) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  if (strcmp(what, "avx512") == 0)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (strcmp(what, "avx2") == 0)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
+  (void)what;
+  return 0;
+}
+
+/* the kernel set the dispatcher should pick on this CPU: with the kernels/ files compiled
+ * in (kernels = 1), from the two files alone (0), or without the built-in set (-1) */
+static const char *expected_isa(int kernels) {
+#if defined(__x86_64__)
+  if (kernels > 0 && cpu_has("avx512")) return "avx512";
+  if (kernels >= 0 && cpu_has("avx2")) return "avx2";
+#endif
+  (void)kernels;
   return "scalar";
 }
 
-/* builds and runs the app with extra compiler flags; expects it to print DROPIN OK. With
- * kernels, kernels/avx2.c and kernels/avx512.c are compiled along with no flags of their
- * own (issue 13: the fast paths from a plain cc command) */
-static void build_and_run_k(const char *extra_flags, int kernels) {
+/* builds and runs the app with extra compiler flags (and runs it once more with SC_ISA=isa,
+ * where isa is not NULL); expects it to print DROPIN OK. With kernels, kernels/avx2.c and
+ * kernels/avx512.c are compiled along with no flags of their own (issue 13: the fast paths
+ * from a plain cc command) */
+static void run_app(const char *dir, const char *extra_flags, int kernels, const char *isa);
+static void build_and_run_k(const char *extra_flags, int kernels, const char *isa) {
   const char *src = getenv("SC_SRC_DIR");
   if (!src || !*src) src = ".";
   /* the build runs in the temporary directory: make the source directory absolute */
@@ -198,44 +217,8 @@ static void build_and_run_k(const char *extra_flags, int kernels) {
   if (log[0]) fail_msg("drop-in build (%s) printed diagnostics:\n%s", extra_flags, log);
   free(log);
 
-  snprintf(cmd, sizeof cmd, "cd '%s' && ./app >out.txt 2>err.txt", dir);
-  st = exit_code(system(cmd));
-  snprintf(path, sizeof path, "%s/out.txt", dir);
-  char *out = slurp(path);
-  snprintf(path, sizeof path, "%s/err.txt", dir);
-  char *err = slurp(path);
-  assert_non_null(out);
-  assert_non_null(err);
-  if (st != 0)
-    fail_msg("drop-in app (%s) exited with %d\nstdout:\n%s\nstderr:\n%s", extra_flags, st, out,
-             err);
-  /* the last line is exactly DROPIN OK, and the portable kernels were used */
-  size_t n = strlen(out);
-  assert_true(n >= 10);
-  assert_string_equal(out + n - 10, "DROPIN OK\n");
-  assert_true(n == 10 || out[n - 11] == '\n');
-  char want[32];
-  snprintf(want, sizeof want, "isa=%s ", kernels ? expected_isa() : "scalar");
-  if (!strstr(out, want)) fail_msg("expected %s in: %s", want, out);
-  float l0 = -1, l1 = -1;
-  assert_int_equal(sscanf(strstr(out, "loss0="), "loss0=%f loss=%f", &l0, &l1), 2);
-  assert_true(l0 > 0 && l1 >= 0 && l1 < 0.5f * l0);
-  const char *bits = strstr(out, "bits=");
-  assert_non_null(bits);
-  if (!kernels && !extra_flags[0]) {
-    scalar_loss = l1;
-    snprintf(scalar_bits, sizeof scalar_bits, "%.13s", bits);
-  }
-  /* the two-file build runs the baseline or the AVX2 clone of its dense kernels (the CPU
-   * decides): the same C, the same bits as a build without clones */
-  if (strstr(extra_flags, "SC_NO_CLONES") && scalar_bits[0] && strncmp(bits, scalar_bits, 13) != 0)
-    fail_msg("without clones: %.13s, with: %s", bits, scalar_bits);
-  if (kernels && scalar_loss > 0 && !(fabsf(l1 - scalar_loss) <= 1e-3f * scalar_loss))
-    fail_msg("the build with kernels reached loss %g, the portable one %g", (double)l1,
-             (double)scalar_loss);
-  assert_string_equal(err, "");
-  free(out);
-  free(err);
+  run_app(dir, extra_flags, kernels, NULL);
+  if (isa) run_app(dir, extra_flags, kernels, isa);
 
   const char *files[] = {"app.c", "app", "build.log", "out.txt", "err.txt"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -245,10 +228,107 @@ static void build_and_run_k(const char *extra_flags, int kernels) {
   rmdir(dir);
 }
 
-static void build_and_run(const char *extra_flags) { build_and_run_k(extra_flags, 0); }
+/* runs ./app in dir (with SC_ISA=isa when isa is not NULL) and checks its output */
+static void run_app(const char *dir, const char *extra_flags, int kernels, const char *isa) {
+  char cmd[8192], path[4200];
+  snprintf(cmd, sizeof cmd, "cd '%s' && %s%s ./app >out.txt 2>err.txt", dir, isa ? "SC_ISA=" : "",
+           isa ? isa : "");
+  int st = exit_code(system(cmd));
+  snprintf(path, sizeof path, "%s/out.txt", dir);
+  char *out = slurp(path);
+  snprintf(path, sizeof path, "%s/err.txt", dir);
+  char *err = slurp(path);
+  assert_non_null(out);
+  assert_non_null(err);
+  if (st != 0)
+    fail_msg("drop-in app (%s, SC_ISA=%s) exited with %d\nstdout:\n%s\nstderr:\n%s", extra_flags,
+             isa ? isa : "", st, out, err);
+  /* the last line is exactly DROPIN OK, and the expected kernels were used */
+  size_t n = strlen(out);
+  assert_true(n >= 10);
+  assert_string_equal(out + n - 10, "DROPIN OK\n");
+  assert_true(n == 10 || out[n - 11] == '\n');
+  int no_builtin = strstr(extra_flags, "SC_NO_BUILTIN_AVX2") != NULL;
+  char want[32];
+  snprintf(want, sizeof want, "isa=%s ",
+           isa ? isa
+               : expected_isa(kernels      ? 1
+                              : no_builtin ? -1
+                                           : 0));
+  if (!strstr(out, want)) fail_msg("expected %s in: %s", want, out);
+  float l0 = -1, l1 = -1;
+  assert_int_equal(sscanf(strstr(out, "loss0="), "loss0=%f loss=%f", &l0, &l1), 2);
+  assert_true(l0 > 0 && l1 >= 0 && l1 < 0.5f * l0);
+  const char *bits = strstr(out, "bits=");
+  assert_non_null(bits);
+  int scalar = strcmp(want, "isa=scalar ") == 0, avx2 = strcmp(want, "isa=avx2 ") == 0;
+  /* every scalar run, with or without the built-in set, gives the same bits */
+  if (scalar && scalar_bits[0] && strncmp(bits, scalar_bits, 13) != 0)
+    fail_msg("scalar runs differ: %.13s (%s) against %s", bits, extra_flags, scalar_bits);
+  if (scalar && !scalar_bits[0]) {
+    scalar_loss = l1;
+    snprintf(scalar_bits, sizeof scalar_bits, "%.13s", bits);
+  }
+  /* the built-in AVX2 set and kernels/avx2.c are the same code: the same bits */
+  if (avx2 && avx2_bits[0] && strncmp(bits, avx2_bits, 13) != 0)
+    fail_msg("avx2 runs differ: %.13s (%s%s) against %s", bits, extra_flags,
+             kernels ? ", kernels/ files" : "", avx2_bits);
+  if (avx2 && !avx2_bits[0]) snprintf(avx2_bits, sizeof avx2_bits, "%.13s", bits);
+  if (!scalar && scalar_loss > 0 && !(fabsf(l1 - scalar_loss) <= 1e-3f * scalar_loss))
+    fail_msg("the %s kernels reached loss %g, the portable ones %g", want + 4, (double)l1,
+             (double)scalar_loss);
+  assert_string_equal(err, "");
+  free(out);
+  free(err);
+}
+
+static void build_and_run(const char *extra_flags, const char *isa) {
+  build_and_run_k(extra_flags, 0, isa);
+}
+
+/* the two files alone, without the built-in AVX2 set: the portable kernels only. First, so
+ * that the later builds have its loss and bits to compare with. */
+static void test_dropin_no_builtin(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("-DSC_NO_BUILTIN_AVX2", NULL);
+}
+
+/* the two files alone: the built-in AVX2 set on a CPU with AVX2 + FMA (x86-64), and the
+ * scalar set (SC_ISA=scalar) with the bits of the build without the built-in set */
+static void test_dropin_threads(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("", "scalar");
+}
+
+static void test_dropin_no_threads(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("-DSC_NO_THREADS", NULL);
+}
+
+static void test_dropin_pthread_pedantic(void **state) {
+  (void)state;
+  if (!have_cc()) {
+    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
+    skip();
+  }
+  build_and_run("-pthread -Wpedantic", NULL);
+}
 
 /* cc -O2 app.c simplechain.c kernels/avx2.c kernels/avx512.c: the fast paths, no -m or -D
- * flags (weak references in simplechain.c, target pragmas in the kernel files) */
+ * flags (weak references in simplechain.c, target pragmas in the kernel files); with
+ * SC_ISA=avx2 the bits of the built-in AVX2 set */
 static void test_dropin_kernels(void **state) {
   (void)state;
   if (!have_cc()) {
@@ -259,49 +339,13 @@ static void test_dropin_kernels(void **state) {
   print_message("test_dropin: the kernels/ files are x86 code; skipped\n");
   skip();
 #endif
-  build_and_run_k("-pthread -Wpedantic", 1);
-}
-
-static void test_dropin_threads(void **state) {
-  (void)state;
-  if (!have_cc()) {
-    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
-    skip();
-  }
-  build_and_run("");
-}
-
-static void test_dropin_no_threads(void **state) {
-  (void)state;
-  if (!have_cc()) {
-    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
-    skip();
-  }
-  build_and_run("-DSC_NO_THREADS");
-}
-
-static void test_dropin_no_clones(void **state) {
-  (void)state;
-  if (!have_cc()) {
-    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
-    skip();
-  }
-  build_and_run("-DSC_NO_CLONES");
-}
-
-static void test_dropin_pthread_pedantic(void **state) {
-  (void)state;
-  if (!have_cc()) {
-    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
-    skip();
-  }
-  build_and_run("-pthread -Wpedantic");
+  build_and_run_k("-pthread -Wpedantic", 1, cpu_has("avx2") ? "avx2" : NULL);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dropin_threads),   cmocka_unit_test(test_dropin_no_threads),
-      cmocka_unit_test(test_dropin_no_clones), cmocka_unit_test(test_dropin_pthread_pedantic),
+      cmocka_unit_test(test_dropin_no_builtin), cmocka_unit_test(test_dropin_threads),
+      cmocka_unit_test(test_dropin_no_threads), cmocka_unit_test(test_dropin_pthread_pedantic),
       cmocka_unit_test(test_dropin_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
