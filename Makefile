@@ -336,12 +336,17 @@ $(BUILD)/xsmm_dense: bench/xsmm_dense.c bench/bench_time.h simplechain.c simplec
 bench-xsmm: $(BUILD)/xsmm_dense
 	./$(BUILD)/xsmm_dense
 
-# our float tanh against SLEEF's (bench/tanh_speed.c); needs libsleef-dev and AVX-512
+# our float tanh (both variants) against SLEEF's (bench/tanh_speed.c); needs libsleef-dev;
+# the AVX-512 build where the CPU has AVX-512, else the AVX2 one
 $(BUILD)/tanh_speed: bench/tanh_speed.c bench/bench_time.h simplechain.c simplechain.h kernels/sleef.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -DSC_HAVE_SLEEF -I. $< -o $@ -lsleef $(LDLIBS)
-bench-tanh: $(BUILD)/tanh_speed
-	./$(BUILD)/tanh_speed
+$(BUILD)/tanh_speed_avx2: bench/tanh_speed.c bench/bench_time.h simplechain.c simplechain.h kernels/sleef.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(AVX2_FLAGS) -DSC_HAVE_SLEEF -I. $< -o $@ -lsleef $(LDLIBS)
+bench-tanh: $(BUILD)/tanh_speed $(BUILD)/tanh_speed_avx2
+	if grep -q avx512f /proc/cpuinfo; then ./$(BUILD)/tanh_speed; fi
+	./$(BUILD)/tanh_speed_avx2
 
 # the toy's dense kernels one by one (bench/kernels_speed.c); needs an AVX-512 CPU
 $(BUILD)/kernels_speed: bench/kernels_speed.c bench/bench_time.h simplechain.c simplechain.h

@@ -176,7 +176,15 @@ typedef struct sc__lplan {
   sc__xsmm_fn xfwd;        /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
   unsigned char how;       /* dense forward variant: how it was chosen (SC__HOW_*) */
   float ns_fused, ns_xsmm; /* measured: ns per forward of a slice-sized batch (0: not) */
+  unsigned char tanh_rcp;  /* float tanh layer on a vector kernel set: the reciprocal form
+                              of tanh's final quotient instead of the divide (planner) */
+  unsigned char tanh_how;  /* how that was chosen (SC__HOW_*) */
+  float ns_div, ns_rcp;    /* measured, as ns_fused */
 } sc__lplan;
+
+/* the forward activation code of a float tanh layer run in the reciprocal form (never seen
+ * by the portable kernels; see the planner) */
+#define SC__TANH_RCP ((sc_act)32)
 
 struct sc_chain {
   size_t nlayers, in, out, nparams;
@@ -2039,6 +2047,13 @@ sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, c
  *     creation instead of timing again (a file that is not a wisdom file is ignored, left
  *     alone, and said so in sc_chain_plan);
  *   - by force (SC_DENSE_FWD=fused|xsmm), for tests and experiments.
+ * The float tanh of a dense layer on the vector kernel sets has two variants too: "div"
+ * (tanh's final quotient E / (E + 2) as a divide) and "rcp" (a reciprocal estimate and one
+ * correction, y0 = E r, y = y0 + r (E - (E + 2) y0): no divide instruction, two more
+ * dependent operations; at most 1.5 ULP like div, test_math). Chosen the same three ways:
+ * by rule (div everywhere: see SC__TANH_RULE_RCP), by measurement (SC_PLAN=measure, the
+ * same one-layer timing, also kept in the wisdom file), or by force (SC_TANH_VARIANT=
+ * div|rcp). The scalar kernels and conv layers have the divide only.
  * The choice belongs to the chain, so results never depend on the thread count; the
  * variants may differ from each other in the last bits. SC_XSMM=0 keeps libxsmm out. */
 #define SC__XSMM_MIN_IN 64
@@ -2084,10 +2099,11 @@ static void sc__cpu_model(char *buf, size_t cap) {
 
 /* one wisdom entry */
 typedef struct sc__wis {
+  int tanh; /* 0: a dense_fwd entry (fused / xsmm), 1: a tanh entry (div / rcp) */
   char cpu[64], isa[16], act[16], pick[8];
   size_t in, out;
   int bias;
-  double ns_fused, ns_xsmm;
+  double ns_a, ns_b; /* fused and xsmm, or div and rcp */
 } sc__wis;
 
 #define SC__WIS_MAX 4096
@@ -2119,14 +2135,23 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
     }
     sc__wis e;
     memset(&e, 0, sizeof e);
-    int used = 0;
-    if (sscanf(line,
-               "dense_fwd cpu=%63s isa=%15s in=%zu out=%zu act=%15s bias=%d pick=%7s "
-               "fused_ns=%lf xsmm_ns=%lf%n",
-               e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_fused, &e.ns_xsmm,
-               &used) != 9 ||
-        (line[used] != '\n' && line[used] != 0) ||
-        (strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) || *nw >= SC__WIS_MAX) {
+    int used = 0, fields;
+    e.tanh = strncmp(line, "tanh ", 5) == 0;
+    if (e.tanh)
+      fields = sscanf(line,
+                      "tanh cpu=%63s isa=%15s in=%zu out=%zu bias=%d pick=%7s div_ns=%lf "
+                      "rcp_ns=%lf%n",
+                      e.cpu, e.isa, &e.in, &e.out, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used) +
+               1;
+    else
+      fields = sscanf(line,
+                      "dense_fwd cpu=%63s isa=%15s in=%zu out=%zu act=%15s bias=%d pick=%7s "
+                      "fused_ns=%lf xsmm_ns=%lf%n",
+                      e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
+    if (fields != 9 || (line[used] != '\n' && line[used] != 0) ||
+        (e.tanh ? strcmp(e.pick, "div") && strcmp(e.pick, "rcp")
+                : strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) ||
+        *nw >= SC__WIS_MAX) {
       bad = 1;
       break;
     }
@@ -2164,11 +2189,17 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
     int k = snprintf(line, sizeof line, "# simplechain wisdom 1\n");
     sc__wwrite(&wf, line, (size_t)k);
     for (size_t i = 0; i < nw; i++) {
-      k = snprintf(line, sizeof line,
-                   "dense_fwd cpu=%s isa=%s in=%zu out=%zu act=%s bias=%d pick=%s fused_ns=%.1f "
-                   "xsmm_ns=%.1f\n",
-                   w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].act, w[i].bias, w[i].pick,
-                   w[i].ns_fused, w[i].ns_xsmm);
+      if (w[i].tanh)
+        k = snprintf(line, sizeof line,
+                     "tanh cpu=%s isa=%s in=%zu out=%zu bias=%d pick=%s div_ns=%.1f rcp_ns=%.1f\n",
+                     w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].bias, w[i].pick, w[i].ns_a,
+                     w[i].ns_b);
+      else
+        k = snprintf(line, sizeof line,
+                     "dense_fwd cpu=%s isa=%s in=%zu out=%zu act=%s bias=%d pick=%s "
+                     "fused_ns=%.1f xsmm_ns=%.1f\n",
+                     w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].act, w[i].bias, w[i].pick,
+                     w[i].ns_a, w[i].ns_b);
       if (k > 0) sc__wwrite(&wf, line, (size_t)k);
     }
     st = sc__wcommit(&wf, path, fn);
@@ -2177,10 +2208,9 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
   return st;
 }
 
-#if SC__XSMM
 /* ns per forward of a slice-sized batch through a one-layer twin of P, with the xsmm GEMM
- * xs or (NULL) our fused kernel: the median of 5 rounds */
-static double sc__time_dense(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs) {
+ * xs or (NULL) our fused kernel, and the tanh variant rcp: the median of 5 rounds */
+static double sc__time_dense(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int rcp) {
   sc_chain *t = NULL;
   sc_workspace *ws = NULL;
   float *p = NULL, *x = NULL, *y = NULL;
@@ -2192,6 +2222,7 @@ static double sc__time_dense(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
   if (st) return 0;
   t->kf = c->kf, t->kd = c->kd;
   t->L[0].xfwd = xs;
+  t->L[0].tanh_rcp = (unsigned char)rcp;
   size_t np = t->nparams;
   p = malloc(np * sizeof *p);
   x = malloc(batch * P->in * sizeof *x);
@@ -2222,13 +2253,49 @@ static double sc__time_dense(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
   sc_chain_destroy(t);
   return best;
 }
-#endif
 
-/* Chooses every dense layer's forward variant (see above). */
+/* The rule for the tanh variant where nothing is measured or forced: div. Measured on an
+ * AVX2 EPYC (Zen 4 under KVM, make bench-tanh and SC_PLAN=measure on the toy's layers;
+ * bench/RESULTS.md) div was faster; on Zen 5 (AVX-512) too, by an earlier measurement. The
+ * Intel hosts are not measured yet: SC_PLAN=measure decides there. */
+#define SC__TANH_RULE_RCP 0
+
+/* the wisdom entry for layer P (tanh: the tanh variant's, else the dense forward's) */
+static size_t sc__wis_find(const sc__wis *w, size_t nw, const sc__lplan *P, int tanh,
+                           const char *cpu, const char *isa) {
+  const char *act = sc_act_name(P->spec.act);
+  for (size_t i = 0; i < nw; i++)
+    if (w[i].tanh == tanh && w[i].in == P->in && w[i].out == P->out && w[i].bias == P->spec.bias &&
+        (tanh || !strcmp(w[i].act, act)) && !strcmp(w[i].isa, isa) && !strcmp(w[i].cpu, cpu))
+      return i;
+  return nw;
+}
+
+/* appends a measured entry; returns 1 when it did */
+static int sc__wis_add(sc__wis **w, size_t *nw, const sc__lplan *P, int tanh, const char *cpu,
+                       const char *isa, const char *pick, double a, double b) {
+  if (*nw >= SC__WIS_MAX) return 0;
+  sc__wis *nwp = realloc(*w, (*nw + 1) * sizeof **w);
+  if (!nwp) return 0;
+  *w = nwp;
+  sc__wis *e = &nwp[(*nw)++];
+  memset(e, 0, sizeof *e);
+  e->tanh = tanh;
+  snprintf(e->cpu, sizeof e->cpu, "%s", cpu);
+  snprintf(e->isa, sizeof e->isa, "%s", isa);
+  snprintf(e->act, sizeof e->act, "%s", sc_act_name(P->spec.act));
+  snprintf(e->pick, sizeof e->pick, "%s", pick);
+  e->in = P->in, e->out = P->out, e->bias = P->spec.bias;
+  e->ns_a = a, e->ns_b = b;
+  return 1;
+}
+
+/* Chooses every dense layer's forward variant and tanh variant (see above). */
 static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   c->plan_note[0] = 0;
   if (sc__planning) return SC_OK;
   const char *mode = getenv("SC_PLAN"), *force = getenv("SC_DENSE_FWD"), *off = getenv("SC_XSMM");
+  const char *tforce = getenv("SC_TANH_VARIANT");
   int measure = 0;
   if (mode && *mode && strcmp(mode, "rules") != 0) {
     if (strcmp(mode, "measure") != 0)
@@ -2241,7 +2308,16 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       return sc__fail(SC_ERR_ARG, fn, "SC_DENSE_FWD='%s' is not one of fused, xsmm", force);
     want_x = strcmp(force, "xsmm") == 0;
   }
-  int simd = c->kf != &sc__kt_ref_f32; /* the scalar kernels have no xsmm path */
+  int want_r = -1; /* forced: 0 div, 1 rcp */
+  if (tforce && *tforce) {
+    if (strcmp(tforce, "div") && strcmp(tforce, "rcp"))
+      return sc__fail(SC_ERR_ARG, fn, "SC_TANH_VARIANT='%s' is not one of div, rcp", tforce);
+    want_r = strcmp(tforce, "rcp") == 0;
+  }
+  int simd = c->kf != &sc__kt_ref_f32; /* the scalar kernels have no xsmm path, no rcp */
+  if (want_r == 1 && !simd)
+    return sc__fail(SC_ERR_UNSUPPORTED, fn,
+                    "SC_TANH_VARIANT=rcp, but the scalar kernels have the divide only");
   int xok = 0;
 #if SC__XSMM
   if (simd && !(off && strcmp(off, "0") == 0)) {
@@ -2250,7 +2326,6 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   }
 #else
   (void)off;
-  (void)simd;
 #endif
   if (want_x == 1 && !xok)
     return sc__fail(SC_ERR_UNSUPPORTED, fn,
@@ -2264,16 +2339,43 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   int wis_ok = 0, wis_new = 0;
   const char *wpath = getenv("SC_WISDOM");
   char cpu[64] = "";
-  if (measure && xok && want_x < 0 && wpath && *wpath) {
+  int any_tanh = 0;
+  for (size_t l = 0; l < c->nlayers; l++)
+    any_tanh |= c->L[l].spec.kind == SC_LAYER_DENSE && c->L[l].spec.act == SC_TANH;
+  if (measure && ((xok && want_x < 0) || (simd && any_tanh && want_r < 0)) && wpath && *wpath) {
     wis_ok = sc__wis_read(wpath, &wis, &nw, c->plan_note, sizeof c->plan_note) == 0;
     nw0 = nw;
-    sc__cpu_model(cpu, sizeof cpu);
   }
+  if (measure) sc__cpu_model(cpu, sizeof cpu);
+  const char *isa = c->kf->name;
   sc_status st = SC_OK;
-  for (size_t l = 0; l < c->nlayers; l++) {
+  for (size_t l = 0; l < c->nlayers && !st; l++) {
     sc__lplan *P = &c->L[l];
     P->xfwd = NULL, P->how = SC__HOW_ONLY, P->ns_fused = P->ns_xsmm = 0;
+    P->tanh_rcp = 0, P->tanh_how = SC__HOW_ONLY, P->ns_div = P->ns_rcp = 0;
     if (P->spec.kind != SC_LAYER_DENSE) continue;
+    /* the tanh variant first: the GEMM variants below are timed with it */
+    if (P->spec.act == SC_TANH && simd) {
+      if (want_r >= 0) {
+        P->tanh_how = SC__HOW_FORCED, P->tanh_rcp = (unsigned char)want_r;
+      } else if (!measure) {
+        P->tanh_how = SC__HOW_RULE, P->tanh_rcp = SC__TANH_RULE_RCP;
+      } else {
+        size_t hit = sc__wis_find(wis, nw, P, 1, cpu, isa);
+        if (hit < nw) {
+          P->tanh_how = SC__HOW_WISDOM;
+          P->ns_div = (float)wis[hit].ns_a, P->ns_rcp = (float)wis[hit].ns_b;
+          P->tanh_rcp = strcmp(wis[hit].pick, "rcp") == 0;
+        } else {
+          double td = sc__time_dense(c, P, NULL, 0), tr = sc__time_dense(c, P, NULL, 1);
+          P->tanh_how = SC__HOW_MEASURED;
+          P->ns_div = (float)td, P->ns_rcp = (float)tr;
+          P->tanh_rcp = td > 0 && tr > 0 && tr < td;
+          if (wis_ok)
+            wis_new |= sc__wis_add(&wis, &nw, P, 1, cpu, isa, P->tanh_rcp ? "rcp" : "div", td, tr);
+        }
+      }
+    }
     if (want_x == 0) { /* fused, forced: whether or not there is another variant */
       P->how = SC__HOW_FORCED;
       continue;
@@ -2282,13 +2384,11 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
 #if SC__XSMM
     sc__xsmm_fn xs = sc__xsmm_kernel(P);
     if (!xs) {
-      if (want_x == 1) {
+      if (want_x == 1)
         st = sc__fail(SC_ERR_UNSUPPORTED, fn,
                       "SC_DENSE_FWD=xsmm: libxsmm has no kernel for layer "
                       "%zu (%zu -> %zu)",
                       l, P->in, P->out);
-        break;
-      }
       continue;
     }
     if (want_x >= 0) {
@@ -2301,37 +2401,19 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       P->xfwd = c->kf == &sc__kt_f32_avx512 && P->in >= SC__XSMM_MIN_IN ? xs : NULL;
       continue;
     }
-    const char *act = sc_act_name(P->spec.act), *isa = c->kf->name;
-    size_t hit = nw;
-    for (size_t i = 0; i < nw && hit == nw; i++)
-      if (wis[i].in == P->in && wis[i].out == P->out && wis[i].bias == P->spec.bias &&
-          !strcmp(wis[i].act, act) && !strcmp(wis[i].isa, isa) && !strcmp(wis[i].cpu, cpu))
-        hit = i;
+    size_t hit = sc__wis_find(wis, nw, P, 0, cpu, isa);
     if (hit < nw) {
       P->how = SC__HOW_WISDOM;
-      P->ns_fused = (float)wis[hit].ns_fused, P->ns_xsmm = (float)wis[hit].ns_xsmm;
+      P->ns_fused = (float)wis[hit].ns_a, P->ns_xsmm = (float)wis[hit].ns_b;
       P->xfwd = strcmp(wis[hit].pick, "xsmm") == 0 ? xs : NULL;
       continue;
     }
-    double tf = sc__time_dense(c, P, NULL), tx = sc__time_dense(c, P, xs);
+    double tf = sc__time_dense(c, P, NULL, P->tanh_rcp), tx = sc__time_dense(c, P, xs, P->tanh_rcp);
     P->how = SC__HOW_MEASURED;
     P->ns_fused = (float)tf, P->ns_xsmm = (float)tx;
     P->xfwd = tx > 0 && tf > 0 && tx < tf ? xs : NULL;
-    if (wis_ok && nw < SC__WIS_MAX) {
-      sc__wis *nwp = realloc(wis, (nw + 1) * sizeof *wis);
-      if (nwp) {
-        wis = nwp;
-        sc__wis *e = &wis[nw++];
-        memset(e, 0, sizeof *e);
-        snprintf(e->cpu, sizeof e->cpu, "%s", cpu);
-        snprintf(e->isa, sizeof e->isa, "%s", isa);
-        snprintf(e->act, sizeof e->act, "%s", act);
-        snprintf(e->pick, sizeof e->pick, "%s", P->xfwd ? "xsmm" : "fused");
-        e->in = P->in, e->out = P->out, e->bias = P->spec.bias;
-        e->ns_fused = tf, e->ns_xsmm = tx;
-        wis_new = 1;
-      }
-    }
+    if (wis_ok)
+      wis_new |= sc__wis_add(&wis, &nw, P, 0, cpu, isa, P->xfwd ? "xsmm" : "fused", tf, tx);
 #endif
   }
   if (!st && wis_ok && wis_new && nw > nw0 && sc__wis_write(fn, wpath, wis, nw) != SC_OK) {
@@ -2353,8 +2435,13 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
   if (buf && cap) buf[0] = 0;
   static const char *hows[] = {"the only variant here", "rule", "measured", "wisdom",
                                "forced by SC_DENSE_FWD"};
-  sc__sprintf(&b, "kernels %s; dense forward variants: fused%s\n", chain->kf->name,
-              SC__XSMM ? ", xsmm" : " (no libxsmm in this build)");
+  static const char *thows[] = {"the only variant here", "rule", "measured", "wisdom",
+                                "forced by SC_TANH_VARIANT"};
+  int simd = chain->kf != &sc__kt_ref_f32;
+  sc__sprintf(&b, "kernels %s; dense forward variants: fused%s; tanh variants: %s\n",
+              chain->kf->name, SC__XSMM ? ", xsmm" : " (no libxsmm in this build)",
+              simd ? "div, rcp" : "div");
+  size_t per = (size_t)SC__TW * (chain->min_tiles ? chain->min_tiles : 1);
   for (size_t l = 0; l < chain->nlayers; l++) {
     const sc__lplan *P = &chain->L[l];
     if (P->spec.kind != SC_LAYER_DENSE) continue;
@@ -2362,8 +2449,16 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
                 sc_act_name(P->spec.act), P->xfwd ? "xsmm" : "fused", hows[P->how]);
     if (P->how == SC__HOW_MEASURED || P->how == SC__HOW_WISDOM)
       sc__sprintf(&b, ": fused %.0f ns, xsmm %.0f ns per %zu samples", (double)P->ns_fused,
-                  (double)P->ns_xsmm, (size_t)SC__TW * (chain->min_tiles ? chain->min_tiles : 1));
-    sc__sprintf(&b, ")\n");
+                  (double)P->ns_xsmm, per);
+    sc__sprintf(&b, ")");
+    if (P->spec.act == SC_TANH) {
+      sc__sprintf(&b, "; tanh %s (%s", P->tanh_rcp ? "rcp" : "div", thows[P->tanh_how]);
+      if (P->tanh_how == SC__HOW_MEASURED || P->tanh_how == SC__HOW_WISDOM)
+        sc__sprintf(&b, ": div %.0f ns, rcp %.0f ns per %zu samples", (double)P->ns_div,
+                    (double)P->ns_rcp, per);
+      sc__sprintf(&b, ")");
+    }
+    sc__sprintf(&b, "\n");
   }
   if (chain->plan_note[0]) sc__sprintf(&b, "note: %s\n", chain->plan_note);
   if (needed) *needed = b.len + 1;
@@ -4702,6 +4797,12 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
 #else
 #define V_FMA(a, b, c) ((sc_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #endif
+/* a reciprocal estimate: relative error <= 2^-14 (AVX-512), 1.5 x 2^-12 (AVX2) */
+#if VW == 16
+#define V_RCP(a) ((sc_vf)_mm512_rcp14_ps((__m512)(a)))
+#else
+#define V_RCP(a) ((sc_vf)_mm256_rcp_ps((__m256)(a)))
+#endif
 #if VW == 16
 #define v_min(a, b) ((sc_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))
 #define v_max(a, b) ((sc_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
@@ -4731,7 +4832,7 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
  * 0.180 for the plain transcription; the same 1.5-ULP bound (test_math; an exhaustive
  * scan of [0, 9.5] gave 1.499). A reciprocal estimate plus a correction instead of the
  * divide was measured slower: it lengthens the chain. */
-static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
+static inline __attribute__((always_inline)) sc_vf v_tanh_q(sc_vf x, int rcp) {
   sc_vu sign = (sc_vu)x & 0x80000000u;
   sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
   sc_vf m = v_min(V_BCAST(9.125f), ax);    /* 9.125, not 9: tanh(9) must round to 1; NaN stays */
@@ -4746,7 +4847,17 @@ static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
   sc_vf p = r2 * q + r;
   sc_vf s = (sc_vf)(((sc_vu)t << 23) + 0x3f800000u);
   sc_vf E = s * p + (s - 1.0f);
-  sc_vf y = E / (E + 2.0f);
+  sc_vf y;
+  if (rcp) { /* y0 = E r, r ~ 1 / d; y = y0 + r (E - d y0): relative error about (d r - 1)^2 */
+    sc_vf d = E + 2.0f, r = V_RCP(d);
+#if VW != 16 /* AVX2's 12-bit estimate squared is 2^-22: one Newton step on r first */
+    r = V_FMA(r, V_FMA(-d, r, V_BCAST(1.0f)), r);
+#endif
+    sc_vf y0 = E * r;
+    y = V_FMA(r, V_FMA(-d, y0, E), y0);
+  } else {
+    y = E / (E + 2.0f);
+  }
   sc_vf z = ax * ax;
   sc_vf ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
                          3.33333194e-01f) +
@@ -4754,6 +4865,8 @@ static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
   y = v_ge_sel(ax, 0.35f, y, ys);
   return (sc_vf)((sc_vu)y | sign);
 }
+
+#define v_tanh(x) v_tanh_q(x, 0)
 
 #if defined(SC_TANH_SLEEF) && defined(SC__SLEEF)
 /* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of ours */
@@ -4764,16 +4877,23 @@ static inline __attribute__((always_inline)) sc_vf v_tanh(sc_vf x) {
 
 /* a[k] = tanh(a[k]) for n native vectors: a tight loop, so that the polynomial's
  * constants stay in registers (applied to a block's 16 accumulators at once, they
- * spilled) */
-static void v_tanh_inplace(float *restrict a, size_t n) {
+ * spilled). rcp: the reciprocal form (SC__TANH_RCP) */
+static void v_tanh_inplace(float *restrict a, size_t n, int rcp) {
   sc_vf *A = (sc_vf *)(void *)a;
-  for (size_t k = 0; k < n; k++) A[k] = V_TANH(A[k]);
+  if (rcp)
+    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], 1);
+  else
+    for (size_t k = 0; k < n; k++) A[k] = V_TANH(A[k]);
 }
 
 /* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
 static inline __attribute__((always_inline)) void v_act_store(float *restrict a, float *restrict z,
                                                               const sc_vf *acc, sc_act act) {
   int j;
+  if (act == SC__TANH_RCP) {
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_tanh_q(acc[j], 1);
+    return;
+  }
   switch (act) {
   case SC_IDENTITY:
     for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j];
@@ -4823,8 +4943,8 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
  * portable row function; identity and relu are done */
 static void v_act_rows(float *restrict a, float *restrict z, size_t O, sc_act act) {
   if (act == SC_IDENTITY || act == SC_RELU) return;
-  if (act == SC_TANH) {
-    v_tanh_inplace(a, O * NV);
+  if (act == SC_TANH || act == SC__TANH_RCP) {
+    v_tanh_inplace(a, O * NV, act == SC__TANH_RCP);
     return;
   }
   for (size_t o = 0; o < O; o++) {
@@ -5699,17 +5819,19 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       const SC__T *W = J->p + P->poff;
       SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
       switch (P->spec.kind) {
-      case SC_LAYER_DENSE:
+      case SC_LAYER_DENSE: {
+        sc_act fa = P->spec.act;
 #if SC__F32 && defined(SC__VEC_F32)
+        if (P->tanh_rcp) fa = SC__TANH_RCP; /* the planner's tanh variant */
         if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
           P->xfwd(in, W, a);
-          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, P->spec.act);
+          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
           break;
         }
 #endif
-        SC__K_FWD(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in,
-                  P->spec.act);
+        SC__K_FWD(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
         break;
+      }
       case SC_LAYER_CONV2D:
         if (P->pad_off != SIZE_MAX) {
           SC__TN(sc__pad)(tm + P->pad_off, in, P);

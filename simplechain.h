@@ -239,6 +239,13 @@ const char *sc_chain_isa(const sc_chain *chain);
  *     CPU model, kernel set and layer shape (a file that is not a wisdom file is ignored,
  *     left as it is, and named in the plan's note);
  *   SC_DENSE_FWD=fused|xsmm: forced (xsmm where unavailable: SC_ERR_UNSUPPORTED).
+ * A dense tanh layer's float forward on the SIMD kernel sets has two variants of tanh's
+ * final quotient too: "div" (a divide) and "rcp" (a reciprocal estimate with Newton
+ * corrections: no divide instruction, which issues slowly on some CPUs); both within
+ * 1.5 ULP. The same SC_PLAN / SC_WISDOM apply (rule: div, measured faster on the AMD hosts;
+ * bench/RESULTS.md); SC_TANH_VARIANT=div|rcp forces one (rcp on the scalar kernels:
+ * SC_ERR_UNSUPPORTED). Conv layers, the double API and the one-sample entry points
+ * (sc_vjp, sc_jvp, ...) use the divide.
  * Bad values are SC_ERR_ARG at sc_chain_create. The choice belongs to the chain: results do
  * not depend on the thread count; the variants may differ from each other in the last bits.
  * sc_chain_plan writes what was chosen, how, and the timings, as sc_chain_summary writes. */

@@ -1,15 +1,22 @@
-/* bench/tanh_speed.c — ns per element of the float tanh: ours (v_tanh in
- * kernels/vec_f32.h, AVX-512 build) against SLEEF's tanhf16 u35 and u10, streaming over
- * 4,096 floats in [-6.8, 6.8] (L1-resident), median of 7 runs of 100,000 passes.
- *   make bench-tanh   (needs libsleef-dev and an AVX-512 CPU)
+/* bench/tanh_speed.c — ns per element of the float tanh: ours (v_tanh_q in simplechain.c's
+ * vector kernels, both variants: the divide and the reciprocal form) against SLEEF's u35
+ * and u10 tanhf, streaming over 4,096 floats in [-6.8, 6.8] (L1-resident), median of 7
+ * runs of 100,000 passes. Built twice: for AVX-512 (build/tanh_speed) and AVX2
+ * (build/tanh_speed_avx2).
+ *   make bench-tanh   (needs libsleef-dev; runs the AVX-512 build where the CPU has it)
  * The accuracy of each is measured by tests/test_math.c (test_tanh_ulp). */
 #define SC__KERNELS_ONLY 1
 #define SC__ISA_NAME "tanh-bench"
 #define SC__KT_EXPORT_F32 sc__kt_f32_tanh_bench
 #define SC__KT_EXPORT_F64 sc__kt_f64_tanh_bench
 #define SC__VEC_F32 1
+#ifdef __AVX512F__
 #define VOB 8
 #define SC__OB 8
+#else
+#define VOB 6
+#define SC__OB 4
+#endif
 #include "../simplechain.c"
 
 #include <sleef.h>
@@ -37,9 +44,19 @@ static float xs[N] __attribute__((aligned(64))), ys[N] __attribute__((aligned(64
 
 int main(void) {
   for (int i = 0; i < N; i++) xs[i] = (float)(i - N / 2) / 300.0f;
+#if VW == 16
   printf("float tanh, AVX-512, %d floats streamed %d times, median of 7\n", N, PASSES);
-  BENCH("ours (v_tanh)", v_tanh(x));
+#else
+  printf("float tanh, AVX2, %d floats streamed %d times, median of 7\n", N, PASSES);
+#endif
+  BENCH("ours, div (v_tanh_q)", v_tanh_q(x, 0));
+  BENCH("ours, rcp (v_tanh_q)", v_tanh_q(x, 1));
+#if VW == 16
   BENCH("SLEEF Sleef_tanhf16_u35", (sc_vf)Sleef_tanhf16_u35avx512f((__m512)x));
   BENCH("SLEEF Sleef_tanhf16_u10", (sc_vf)Sleef_tanhf16_u10avx512f((__m512)x));
+#else
+  BENCH("SLEEF Sleef_tanhf8_u35", (sc_vf)Sleef_tanhf8_u35avx2((__m256)x));
+  BENCH("SLEEF Sleef_tanhf8_u10", (sc_vf)Sleef_tanhf8_u10avx2((__m256)x));
+#endif
   return 0;
 }

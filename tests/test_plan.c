@@ -1,9 +1,10 @@
 /* tests/test_plan.c — kernel variants chosen at chain creation (issue 13): SC_PLAN,
- * SC_DENSE_FWD, SC_WISDOM and sc_chain_plan.
+ * SC_DENSE_FWD, SC_TANH_VARIANT, SC_WISDOM and sc_chain_plan.
  *
- *   - every dense forward variant ("fused", and "xsmm" where the build has libxsmm), forced
- *     by name on every SIMD kernel set, gives the scalar reference's forward and gradient
- *     (relative 2e-5), and the plan says it was forced;
+ *   - every dense forward variant ("fused", and "xsmm" where the build has libxsmm), with
+ *     each tanh variant ("div", "rcp"), forced by name on every SIMD kernel set, gives the
+ *     scalar reference's forward and gradient (relative 2e-5), and the plan says both were
+ *     forced; rcp on the scalar kernels is SC_ERR_UNSUPPORTED;
  *   - SC_PLAN=measure times the variants, writes the answers to the SC_WISDOM file, and the
  *     next creation reads them back ("wisdom") instead of timing; a measured plan gives the
  *     same bits on 1 and 2 threads;
@@ -77,26 +78,35 @@ static void test_forced_variants(void **state) {
   env_set("SC_DENSE_FWD", "xsmm");
   sc_layer L[] = {sc_dense(4, SC_RELU)};
   SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, L, 1));
+  /* rcp on the scalar kernels: refused (they have the divide only) */
+  env_set("SC_DENSE_FWD", NULL);
+  env_set("SC_TANH_VARIANT", "rcp");
+  SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, L, 1));
+  assert_non_null(strstr(sc_last_error(), "SC_TANH_VARIANT"));
   int tested = 0;
   for (int is = 0; is < nisa; is++) {
     if (!strcmp(isas[is], "scalar")) continue;
-    for (int v = 0; v < 2; v++) {
-      const char *var = v ? "xsmm" : "fused";
+    for (int v = 0; v < 4; v++) {
+      const char *var = v & 1 ? "xsmm" : "fused", *tv = v & 2 ? "rcp" : "div";
       env_set("SC_ISA", isas[is]);
       env_set("SC_DENSE_FWD", var);
+      env_set("SC_TANH_VARIANT", tv);
       c = NULL;
       sc_status st = sc_chain_create(
           &c, NI,
           (sc_layer[]){sc_dense(40, SC_RELU), sc_dense(24, SC_TANH), sc_dense(NO, SC_IDENTITY)}, 3);
-      if (v && st == SC_ERR_UNSUPPORTED) {
+      if ((v & 1) && st == SC_ERR_UNSUPPORTED) {
         print_message("      %s: no xsmm here (%s)\n", isas[is], sc_last_error());
         continue;
       }
       SC_OK_OR_FAIL(st);
       char *pl = plan_of(c);
-      char want[64];
+      char want[64], twant[64];
       snprintf(want, sizeof want, ": %s (forced", var);
-      if (!strstr(pl, want)) fail_msg("%s %s: plan\n%s", isas[is], var, pl);
+      snprintf(twant, sizeof twant, "24 tanh: %s (forced by SC_DENSE_FWD); tanh %s (forced", var,
+               tv);
+      if (!strstr(pl, want) || !strstr(pl, twant))
+        fail_msg("%s %s %s: plan\n%s", isas[is], var, tv, pl);
       free(pl);
       run r;
       compute(c, 2, &r);
@@ -108,6 +118,10 @@ static void test_forced_variants(void **state) {
   }
   print_message("      %d forced variant(s) agree with the scalar reference\n", tested);
   env_set("SC_ISA", NULL);
+  env_set("SC_TANH_VARIANT", "fast");
+  SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, L, 1));
+  assert_non_null(strstr(sc_last_error(), "SC_TANH_VARIANT='fast'"));
+  env_set("SC_TANH_VARIANT", NULL);
   env_set("SC_DENSE_FWD", "simd");
   SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, L, 1));
   assert_non_null(strstr(sc_last_error(), "SC_DENSE_FWD"));
@@ -138,14 +152,18 @@ static void test_measure_and_wisdom(void **state) {
     sc_chain_destroy(cx);
     env_set("SC_DENSE_FWD", NULL);
   }
-  if (has_x) {
-    if (!strstr(pl, "(measured: fused")) fail_msg("plan:\n%s", pl);
+  /* the tanh layer has two variants on the SIMD kernel sets */
+  int simd = strcmp(sc_chain_isa(c), "scalar") != 0;
+  if (has_x && !strstr(pl, "(measured: fused")) fail_msg("plan:\n%s", pl);
+  if (simd && !strstr(pl, "(measured: div ")) fail_msg("plan:\n%s", pl);
+  if (has_x || simd) {
     size_t len;
     unsigned char *w = tu_read_all(path, &len);
     assert_true(len > 20 && !memcmp(w, "# simplechain wisdom 1\n", 23));
     int lines = 0;
     for (size_t k = 0; k < len; k++) lines += w[k] == '\n';
-    assert_int_equal(lines, 1 + 3);
+    assert_int_equal(lines, 1 + 3 * has_x + simd);
+    if (simd) assert_non_null(strstr((char *)w, "\ntanh cpu="));
     free(w);
   } else
     print_message("      no second variant on this build / CPU: nothing to measure\n");
@@ -155,10 +173,12 @@ static void test_measure_and_wisdom(void **state) {
   assert_memory_equal(&r1, &r2, sizeof r1); /* a measured plan: the same bits on any threads */
   sc_chain_destroy(c);
   free(pl);
-  if (has_x) {
+  if (has_x || simd) {
     c = make(); /* read back, not timed again */
     pl = plan_of(c);
-    if (strstr(pl, "(measured") || !strstr(pl, "(wisdom: fused")) fail_msg("plan:\n%s", pl);
+    if (strstr(pl, "(measured") || (has_x && !strstr(pl, "(wisdom: fused")) ||
+        (simd && !strstr(pl, "(wisdom: div ")))
+      fail_msg("plan:\n%s", pl);
     free(pl);
     sc_chain_destroy(c);
     /* not a wisdom file: ignored, untouched, said */

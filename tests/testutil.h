@@ -44,7 +44,7 @@
 /* Deterministic test data: splitmix64 uniform in [-1, 1). */
 /* files for the tests that write and read them: tu_tmp_path gives
  * $TMPDIR/sc_test_<test>_<pid>_<name> (default /tmp); tu_read_all returns the whole file
- * (malloc'ed, caller frees); tu_write_all writes b[0..n) */
+ * (malloc'ed, caller frees, one 0 byte after it); tu_write_all writes b[0..n) */
 static inline void tu_tmp_path(char *buf, size_t cap, const char *test, const char *name) {
   const char *dir = getenv("TMPDIR");
   snprintf(buf, cap, "%s/sc_test_%s_%ld_%s", dir && *dir ? dir : "/tmp", test, (long)getpid(),
@@ -60,6 +60,7 @@ static inline unsigned char *tu_read_all(const char *path, size_t *len) {
   assert_non_null(b);
   assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
   fclose(f);
+  b[n] = 0; /* a terminator after the contents, for text */
   *len = (size_t)n;
   return b;
 }
