@@ -2048,10 +2048,10 @@ sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, c
  *     alone, and said so in sc_chain_plan);
  *   - by force (SC_DENSE_FWD=fused|xsmm), for tests and experiments.
  * The float tanh of a dense layer on the vector kernel sets has two variants too: "div"
- * (tanh's final quotient E / (E + 2) as a divide) and "rcp" (a reciprocal estimate and one
- * correction, y0 = E r, y = y0 + r (E - (E + 2) y0): no divide instruction, two more
- * dependent operations; at most 1.5 ULP like div, test_math). Chosen the same three ways:
- * by rule (div everywhere: see SC__TANH_RULE_RCP), by measurement (SC_PLAN=measure, the
+ * (tanh's final quotient E / (E + 2) as a divide) and "rcp" (a reciprocal estimate r, on
+ * AVX2 refined by one Newton step, then y0 = E r, y = y0 + r (E - (E + 2) y0): no divide
+ * instruction, a longer dependency chain; at most 1.5 ULP like div, test_math). Chosen the same
+ * three ways: by rule (div everywhere: see SC__TANH_RULE_RCP), by measurement (SC_PLAN=measure, the
  * same one-layer timing, also kept in the wisdom file), or by force (SC_TANH_VARIANT=
  * div|rcp). The scalar kernels and conv layers have the divide only.
  * The choice belongs to the chain, so results never depend on the thread count; the
@@ -2135,20 +2135,20 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
     }
     sc__wis e;
     memset(&e, 0, sizeof e);
-    int used = 0, fields;
+    int used = 0, fields, want;
     e.tanh = strncmp(line, "tanh ", 5) == 0;
+    want = e.tanh ? 8 : 9; /* the fields of each entry kind */
     if (e.tanh)
       fields = sscanf(line,
                       "tanh cpu=%63s isa=%15s in=%zu out=%zu bias=%d pick=%7s div_ns=%lf "
                       "rcp_ns=%lf%n",
-                      e.cpu, e.isa, &e.in, &e.out, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used) +
-               1;
+                      e.cpu, e.isa, &e.in, &e.out, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
     else
       fields = sscanf(line,
                       "dense_fwd cpu=%63s isa=%15s in=%zu out=%zu act=%15s bias=%d pick=%7s "
                       "fused_ns=%lf xsmm_ns=%lf%n",
                       e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
-    if (fields != 9 || (line[used] != '\n' && line[used] != 0) ||
+    if (fields != want || (line[used] != '\n' && line[used] != 0) ||
         (e.tanh ? strcmp(e.pick, "div") && strcmp(e.pick, "rcp")
                 : strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) ||
         *nw >= SC__WIS_MAX) {
