@@ -111,6 +111,9 @@ typedef struct sc__kt_f32 {
   void (*adam)(float *p, const float *g, float *m, float *v, size_t n, const sc__adam_coef *k);
   void (*one)(const struct sc_chain *c, const float *p, const float *u, const float *v,
               const float *w, float *y, float *du, float *dp, float *jw, float *scratch);
+  /* the conv register-block variants' names (SC__CONV_NV each, index = sc__lplan's
+   * conv_fwd / conv_dw), or NULL: one block only (the portable kernels) */
+  const char *const *conv_fwd_names, *const *conv_dw_names;
 } sc__kt_f32;
 typedef struct sc__kt_f64 {
   const char *name;
@@ -148,6 +151,8 @@ static inline uint32_t sc__drop_word(uint64_t seed, uint64_t step, size_t b0, si
  * plan needs no libxsmm header */
 typedef void (*sc__xsmm_fn)(const float *a, const float *b, float *c, ...);
 
+#define SC__CONV_NV 3 /* conv register-block variants per kernel (vector float sets) */
+
 typedef struct sc__lplan {
   sc_layer spec;
   size_t ic, ih, iw;       /* input shape */
@@ -180,6 +185,11 @@ typedef struct sc__lplan {
                               of tanh's final quotient instead of the divide (planner) */
   unsigned char tanh_how;  /* how that was chosen (SC__HOW_*) */
   float ns_div, ns_rcp;    /* measured, as ns_fused */
+  unsigned char conv_fwd, conv_dw; /* float conv on a vector kernel set: register-block
+                                      variants of the forward and of dW (planner) */
+  unsigned char conv_how;          /* how they were chosen (SC__HOW_*; forced: either) */
+  float ns_cfwd[SC__CONV_NV];      /* measured: ns per forward of a slice-sized batch */
+  float ns_cdw[SC__CONV_NV];       /* measured: ns per sc_valgrad of one (forward + dW) */
 } sc__lplan;
 
 /* the forward activation code of a float tanh layer run in the reciprocal form (never seen
@@ -2054,6 +2064,11 @@ sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, c
  * three ways: by rule (div everywhere: see SC__TANH_RULE_RCP), by measurement (SC_PLAN=measure, the
  * same one-layer timing, also kept in the wisdom file), or by force (SC_TANH_VARIANT=
  * div|rcp). The scalar kernels and conv layers have the divide only.
+ * Conv layers on the vector float kernel sets have SC__CONV_NV register-block shapes for the
+ * forward and for dW (the kernel table names them; all give the same bits): by rule the first
+ * of each (measured best on LeNet5), by SC_PLAN=measure the fastest forward (sc_forward on a
+ * one-layer twin), then the fastest dW with it (sc_valgrad), kept as "conv" wisdom entries;
+ * forced by SC_CONV_FWD / SC_CONV_DW (the other keeps the rule's).
  * The choice belongs to the chain, so results never depend on the thread count; the
  * variants may differ from each other in the last bits. SC_XSMM=0 keeps libxsmm out. */
 #define SC__XSMM_MIN_IN 64
@@ -2098,13 +2113,24 @@ static void sc__cpu_model(char *buf, size_t cap) {
 }
 
 /* one wisdom entry */
+enum { SC__WIS_DENSE = 0, SC__WIS_TANH, SC__WIS_CONV };
 typedef struct sc__wis {
-  int tanh; /* 0: a dense_fwd entry (fused / xsmm), 1: a tanh entry (div / rcp) */
-  char cpu[64], isa[16], act[16], pick[8];
+  int tanh; /* SC__WIS_DENSE: a dense_fwd entry (fused / xsmm), SC__WIS_TANH: a tanh entry
+               (div / rcp), SC__WIS_CONV: a conv entry (forward block : dW block) */
+  char cpu[64], isa[16], act[16], pick[16];
+  char shape[64]; /* conv: the layer's key (sc__conv_key) */
   size_t in, out;
   int bias;
-  double ns_a, ns_b; /* fused and xsmm, or div and rcp */
+  double ns_a, ns_b;            /* fused and xsmm, or div and rcp */
+  double ns_c[2 * SC__CONV_NV]; /* conv: the forward blocks' times, then the dW blocks' */
 } sc__wis;
+
+/* a conv layer's wisdom key: input shape, channels, kernel, stride, padding, activation, bias */
+static void sc__conv_key(char *b, size_t cap, const sc__lplan *P) {
+  snprintf(b, cap, "%zux%zux%zu>%zu:k%zux%zu:s%zux%zu:p%zux%zu:%s:b%d", P->ic, P->ih, P->iw, P->oc,
+           P->spec.kh, P->spec.kw, P->spec.sh, P->spec.sw, P->spec.ph, P->spec.pw,
+           sc_act_name(P->spec.act), P->spec.bias);
+}
 
 #define SC__WIS_MAX 4096
 /* Reads the wisdom file: entries into *w (malloc'ed), their count into *nw. A missing file is
@@ -2136,9 +2162,19 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
     sc__wis e;
     memset(&e, 0, sizeof e);
     int used = 0, fields, want;
-    e.tanh = strncmp(line, "tanh ", 5) == 0;
-    want = e.tanh ? 8 : 9; /* the fields of each entry kind */
-    if (e.tanh)
+    e.tanh = !strncmp(line, "tanh ", 5)   ? SC__WIS_TANH
+             : !strncmp(line, "conv ", 5) ? SC__WIS_CONV
+                                          : SC__WIS_DENSE;
+    want = e.tanh == SC__WIS_TANH ? 8 : e.tanh == SC__WIS_CONV ? 10 : 9; /* each kind's fields */
+    char *colon = NULL;
+    if (e.tanh == SC__WIS_CONV) {
+      fields = sscanf(line,
+                      "conv cpu=%63s isa=%15s shape=%63s pick=%15s fwd_ns=%lf,%lf,%lf "
+                      "dw_ns=%lf,%lf,%lf%n",
+                      e.cpu, e.isa, e.shape, e.pick, &e.ns_c[0], &e.ns_c[1], &e.ns_c[2], &e.ns_c[3],
+                      &e.ns_c[4], &e.ns_c[5], &used);
+      colon = strchr(e.pick, ':');
+    } else if (e.tanh == SC__WIS_TANH)
       fields = sscanf(line,
                       "tanh cpu=%63s isa=%15s in=%zu out=%zu bias=%d pick=%7s div_ns=%lf "
                       "rcp_ns=%lf%n",
@@ -2149,8 +2185,9 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
                       "fused_ns=%lf xsmm_ns=%lf%n",
                       e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
     if (fields != want || (line[used] != '\n' && line[used] != 0) ||
-        (e.tanh ? strcmp(e.pick, "div") && strcmp(e.pick, "rcp")
-                : strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) ||
+        (e.tanh == SC__WIS_CONV   ? !colon || colon == e.pick || !colon[1]
+         : e.tanh == SC__WIS_TANH ? strcmp(e.pick, "div") && strcmp(e.pick, "rcp")
+                                  : strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) ||
         *nw >= SC__WIS_MAX) {
       bad = 1;
       break;
@@ -2189,7 +2226,13 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
     int k = snprintf(line, sizeof line, "# simplechain wisdom 1\n");
     sc__wwrite(&wf, line, (size_t)k);
     for (size_t i = 0; i < nw; i++) {
-      if (w[i].tanh)
+      if (w[i].tanh == SC__WIS_CONV)
+        k = snprintf(line, sizeof line,
+                     "conv cpu=%s isa=%s shape=%s pick=%s fwd_ns=%.1f,%.1f,%.1f "
+                     "dw_ns=%.1f,%.1f,%.1f\n",
+                     w[i].cpu, w[i].isa, w[i].shape, w[i].pick, w[i].ns_c[0], w[i].ns_c[1],
+                     w[i].ns_c[2], w[i].ns_c[3], w[i].ns_c[4], w[i].ns_c[5]);
+      else if (w[i].tanh)
         k = snprintf(line, sizeof line,
                      "tanh cpu=%s isa=%s in=%zu out=%zu bias=%d pick=%s div_ns=%.1f rcp_ns=%.1f\n",
                      w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].bias, w[i].pick, w[i].ns_a,
@@ -2208,36 +2251,47 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
   return st;
 }
 
-/* ns per forward of a slice-sized batch through a one-layer twin of P, with the xsmm GEMM
- * xs or (NULL) our fused kernel, and the tanh variant rcp: the median of 5 rounds */
-static double sc__time_dense(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int rcp) {
+/* ns per forward (grad: per sc_valgrad, squared loss) of a slice-sized batch through a
+ * one-layer twin of P, with the variants of P except for: the xsmm GEMM xs or (NULL) our
+ * fused kernel, the tanh variant rcp, the conv blocks cf and cd; the median of 5 rounds */
+static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int rcp, int cf,
+                             int cd, int grad) {
   sc_chain *t = NULL;
   sc_workspace *ws = NULL;
-  float *p = NULL, *x = NULL, *y = NULL;
+  float *p = NULL, *x = NULL, *y = NULL, *g = NULL;
   double best = 0;
   size_t batch = SC__TW * (c->min_tiles ? c->min_tiles : 1);
+  int conv = P->spec.kind == SC_LAYER_CONV2D;
   sc__planning = 1;
-  sc_status st = sc__chain_create("sc_chain_create", &t, P->in, 1, 1, &P->spec, 1);
+  sc_status st = sc__chain_create("sc_chain_create", &t, conv ? P->ic : P->in, conv ? P->ih : 1,
+                                  conv ? P->iw : 1, &P->spec, 1);
   sc__planning = 0;
   if (st) return 0;
   t->kf = c->kf, t->kd = c->kd;
   t->L[0].xfwd = xs;
   t->L[0].tanh_rcp = (unsigned char)rcp;
+  t->L[0].conv_fwd = (unsigned char)cf, t->L[0].conv_dw = (unsigned char)cd;
   size_t np = t->nparams;
   p = malloc(np * sizeof *p);
+  g = malloc(np * sizeof *g);
   x = malloc(batch * P->in * sizeof *x);
-  y = malloc(batch * P->out * sizeof *y);
-  if (p && x && y && sc_workspace_create(&ws, t, batch) == SC_OK) {
+  y = calloc(batch * P->out, sizeof *y);
+  if (p && g && x && y && sc_workspace_create(&ws, t, batch) == SC_OK) {
     for (size_t k = 0; k < np; k++) p[k] = (float)((k * 37) % 19) / 19.0f - 0.5f;
     for (size_t k = 0; k < batch * P->in; k++) x[k] = (float)((k * 11) % 23) / 23.0f - 0.5f;
     double r[5];
-    int reps = (int)(2e6 / ((double)P->in * (double)P->out * (double)batch + 1e4)) + 1;
+    double work = (double)(conv ? P->R : P->in) * (double)P->out * (double)batch * (grad ? 2 : 1);
+    int reps = (int)(2e6 / (work + 1e4)) + 1;
     if (reps > 200) reps = 200;
-    sc_forward(t, p, x, batch, y, ws); /* warm up */
-    for (int round = 0; round < 5; round++) {
+    float loss;
+    for (int round = -1; round < 5; round++) { /* round -1 warms up */
       uint64_t t0 = sc__ns();
-      for (int k = 0; k < reps; k++) sc_forward(t, p, x, batch, y, ws);
-      r[round] = (double)(sc__ns() - t0) / reps;
+      for (int k = 0; k < (round < 0 ? 1 : reps); k++)
+        if (grad) /* y (zeros) is the target */
+          sc_valgrad(t, SC_LOSS_SQUARED, p, x, y, batch, &loss, g, NULL, ws);
+        else
+          sc_forward(t, p, x, batch, y, ws);
+      if (round >= 0) r[round] = (double)(sc__ns() - t0) / reps;
     }
     for (int i = 1; i < 5; i++) /* insertion sort, 5 values */
       for (int j = i; j > 0 && r[j] < r[j - 1]; j--) {
@@ -2248,6 +2302,7 @@ static double sc__time_dense(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
   }
   sc_workspace_destroy(ws);
   free(p);
+  free(g);
   free(x);
   free(y);
   sc_chain_destroy(t);
@@ -2290,7 +2345,35 @@ static int sc__wis_add(sc__wis **w, size_t *nw, const sc__lplan *P, int tanh, co
   return 1;
 }
 
-/* Chooses every dense layer's forward variant and tanh variant (see above). */
+/* the index of the first n characters of s in names (NULL-terminated), or -1 */
+static int sc__name_index(const char *const *names, const char *s, size_t n) {
+  for (int i = 0; names && names[i]; i++)
+    if (strlen(names[i]) == n && !strncmp(names[i], s, n)) return i;
+  return -1;
+}
+
+/* a forced conv block (SC_CONV_FWD / SC_CONV_DW = value v): its index into names, or -1 when
+ * v is unset; an error when v is not a block shape (SC_ERR_ARG) or not one of this kernel
+ * set's (SC_ERR_UNSUPPORTED) */
+static sc_status sc__conv_force(const char *fn, const char *var, const char *v,
+                                const sc__kt_f32 *kf, const char *const *names, int *idx) {
+  *idx = -1;
+  if (!v || !*v) return SC_OK;
+  size_t a = strspn(v, "0123456789"), b = a < strlen(v) ? strspn(v + a + 1, "0123456789") : 0;
+  if (a == 0 || v[a] != 'x' || b == 0 || v[a + 1 + b])
+    return sc__fail(SC_ERR_ARG, fn, "%s='%s' is not a block shape such as 4x2", var, v);
+  if (!names)
+    return sc__fail(SC_ERR_UNSUPPORTED, fn, "%s='%s', but the %s kernels have one conv block", var,
+                    v, kf->name);
+  *idx = sc__name_index(names, v, strlen(v));
+  if (*idx < 0)
+    return sc__fail(SC_ERR_UNSUPPORTED, fn, "%s='%s' is not a block of the %s kernels (%s, %s, %s)",
+                    var, v, kf->name, names[0], names[1], names[2]);
+  return SC_OK;
+}
+
+/* Chooses every dense layer's forward variant and tanh variant, and every conv layer's
+ * register blocks (see above). */
 static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   c->plan_note[0] = 0;
   if (sc__planning) return SC_OK;
@@ -2315,6 +2398,11 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     want_r = strcmp(tforce, "rcp") == 0;
   }
   int simd = c->kf != &sc__kt_ref_f32; /* the scalar kernels have no xsmm path, no rcp */
+  const char *const *cfn = c->kf->conv_fwd_names, *const *cdn = c->kf->conv_dw_names;
+  int want_cf, want_cd; /* forced conv blocks, or -1 */
+  sc_status cst = sc__conv_force(fn, "SC_CONV_FWD", getenv("SC_CONV_FWD"), c->kf, cfn, &want_cf);
+  if (!cst) cst = sc__conv_force(fn, "SC_CONV_DW", getenv("SC_CONV_DW"), c->kf, cdn, &want_cd);
+  if (cst) return cst;
   if (want_r == 1 && !simd)
     return sc__fail(SC_ERR_UNSUPPORTED, fn,
                     "SC_TANH_VARIANT=rcp, but the scalar kernels have the divide only");
@@ -2339,10 +2427,14 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   int wis_ok = 0, wis_new = 0;
   const char *wpath = getenv("SC_WISDOM");
   char cpu[64] = "";
-  int any_tanh = 0;
-  for (size_t l = 0; l < c->nlayers; l++)
+  int any_tanh = 0, any_conv = 0;
+  for (size_t l = 0; l < c->nlayers; l++) {
     any_tanh |= c->L[l].spec.kind == SC_LAYER_DENSE && c->L[l].spec.act == SC_TANH;
-  if (measure && ((xok && want_x < 0) || (simd && any_tanh && want_r < 0)) && wpath && *wpath) {
+    any_conv |= c->L[l].spec.kind == SC_LAYER_CONV2D;
+  }
+  int conv_measure = cfn && cdn && any_conv && want_cf < 0 && want_cd < 0;
+  if (measure && ((xok && want_x < 0) || (simd && any_tanh && want_r < 0) || conv_measure) &&
+      wpath && *wpath) {
     wis_ok = sc__wis_read(wpath, &wis, &nw, c->plan_note, sizeof c->plan_note) == 0;
     nw0 = nw;
   }
@@ -2353,6 +2445,67 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     sc__lplan *P = &c->L[l];
     P->xfwd = NULL, P->how = SC__HOW_ONLY, P->ns_fused = P->ns_xsmm = 0;
     P->tanh_rcp = 0, P->tanh_how = SC__HOW_ONLY, P->ns_div = P->ns_rcp = 0;
+    P->conv_fwd = P->conv_dw = 0, P->conv_how = SC__HOW_ONLY;
+    memset(P->ns_cfwd, 0, sizeof P->ns_cfwd);
+    memset(P->ns_cdw, 0, sizeof P->ns_cdw);
+    if (P->spec.kind == SC_LAYER_CONV2D && cfn && cdn) {
+      if (want_cf >= 0 || want_cd >= 0) { /* forced; the other block takes the rule's */
+        P->conv_how = SC__HOW_FORCED;
+        P->conv_fwd = (unsigned char)(want_cf > 0 ? want_cf : 0);
+        P->conv_dw = (unsigned char)(want_cd > 0 ? want_cd : 0);
+        continue;
+      }
+      P->conv_how = SC__HOW_RULE;
+      if (!measure) continue;
+      char key[64];
+      sc__conv_key(key, sizeof key, P);
+      size_t hit = nw;
+      for (size_t i = 0; i < nw && hit == nw; i++)
+        if (wis[i].tanh == SC__WIS_CONV && !strcmp(wis[i].shape, key) && !strcmp(wis[i].isa, isa) &&
+            !strcmp(wis[i].cpu, cpu))
+          hit = i;
+      if (hit < nw) {
+        const char *pk = wis[hit].pick, *colon = strchr(pk, ':');
+        int f = sc__name_index(cfn, pk, (size_t)(colon - pk));
+        int d = sc__name_index(cdn, colon + 1, strlen(colon + 1));
+        if (f >= 0 && d >= 0) { /* (an entry naming blocks this set lacks is measured anew) */
+          P->conv_how = SC__HOW_WISDOM;
+          P->conv_fwd = (unsigned char)f, P->conv_dw = (unsigned char)d;
+          for (int i = 0; i < SC__CONV_NV; i++)
+            P->ns_cfwd[i] = (float)wis[hit].ns_c[i],
+            P->ns_cdw[i] = (float)wis[hit].ns_c[SC__CONV_NV + i];
+          continue;
+        }
+      }
+      int f = 0, d = 0;
+      for (int i = 0; i < SC__CONV_NV; i++) {
+        P->ns_cfwd[i] = (float)sc__time_layer(c, P, NULL, 0, i, 0, 0);
+        if (P->ns_cfwd[i] > 0 && (P->ns_cfwd[f] <= 0 || P->ns_cfwd[i] < P->ns_cfwd[f])) f = i;
+      }
+      for (int i = 0; i < SC__CONV_NV; i++) {
+        P->ns_cdw[i] = (float)sc__time_layer(c, P, NULL, 0, f, i, 1);
+        if (P->ns_cdw[i] > 0 && (P->ns_cdw[d] <= 0 || P->ns_cdw[i] < P->ns_cdw[d])) d = i;
+      }
+      P->conv_how = SC__HOW_MEASURED;
+      P->conv_fwd = (unsigned char)f, P->conv_dw = (unsigned char)d;
+      if (wis_ok && nw < SC__WIS_MAX) {
+        sc__wis *nwp = realloc(wis, (nw + 1) * sizeof *wis);
+        if (nwp) {
+          wis = nwp;
+          sc__wis *e = &wis[nw++];
+          memset(e, 0, sizeof *e);
+          e->tanh = SC__WIS_CONV;
+          snprintf(e->cpu, sizeof e->cpu, "%s", cpu);
+          snprintf(e->isa, sizeof e->isa, "%s", isa);
+          snprintf(e->shape, sizeof e->shape, "%s", key);
+          snprintf(e->pick, sizeof e->pick, "%s:%s", cfn[f], cdn[d]);
+          for (int i = 0; i < SC__CONV_NV; i++)
+            e->ns_c[i] = P->ns_cfwd[i], e->ns_c[SC__CONV_NV + i] = P->ns_cdw[i];
+          wis_new = 1;
+        }
+      }
+      continue;
+    }
     if (P->spec.kind != SC_LAYER_DENSE) continue;
     /* the tanh variant first: the GEMM variants below are timed with it */
     if (P->spec.act == SC_TANH && simd) {
@@ -2367,7 +2520,8 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           P->ns_div = (float)wis[hit].ns_a, P->ns_rcp = (float)wis[hit].ns_b;
           P->tanh_rcp = strcmp(wis[hit].pick, "rcp") == 0;
         } else {
-          double td = sc__time_dense(c, P, NULL, 0), tr = sc__time_dense(c, P, NULL, 1);
+          double td = sc__time_layer(c, P, NULL, 0, 0, 0, 0),
+                 tr = sc__time_layer(c, P, NULL, 1, 0, 0, 0);
           P->tanh_how = SC__HOW_MEASURED;
           P->ns_div = (float)td, P->ns_rcp = (float)tr;
           P->tanh_rcp = td > 0 && tr > 0 && tr < td;
@@ -2408,7 +2562,8 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       P->xfwd = strcmp(wis[hit].pick, "xsmm") == 0 ? xs : NULL;
       continue;
     }
-    double tf = sc__time_dense(c, P, NULL, P->tanh_rcp), tx = sc__time_dense(c, P, xs, P->tanh_rcp);
+    double tf = sc__time_layer(c, P, NULL, P->tanh_rcp, 0, 0, 0),
+           tx = sc__time_layer(c, P, xs, P->tanh_rcp, 0, 0, 0);
     P->how = SC__HOW_MEASURED;
     P->ns_fused = (float)tf, P->ns_xsmm = (float)tx;
     P->xfwd = tx > 0 && tf > 0 && tx < tf ? xs : NULL;
@@ -2442,8 +2597,33 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
               chain->kf->name, SC__XSMM ? ", xsmm" : " (no libxsmm in this build)",
               simd ? "div, rcp" : "div");
   size_t per = (size_t)SC__TW * (chain->min_tiles ? chain->min_tiles : 1);
+  const char *const *cfn = chain->kf->conv_fwd_names, *const *cdn = chain->kf->conv_dw_names;
+  static const char *chows[] = {"the only variant here", "rule", "measured", "wisdom",
+                                "forced by SC_CONV_FWD / SC_CONV_DW"};
   for (size_t l = 0; l < chain->nlayers; l++) {
     const sc__lplan *P = &chain->L[l];
+    if (P->spec.kind == SC_LAYER_CONV2D) {
+      sc__sprintf(&b, "layer %zu conv %zux%zux%zu -> %zux%zux%zu: ", l, P->ic, P->ih, P->iw, P->oc,
+                  P->oh, P->ow);
+      if (!cfn || !cdn) {
+        sc__sprintf(&b, "one block (%s)\n", chows[0]);
+        continue;
+      }
+      sc__sprintf(&b, "forward block %s, dW block %s (%s", cfn[P->conv_fwd], cdn[P->conv_dw],
+                  chows[P->conv_how]);
+      if (P->conv_how == SC__HOW_MEASURED || P->conv_how == SC__HOW_WISDOM) {
+        sc__sprintf(&b, ": forward");
+        for (int i = 0; i < SC__CONV_NV; i++)
+          sc__sprintf(&b, " %s %.0f ns", cfn[i], (double)P->ns_cfwd[i]);
+        sc__sprintf(&b, "; forward + dW");
+        for (int i = 0; i < SC__CONV_NV; i++)
+          sc__sprintf(&b, " %s %.0f ns", cdn[i], (double)P->ns_cdw[i]);
+        sc__sprintf(&b, " per %zu samples",
+                    (size_t)SC__TW * (chain->min_tiles ? chain->min_tiles : 1));
+      }
+      sc__sprintf(&b, ")\n");
+      continue;
+    }
     if (P->spec.kind != SC_LAYER_DENSE) continue;
     sc__sprintf(&b, "layer %zu dense %zu -> %zu %s: %s (%s", l, P->in, P->out,
                 sc_act_name(P->spec.act), P->xfwd ? "xsmm" : "fused", hows[P->how]);
@@ -5159,27 +5339,23 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
 #define SC__VEC_CONV 1
 /* Blocking: CB output channels x XB output columns share each input load and each
  * weight broadcast (AVX-512: 4 x 2 x 2 = 16 zmm accumulators; AVX2: 2 x 1 x 4). The
- * backward: DW_KB channels x DW_RB taps of dW, CDX_CB input channels of dx per register block.
+ * backward: KB channels x RB taps of dW, CDX_CB input channels of dx per register block.
  * AVX2 has 16 registers: 3 x 3 (9 accumulators + 3 dz rows + 1) and 3 x 4 lanes (12 + 4)
  * measured best on LeNet5 (AVX2 EPYC, 1 thread, 3 alternating runs each): conv2's backward
  * 142 -> 96 ms, conv1's 49 -> 30 ms, the epoch 0.33 -> 0.27 s; 2 x 2 and 4 x 4 had spilled
  * (dx) or left the loads the bound (dW). The blocks only group weights and channels: every
- * sum keeps its order, so the results do not change by a bit. -D overrides them (tuning). */
+ * sum keeps its order, so the results do not change by a bit. */
+/* The forward and dW blocks are planner variants (see sc__variant_plan: SC_CONV_FWD,
+ * SC_CONV_DW, SC_PLAN=measure): index 0 is the rule's (the shapes measured best above),
+ * the others also fit the register file (a one-channel block can take its input rows as
+ * memory operands). */
 #if VW == 16
-#define CONV_CB 4
-#define CONV_XB 2
-#define DW_KB 4
-#define DW_RB 4
+#define V_CONV_FWD_BLOCKS(X) X(0, 4, 2) X(1, 6, 2) X(2, 8, 1)
+#define V_CONV_DW_BLOCKS(X) X(0, 4, 4) X(1, 6, 4) X(2, 8, 2)
 #define CDX_CB 4
 #else
-#define CONV_CB 2
-#define CONV_XB 1
-#ifndef DW_KB
-#define DW_KB 3
-#endif
-#ifndef DW_RB
-#define DW_RB 3
-#endif
+#define V_CONV_FWD_BLOCKS(X) X(0, 2, 1) X(1, 1, 3) X(2, 3, 1)
+#define V_CONV_DW_BLOCKS(X) X(0, 3, 3) X(1, 2, 4) X(2, 4, 2)
 #ifndef CDX_CB
 #define CDX_CB 3
 #endif
@@ -5212,24 +5388,37 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
       }                                                                                            \
   }
 
-#define V_CONV_ROWS(CB)                                                                            \
+#define V_CONV_ROWS(CB, XB)                                                                        \
   for (; k + CB <= K; k += CB)                                                                     \
     for (size_t u = 0; u < OH; u++) {                                                              \
       size_t v = 0;                                                                                \
-      V_CONV_BLOCK(CB, CONV_XB)                                                                    \
+      V_CONV_BLOCK(CB, XB)                                                                         \
       V_CONV_BLOCK(CB, 1)                                                                          \
     }
 
+/* one forward per block shape: CB channels x XB columns, then 2 and 1 channel(s) */
+#define V_CONV_FWD_FN(I, CB, XB)                                                                   \
+  static void vec_conv_fwd##I##_f32(float *restrict a, float *restrict z, const float *restrict W, \
+                                    const float *restrict b, const float *restrict x,              \
+                                    const sc__lplan *P) {                                          \
+    size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;         \
+    size_t K = P->oc, k = 0;                                                                       \
+    const size_t *roff = P->roff;                                                                  \
+    V_CONV_ROWS(CB, XB)                                                                            \
+    if (CB > 2) {                                                                                  \
+      V_CONV_ROWS(2, XB)                                                                           \
+    }                                                                                              \
+    V_CONV_ROWS(1, XB)                                                                             \
+  }
+V_CONV_FWD_BLOCKS(V_CONV_FWD_FN)
+
 static void vec_conv_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
                              const float *restrict b, const float *restrict x, const sc__lplan *P) {
-  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
-  size_t K = P->oc, k = 0;
-  const size_t *roff = P->roff;
-  V_CONV_ROWS(CONV_CB)
-#if CONV_CB > 2
-  V_CONV_ROWS(2)
-#endif
-  V_CONV_ROWS(1)
+  switch (P->conv_fwd) {
+  case 1: vec_conv_fwd1_f32(a, z, W, b, x, P); break;
+  case 2: vec_conv_fwd2_f32(a, z, W, b, x, P); break;
+  default: vec_conv_fwd0_f32(a, z, W, b, x, P);
+  }
 }
 
 /* conv dW in lane form: one native-vector accumulator per weight; KB channels x RB taps
@@ -5256,25 +5445,44 @@ static void vec_conv_fwd_f32(float *restrict a, float *restrict z, const float *
       for (int rb = 0; rb < RB; rb++) A[(k + kb) * R + r + rb] = acc[kb][rb];                      \
   }
 
-#define V_CDW_ROWS(KB)                                                                             \
+#define V_CDW_ROWS(KB, RB)                                                                         \
   for (; k + KB <= K; k += KB) {                                                                   \
     size_t r = 0;                                                                                  \
-    V_CDW_BLOCK(KB, DW_RB)                                                                         \
+    V_CDW_BLOCK(KB, RB)                                                                            \
     V_CDW_BLOCK(KB, 1)                                                                             \
   }
 
+/* one dW per block shape: KB channels x RB taps, then 2 and 1 channel(s) */
+#define V_CONV_DW_FN(I, KB, RB)                                                                    \
+  static void vec_conv_dwl##I##_f32(float *restrict wl, const float *restrict dz,                  \
+                                    const float *restrict x, const sc__lplan *P) {                 \
+    size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;         \
+    size_t K = P->oc, k = 0, NPOS = OH * OW;                                                       \
+    const size_t *roff = P->roff;                                                                  \
+    sc_vf *A = (sc_vf *)(void *)wl;                                                                \
+    V_CDW_ROWS(KB, RB)                                                                             \
+    if (KB > 2) {                                                                                  \
+      V_CDW_ROWS(2, RB)                                                                            \
+    }                                                                                              \
+    V_CDW_ROWS(1, RB)                                                                              \
+  }
+V_CONV_DW_BLOCKS(V_CONV_DW_FN)
+
 static void vec_conv_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
                              const sc__lplan *P) {
-  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
-  size_t K = P->oc, k = 0, NPOS = OH * OW;
-  const size_t *roff = P->roff;
-  sc_vf *A = (sc_vf *)(void *)wl;
-  V_CDW_ROWS(DW_KB)
-#if DW_KB > 2
-  V_CDW_ROWS(2)
-#endif
-  V_CDW_ROWS(1)
+  switch (P->conv_dw) {
+  case 1: vec_conv_dwl1_f32(wl, dz, x, P); break;
+  case 2: vec_conv_dwl2_f32(wl, dz, x, P); break;
+  default: vec_conv_dwl0_f32(wl, dz, x, P);
+  }
 }
+
+/* the block names, for the planner (index = variant) */
+#define V_CONV_NAME(I, A, B) #A "x" #B,
+static const char *const vec_conv_fwd_names[SC__CONV_NV + 1] = {V_CONV_FWD_BLOCKS(V_CONV_NAME)
+                                                                    NULL};
+static const char *const vec_conv_dw_names[SC__CONV_NV + 1] = {V_CONV_DW_BLOCKS(V_CONV_NAME) NULL};
+#undef V_CONV_NAME
 
 /* conv input gradient, gathered per input position: CB input channels share each dz
  * load; the taps that reach position (y, x) depend only on (y, x) */
@@ -6297,17 +6505,23 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
 #define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
 #endif
 #if SC__F32
-SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME, SC__TN(sc__run_slice),
-                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__adam),
-                                                     SC__TN(sc__one)};
+SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {
+    SC__ISA_NAME,       SC__TN(sc__run_slice), SC__TN(sc__find_nonfinite),
+    SC__TN(sc__adam),   SC__TN(sc__one),
+#ifdef SC__VEC_CONV
+    vec_conv_fwd_names, vec_conv_dw_names
+#else
+    NULL,               NULL
+#endif
+};
 #else
 SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
                                                      SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
 #endif
 #else /* the portable set, and the engine's typed entry points */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {"scalar", sc__run_slice_f32, sc__find_nonfinite_f32,
-                                          sc__adam_f32, sc__one_f32};
+static const sc__kt_f32 sc__kt_ref_f32 = {
+    "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL};
 #else
 static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};

@@ -246,6 +246,15 @@ const char *sc_chain_isa(const sc_chain *chain);
  * bench/RESULTS.md); SC_TANH_VARIANT=div|rcp forces one (rcp on the scalar kernels:
  * SC_ERR_UNSUPPORTED). Conv layers, the double API and the one-sample entry points
  * (sc_vjp, sc_jvp, ...) use the divide.
+ * A float conv layer on the SIMD kernel sets has three register-block shapes for its forward
+ * (output channels x output columns: AVX2 2x1, 1x3, 3x1; AVX-512 4x2, 6x2, 8x1) and three for
+ * its weight gradient (channels x taps: AVX2 3x3, 2x4, 4x2; AVX-512 4x4, 6x4, 8x2). Every
+ * shape keeps every sum in the same order, so all give the same bits. The rule takes the
+ * first of each (measured best on LeNet5); SC_PLAN=measure times them (the forward with
+ * sc_forward, then the dW blocks with sc_valgrad on a one-layer twin) and SC_WISDOM keeps the
+ * answer ("conv" entries keyed by input shape, channels, kernel, stride, padding, activation
+ * and bias); SC_CONV_FWD=shape and SC_CONV_DW=shape force one (the other keeps the rule's; a
+ * shape the kernel set lacks, or any on the scalar kernels: SC_ERR_UNSUPPORTED).
  * Bad values are SC_ERR_ARG at sc_chain_create. The choice belongs to the chain: results do
  * not depend on the thread count; the variants may differ from each other in the last bits.
  * sc_chain_plan writes what was chosen, how, and the timings, as sc_chain_summary writes. */

@@ -10,7 +10,12 @@
  *     same bits on 1 and 2 threads;
  *   - a file that is not a wisdom file is ignored, left untouched and named in the plan's
  *     note; bad SC_PLAN / SC_DENSE_FWD values are SC_ERR_ARG, xsmm on the scalar kernels
- *     SC_ERR_UNSUPPORTED.
+ *     SC_ERR_UNSUPPORTED;
+ *   - every conv register block (SC_CONV_FWD x SC_CONV_DW, all 9 pairs) on every SIMD kernel
+ *     set gives the rule's blocks' bits exactly (forward, loss, gradient, input gradient; 1 and
+ *     2 threads) and the scalar reference's values (relative 2e-5); a name that is no block
+ *     shape is SC_ERR_ARG, one the set lacks (or any on the scalar kernels) SC_ERR_UNSUPPORTED;
+ *     SC_PLAN=measure times the blocks, keeps them in the wisdom file and reads them back.
  */
 #include "testutil.h"
 
@@ -213,8 +218,164 @@ static void test_measure_and_wisdom(void **state) {
   sc_chain_destroy(c);
 }
 
+/* a small convnet whose channel counts and widths leave tails for every block shape */
+enum { CC = 3, CH = 11, CW = 10, CB = 37 };
+static sc_chain *make_conv(void) {
+  sc_layer L[] = {sc_conv2d_ex(3, 3, 7, SC_TANH, 1, 1, 1, 1),
+                  sc_conv2d_ex(2, 3, 5, SC_RELU, 2, 1, 0, 1), sc_flatten(),
+                  sc_dense(4, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create_image(&c, CC, CH, CW, L, 4));
+  return c;
+}
+
+typedef struct crun {
+  float y[CB * 4], l, *g, gx[CB * CC * CH * CW];
+  size_t np;
+} crun;
+
+static void conv_compute(const sc_chain *c, int threads, crun *r) {
+  sc_chain_nparams(c, &r->np);
+  r->g = malloc(r->np * sizeof *r->g);
+  float *p = malloc(r->np * sizeof *p), x[CB * CC * CH * CW], t[CB * 4], dy[CB * 4];
+  SC_OK_OR_FAIL(sc_params_init(c, p, r->np, 7));
+  tu_fill_f32(x, CB * CC * CH * CW, 3, 1.0);
+  tu_fill_f32(t, CB * 4, 4, 1.0);
+  tu_fill_f32(dy, CB * 4, 5, 1.0);
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, CB));
+  SC_OK_OR_FAIL(sc_workspace_set_threads(ws, threads));
+  SC_OK_OR_FAIL(sc_forward(c, p, x, CB, r->y, ws));
+  SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, CB, &r->l, r->g, NULL, ws));
+  float *gp = calloc(r->np, sizeof *gp);
+  SC_OK_OR_FAIL(sc_pullback(c, p, x, dy, CB, gp, r->gx, ws));
+  free(gp);
+  sc_workspace_destroy(ws);
+  free(p);
+}
+
+static void crun_same(const char *what, const crun *a, const crun *b) {
+  if (memcmp(a->y, b->y, sizeof a->y) || memcmp(&a->l, &b->l, sizeof a->l) ||
+      memcmp(a->g, b->g, a->np * sizeof *a->g) || memcmp(a->gx, b->gx, sizeof a->gx))
+    fail_msg("%s: not the bits of the rule's blocks", what);
+}
+
+static void test_conv_blocks(void **state) {
+  (void)state;
+  static const char *fwd_avx2[] = {"2x1", "1x3", "3x1"}, *dw_avx2[] = {"3x3", "2x4", "4x2"};
+  static const char *fwd_avx512[] = {"4x2", "6x2", "8x1"}, *dw_avx512[] = {"4x4", "6x4", "8x2"};
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  env_set("SC_ISA", "scalar");
+  sc_chain *c = make_conv();
+  crun ref;
+  conv_compute(c, 1, &ref);
+  sc_chain_destroy(c);
+  /* the scalar kernels have one block */
+  env_set("SC_CONV_DW", "3x3");
+  c = NULL;
+  sc_layer L1[] = {sc_conv2d(3, 3, 2, SC_RELU)};
+  SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create_image(&c, 1, 5, 5, L1, 1));
+  assert_non_null(strstr(sc_last_error(), "SC_CONV_DW='3x3'"));
+  env_set("SC_CONV_DW", NULL);
+  int tested = 0;
+  for (int is = 0; is < nisa; is++) {
+    if (!strcmp(isas[is], "scalar")) continue;
+    const char **fn = strcmp(isas[is], "avx512") ? fwd_avx2 : fwd_avx512;
+    const char **dn = strcmp(isas[is], "avx512") ? dw_avx2 : dw_avx512;
+    env_set("SC_ISA", isas[is]);
+    c = make_conv();
+    char *pl = plan_of(c);
+    char want[96];
+    snprintf(want, sizeof want, "forward block %s, dW block %s (rule)", fn[0], dn[0]);
+    if (!strstr(pl, want)) fail_msg("%s: plan\n%s", isas[is], pl);
+    free(pl);
+    crun base;
+    conv_compute(c, 1, &base);
+    sc_chain_destroy(c);
+    for (int v = 0; v < 9; v++) {
+      env_set("SC_CONV_FWD", fn[v / 3]);
+      env_set("SC_CONV_DW", dn[v % 3]);
+      c = make_conv();
+      pl = plan_of(c);
+      snprintf(want, sizeof want, "forward block %s, dW block %s (forced", fn[v / 3], dn[v % 3]);
+      if (!strstr(pl, want)) fail_msg("%s: plan\n%s", isas[is], pl);
+      free(pl);
+      crun r;
+      char what[64];
+      snprintf(what, sizeof what, "%s %s:%s", isas[is], fn[v / 3], dn[v % 3]);
+      for (int th = 1; th <= 2; th++) {
+        conv_compute(c, th, &r);
+        crun_same(what, &r, &base);
+        close_to("y", r.y, ref.y, CB * 4);
+        close_to("g", r.g, ref.g, ref.np);
+        close_to("gx", r.gx, ref.gx, CB * CC * CH * CW);
+        free(r.g);
+      }
+      sc_chain_destroy(c);
+      tested++;
+    }
+    /* a shape this set lacks; not a shape at all */
+    env_set("SC_CONV_DW", NULL);
+    env_set("SC_CONV_FWD", "5x5");
+    c = NULL;
+    SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create_image(&c, 1, 5, 5, L1, 1));
+    assert_non_null(strstr(sc_last_error(), "is not a block of the"));
+    env_set("SC_CONV_FWD", "4x");
+    SC_EXPECT(SC_ERR_ARG, sc_chain_create_image(&c, 1, 5, 5, L1, 1));
+    env_set("SC_CONV_FWD", NULL);
+    /* measured, kept, read back */
+    char path[512];
+    tu_tmp_path(path, sizeof path, "plan", "cwisdom.txt");
+    remove(path);
+    env_set("SC_PLAN", "measure");
+    env_set("SC_WISDOM", path);
+    c = make_conv();
+    pl = plan_of(c);
+    if (!strstr(pl, "(measured: forward ")) fail_msg("%s: plan\n%s", isas[is], pl);
+    free(pl);
+    crun m1, m2;
+    conv_compute(c, 1, &m1);
+    conv_compute(c, 2, &m2);
+    crun_same("measured, 1 thread", &m1, &base);
+    crun_same("measured, 2 threads", &m2, &base);
+    free(m1.g);
+    free(m2.g);
+    sc_chain_destroy(c);
+    size_t len;
+    unsigned char *w = tu_read_all(path, &len);
+    int nconv = 0;
+    for (const char *q = (const char *)w; (q = strstr(q, "\nconv cpu=")); q++) nconv++;
+    assert_int_equal(nconv, 2);
+    free(w);
+    c = make_conv();
+    pl = plan_of(c);
+    if (strstr(pl, "(measured: forward ") || !strstr(pl, "(wisdom: forward "))
+      fail_msg("%s: plan\n%s", isas[is], pl);
+    free(pl);
+    sc_chain_destroy(c);
+    /* a conv entry with a malformed pick: the file is ignored */
+    const unsigned char junk[] = "# simplechain wisdom 1\nconv cpu=x isa=avx2 shape=1 pick=2x1 "
+                                 "fwd_ns=1,2,3 dw_ns=1,2,3\n";
+    tu_write_all(path, junk, sizeof junk - 1);
+    c = make_conv();
+    pl = plan_of(c);
+    if (!strstr(pl, "(measured: forward ") || !strstr(pl, "line 2 is not a wisdom entry"))
+      fail_msg("%s: plan\n%s", isas[is], pl);
+    free(pl);
+    sc_chain_destroy(c);
+    remove(path);
+    env_set("SC_PLAN", NULL);
+    env_set("SC_WISDOM", NULL);
+  }
+  free(ref.g);
+  print_message("      %d forced conv block pair(s) give the rule's bits\n", tested);
+  env_set("SC_ISA", NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv_blocks),
       cmocka_unit_test(test_forced_variants),
       cmocka_unit_test(test_measure_and_wisdom),
   };
