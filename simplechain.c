@@ -2279,7 +2279,7 @@ static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
   if (p && g && x && y && sc_workspace_create(&ws, t, batch) == SC_OK) {
     for (size_t k = 0; k < np; k++) p[k] = (float)((k * 37) % 19) / 19.0f - 0.5f;
     for (size_t k = 0; k < batch * P->in; k++) x[k] = (float)((k * 11) % 23) / 23.0f - 0.5f;
-    double r[5];
+    double r[5] = {0, 0, 0, 0, 0};
     double work = (double)(conv ? P->R : P->in) * (double)P->out * (double)batch * (grad ? 2 : 1);
     int reps = (int)(2e6 / (work + 1e4)) + 1;
     if (reps > 200) reps = 200;
