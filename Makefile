@@ -93,7 +93,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(SHLIBS) $(EXAMPLES)
 
 help:
@@ -335,6 +335,18 @@ $(BUILD)/xsmm_dense: bench/xsmm_dense.c bench/bench_time.h simplechain.c simplec
 	  -lxsmm -lxsmmnoblas -lpthread -lrt -ldl $(LDLIBS)
 bench-xsmm: $(BUILD)/xsmm_dense
 	./$(BUILD)/xsmm_dense
+
+# a conv forward through libxsmm (im2col + GEMM) against our direct conv on LeNet5's shapes
+# (bench/xsmm_conv.c); needs libxsmm-dev; the AVX-512 build where the CPU has it, else AVX2
+$(BUILD)/xsmm_conv: bench/xsmm_conv.c bench/bench_time.h simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -I. $< -o $@ -lxsmm -lxsmmnoblas -lpthread -lrt -ldl $(LDLIBS)
+$(BUILD)/xsmm_conv_avx2: bench/xsmm_conv.c bench/bench_time.h simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(AVX2_FLAGS) -I. $< -o $@ -lxsmm -lxsmmnoblas -lpthread -lrt -ldl $(LDLIBS)
+bench-xsmm-conv: $(BUILD)/xsmm_conv $(BUILD)/xsmm_conv_avx2
+	if grep -q avx512f /proc/cpuinfo; then ./$(BUILD)/xsmm_conv; fi
+	./$(BUILD)/xsmm_conv_avx2
 
 # our float tanh (both variants) against SLEEF's (bench/tanh_speed.c); needs libsleef-dev;
 # the AVX-512 build where the CPU has AVX-512, else the AVX2 one

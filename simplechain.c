@@ -190,6 +190,10 @@ typedef struct sc__lplan {
   unsigned char conv_how;          /* how they were chosen (SC__HOW_*; forced: either) */
   float ns_cfwd[SC__CONV_NV];      /* measured: ns per forward of a slice-sized batch */
   float ns_cdw[SC__CONV_NV];       /* measured: ns per sc_valgrad of one (forward + dW) */
+  sc__xsmm_fn xconv; /* float conv forward as libxsmm GEMMs, one per output row, over an
+                        im2col copy of the row's taps (col_off), else NULL (planner) */
+  size_t col_off;    /* conv in builds with libxsmm: R x ow x TW im2col rows, else SIZE_MAX */
+  float ns_cx;       /* measured: the xconv forward, as ns_cfwd */
 } sc__lplan;
 
 /* the forward activation code of a float tanh layer run in the reciprocal form (never seen
@@ -803,6 +807,13 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
             ? sc__tile_alloc(&cur, sc__mul(sc__mul(P->ic * P->hp, P->wp, &ok), TW, &ok), &ok)
             : SIZE_MAX;
     P->mask_off = k == SC_LAYER_DROPOUT ? sc__tile_alloc(&cur, P->out, &ok) : SIZE_MAX;
+#if defined(SC_HAVE_XSMM) && defined(SC_HAVE_KERNELS)
+    P->col_off = k == SC_LAYER_CONV2D
+                     ? sc__tile_alloc(&cur, sc__mul(sc__mul(P->R, P->ow, &ok), TW, &ok), &ok)
+                     : SIZE_MAX;
+#else
+    P->col_off = SIZE_MAX;
+#endif
   }
   /* second buffers for the inputs of layers that hold a tile (dW in pairs): the first
    * tile's input must survive the second tile's forward. Backwards first: whether the
@@ -2068,7 +2079,10 @@ sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, c
  * forward and for dW (the kernel table names them; all give the same bits): by rule the first
  * of each (measured best on LeNet5), by SC_PLAN=measure the fastest forward (sc_forward on a
  * one-layer twin), then the fastest dW with it (sc_valgrad), kept as "conv" wisdom entries;
- * forced by SC_CONV_FWD / SC_CONV_DW (the other keeps the rule's).
+ * forced by SC_CONV_FWD / SC_CONV_DW (the other keeps the rule's). With libxsmm the forward
+ * has "xsmm" too (im2col rows + sc__xsmm_conv_kernel's GEMM, P->xconv): measured against the
+ * fastest block, forced by SC_CONV_FWD=xsmm, never by rule (bench/xsmm_conv.c and the LeNet5
+ * profile on the AVX2 host: slower on conv1, within noise to slower on conv2).
  * The choice belongs to the chain, so results never depend on the thread count; the
  * variants may differ from each other in the last bits. SC_XSMM=0 keeps libxsmm out. */
 #define SC__XSMM_MIN_IN 64
@@ -2086,6 +2100,18 @@ static sc__xsmm_fn sc__xsmm_kernel(const sc__lplan *P) {
   float alpha = 1, beta = 0;
   int flags = LIBXSMM_GEMM_FLAG_NONE;
   return (sc__xsmm_fn)libxsmm_smmdispatch(m, n, k, &m, &k, &m, &alpha, &beta, &flags, NULL);
+}
+/* libxsmm's GEMM for one output row of conv layer P (every channel), or NULL: row-major
+ * a[k][(v,t)] = sum_r W[k][r] col[r][(v,t)] is the column-major a^T ((v,t) x k) = col^T W^T:
+ * m = ow TW, n = oc, k = R, lda = m, ldb = R, ldc = oh ow TW (one channel's rows) */
+static sc__xsmm_fn sc__xsmm_conv_kernel(const sc__lplan *P) {
+  size_t m_ = P->ow * SC__TW, ldc_ = P->oh * P->ow * SC__TW;
+  if (m_ > INT_MAX || ldc_ > INT_MAX || P->oc > INT_MAX || P->R > INT_MAX) return NULL;
+  libxsmm_blasint m = (libxsmm_blasint)m_, n = (libxsmm_blasint)P->oc, k = (libxsmm_blasint)P->R,
+                  ldc = (libxsmm_blasint)ldc_;
+  float alpha = 1, beta = 0;
+  int flags = LIBXSMM_GEMM_FLAG_NONE;
+  return (sc__xsmm_fn)libxsmm_smmdispatch(m, n, k, &m, &k, &ldc, &alpha, &beta, &flags, NULL);
 }
 #else
 #define SC__XSMM 0
@@ -2121,8 +2147,9 @@ typedef struct sc__wis {
   char shape[64]; /* conv: the layer's key (sc__conv_key) */
   size_t in, out;
   int bias;
-  double ns_a, ns_b;            /* fused and xsmm, or div and rcp */
-  double ns_c[2 * SC__CONV_NV]; /* conv: the forward blocks' times, then the dW blocks' */
+  double ns_a, ns_b;                /* fused and xsmm, or div and rcp */
+  double ns_c[2 * SC__CONV_NV + 1]; /* conv: the forward blocks' times, the dW blocks', then
+                                       libxsmm's forward (0: not timed) */
 } sc__wis;
 
 /* a conv layer's wisdom key: input shape, channels, kernel, stride, padding, activation, bias */
@@ -2165,14 +2192,14 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
     e.tanh = !strncmp(line, "tanh ", 5)   ? SC__WIS_TANH
              : !strncmp(line, "conv ", 5) ? SC__WIS_CONV
                                           : SC__WIS_DENSE;
-    want = e.tanh == SC__WIS_TANH ? 8 : e.tanh == SC__WIS_CONV ? 10 : 9; /* each kind's fields */
+    want = e.tanh == SC__WIS_TANH ? 8 : e.tanh == SC__WIS_CONV ? 11 : 9; /* each kind's fields */
     char *colon = NULL;
     if (e.tanh == SC__WIS_CONV) {
       fields = sscanf(line,
                       "conv cpu=%63s isa=%15s shape=%63s pick=%15s fwd_ns=%lf,%lf,%lf "
-                      "dw_ns=%lf,%lf,%lf%n",
-                      e.cpu, e.isa, e.shape, e.pick, &e.ns_c[0], &e.ns_c[1], &e.ns_c[2], &e.ns_c[3],
-                      &e.ns_c[4], &e.ns_c[5], &used);
+                      "xsmm_ns=%lf dw_ns=%lf,%lf,%lf%n",
+                      e.cpu, e.isa, e.shape, e.pick, &e.ns_c[0], &e.ns_c[1], &e.ns_c[2], &e.ns_c[6],
+                      &e.ns_c[3], &e.ns_c[4], &e.ns_c[5], &used);
       colon = strchr(e.pick, ':');
     } else if (e.tanh == SC__WIS_TANH)
       fields = sscanf(line,
@@ -2229,9 +2256,9 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
       if (w[i].tanh == SC__WIS_CONV)
         k = snprintf(line, sizeof line,
                      "conv cpu=%s isa=%s shape=%s pick=%s fwd_ns=%.1f,%.1f,%.1f "
-                     "dw_ns=%.1f,%.1f,%.1f\n",
+                     "xsmm_ns=%.1f dw_ns=%.1f,%.1f,%.1f\n",
                      w[i].cpu, w[i].isa, w[i].shape, w[i].pick, w[i].ns_c[0], w[i].ns_c[1],
-                     w[i].ns_c[2], w[i].ns_c[3], w[i].ns_c[4], w[i].ns_c[5]);
+                     w[i].ns_c[2], w[i].ns_c[6], w[i].ns_c[3], w[i].ns_c[4], w[i].ns_c[5]);
       else if (w[i].tanh)
         k = snprintf(line, sizeof line,
                      "tanh cpu=%s isa=%s in=%zu out=%zu bias=%d pick=%s div_ns=%.1f rcp_ns=%.1f\n",
@@ -2268,7 +2295,10 @@ static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
   sc__planning = 0;
   if (st) return 0;
   t->kf = c->kf, t->kd = c->kd;
-  t->L[0].xfwd = xs;
+  if (conv)
+    t->L[0].xconv = xs;
+  else
+    t->L[0].xfwd = xs;
   t->L[0].tanh_rcp = (unsigned char)rcp;
   t->L[0].conv_fwd = (unsigned char)cf, t->L[0].conv_dw = (unsigned char)cd;
   size_t np = t->nparams;
@@ -2359,6 +2389,10 @@ static sc_status sc__conv_force(const char *fn, const char *var, const char *v,
                                 const sc__kt_f32 *kf, const char *const *names, int *idx) {
   *idx = -1;
   if (!v || !*v) return SC_OK;
+  if (!strcmp(var, "SC_CONV_FWD") && !strcmp(v, "xsmm")) { /* checked per layer */
+    *idx = SC__CONV_NV;
+    return SC_OK;
+  }
   size_t a = strspn(v, "0123456789"), b = a < strlen(v) ? strspn(v + a + 1, "0123456789") : 0;
   if (a == 0 || v[a] != 'x' || b == 0 || v[a + 1 + b])
     return sc__fail(SC_ERR_ARG, fn, "%s='%s' is not a block shape such as 4x2", var, v);
@@ -2448,10 +2482,30 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     P->conv_fwd = P->conv_dw = 0, P->conv_how = SC__HOW_ONLY;
     memset(P->ns_cfwd, 0, sizeof P->ns_cfwd);
     memset(P->ns_cdw, 0, sizeof P->ns_cdw);
-    if (P->spec.kind == SC_LAYER_CONV2D && cfn && cdn) {
+    P->xconv = NULL, P->ns_cx = 0;
+    if (P->spec.kind == SC_LAYER_CONV2D && want_cf == SC__CONV_NV && !(cfn && cdn && xok))
+      st = sc__fail(SC_ERR_UNSUPPORTED, fn,
+                    "SC_CONV_FWD=xsmm, but libxsmm is not available here (%s)",
+                    !SC__XSMM                        ? "this build has no libxsmm"
+                    : !simd                          ? "the scalar kernels have no xsmm path"
+                    : (off && strcmp(off, "0") == 0) ? "SC_XSMM=0"
+                                                     : "libxsmm does not support this CPU");
+    if (P->spec.kind == SC_LAYER_CONV2D && cfn && cdn && !st) {
+      sc__xsmm_fn xc = NULL; /* libxsmm's row GEMM for this layer, where it can be had */
+#if SC__XSMM
+      if (xok && P->col_off != SIZE_MAX) xc = sc__xsmm_conv_kernel(P);
+#endif
       if (want_cf >= 0 || want_cd >= 0) { /* forced; the other block takes the rule's */
         P->conv_how = SC__HOW_FORCED;
-        P->conv_fwd = (unsigned char)(want_cf > 0 ? want_cf : 0);
+        if (want_cf == SC__CONV_NV) {
+          if (!xc) {
+            st = sc__fail(SC_ERR_UNSUPPORTED, fn,
+                          "SC_CONV_FWD=xsmm: libxsmm has no kernel for layer %zu", l);
+            continue;
+          }
+          P->xconv = xc;
+        }
+        P->conv_fwd = (unsigned char)(want_cf > 0 && want_cf < SC__CONV_NV ? want_cf : 0);
         P->conv_dw = (unsigned char)(want_cd > 0 ? want_cd : 0);
         continue;
       }
@@ -2466,11 +2520,14 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           hit = i;
       if (hit < nw) {
         const char *pk = wis[hit].pick, *colon = strchr(pk, ':');
-        int f = sc__name_index(cfn, pk, (size_t)(colon - pk));
+        int fx = (size_t)(colon - pk) == 4 && !strncmp(pk, "xsmm", 4);
+        int f = fx ? 0 : sc__name_index(cfn, pk, (size_t)(colon - pk));
         int d = sc__name_index(cdn, colon + 1, strlen(colon + 1));
-        if (f >= 0 && d >= 0) { /* (an entry naming blocks this set lacks is measured anew) */
+        if (f >= 0 && d >= 0 && (!fx || xc)) { /* (else measured anew) */
           P->conv_how = SC__HOW_WISDOM;
           P->conv_fwd = (unsigned char)f, P->conv_dw = (unsigned char)d;
+          P->xconv = fx ? xc : NULL;
+          P->ns_cx = (float)wis[hit].ns_c[2 * SC__CONV_NV];
           for (int i = 0; i < SC__CONV_NV; i++)
             P->ns_cfwd[i] = (float)wis[hit].ns_c[i],
             P->ns_cdw[i] = (float)wis[hit].ns_c[SC__CONV_NV + i];
@@ -2482,8 +2539,12 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
         P->ns_cfwd[i] = (float)sc__time_layer(c, P, NULL, 0, i, 0, 0);
         if (P->ns_cfwd[i] > 0 && (P->ns_cfwd[f] <= 0 || P->ns_cfwd[i] < P->ns_cfwd[f])) f = i;
       }
+      if (xc) { /* libxsmm's forward against the fastest block */
+        P->ns_cx = (float)sc__time_layer(c, P, xc, 0, f, 0, 0);
+        if (P->ns_cx > 0 && P->ns_cfwd[f] > 0 && P->ns_cx < P->ns_cfwd[f]) P->xconv = xc;
+      }
       for (int i = 0; i < SC__CONV_NV; i++) {
-        P->ns_cdw[i] = (float)sc__time_layer(c, P, NULL, 0, f, i, 1);
+        P->ns_cdw[i] = (float)sc__time_layer(c, P, P->xconv, 0, f, i, 1);
         if (P->ns_cdw[i] > 0 && (P->ns_cdw[d] <= 0 || P->ns_cdw[i] < P->ns_cdw[d])) d = i;
       }
       P->conv_how = SC__HOW_MEASURED;
@@ -2498,9 +2559,10 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           snprintf(e->cpu, sizeof e->cpu, "%s", cpu);
           snprintf(e->isa, sizeof e->isa, "%s", isa);
           snprintf(e->shape, sizeof e->shape, "%s", key);
-          snprintf(e->pick, sizeof e->pick, "%s:%s", cfn[f], cdn[d]);
+          snprintf(e->pick, sizeof e->pick, "%s:%s", P->xconv ? "xsmm" : cfn[f], cdn[d]);
           for (int i = 0; i < SC__CONV_NV; i++)
             e->ns_c[i] = P->ns_cfwd[i], e->ns_c[SC__CONV_NV + i] = P->ns_cdw[i];
+          e->ns_c[2 * SC__CONV_NV] = P->ns_cx;
           wis_new = 1;
         }
       }
@@ -2609,12 +2671,14 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
         sc__sprintf(&b, "one block (%s)\n", chows[0]);
         continue;
       }
-      sc__sprintf(&b, "forward block %s, dW block %s (%s", cfn[P->conv_fwd], cdn[P->conv_dw],
+      sc__sprintf(&b, "forward %s %s, dW block %s (%s", P->xconv ? "xsmm" : "block",
+                  P->xconv ? "(im2col rows + GEMM)" : cfn[P->conv_fwd], cdn[P->conv_dw],
                   chows[P->conv_how]);
       if (P->conv_how == SC__HOW_MEASURED || P->conv_how == SC__HOW_WISDOM) {
         sc__sprintf(&b, ": forward");
         for (int i = 0; i < SC__CONV_NV; i++)
           sc__sprintf(&b, " %s %.0f ns", cfn[i], (double)P->ns_cfwd[i]);
+        if (P->ns_cx > 0) sc__sprintf(&b, " xsmm %.0f ns", (double)P->ns_cx);
         sc__sprintf(&b, "; forward + dW");
         for (int i = 0; i < SC__CONV_NV; i++)
           sc__sprintf(&b, " %s %.0f ns", cdn[i], (double)P->ns_cdw[i]);
@@ -5144,6 +5208,19 @@ static void vec_bias_act_f32(float *restrict a, float *restrict z, const float *
   }
 }
 
+/* a conv output's bias (per channel, over npos rows) and activation, in place */
+static void vec_conv_bias_act_f32(float *restrict a, float *restrict z, const float *restrict b,
+                                  size_t K, size_t npos, sc_act act) {
+  for (size_t k = 0; k < K; k++) {
+    sc_vf bk = V_BCAST(b ? b[k] : 0.0f);
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      sc_vf acc[NV];
+      for (int j = 0; j < NV; j++) acc[j] = V_ROW(a + q * SC__TW, j) + bk;
+      v_act_store(a + q * SC__TW, z ? z + q * SC__TW : NULL, acc, act);
+    }
+  }
+}
+
 /* a = act(W x + b). The O rows are cut into ceil(O / VOB) blocks of nearly equal size
  * (84 rows: 7 x 8 + 4 x 7, 10 rows: 2 x 5), so no block is left with a few accumulators
  * waiting on FMA latency. Each output's sum runs over i in the same order whatever the
@@ -6045,6 +6122,27 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           SC__TN(sc__pad)(tm + P->pad_off, in, P);
           in = tm + P->pad_off;
         }
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xconv) { /* libxsmm: im2col per output row, one GEMM per row, bias + act */
+          size_t OW = P->ow, RW = OW * SC__TW, step = P->spec.sw * SC__TW;
+          SC__T *col = tm + P->col_off;
+          for (size_t u = 0; u < P->oh; u++) {
+            const SC__T *row = in + u * P->spec.sh * P->wp * SC__TW;
+            for (size_t r = 0; r < P->R; r++) {
+              const SC__T *src = row + P->roff[r] * SC__TW;
+              if (P->spec.sw == 1)
+                memcpy(col + r * RW, src, RW * sizeof *col);
+              else
+                for (size_t v = 0; v < OW; v++)
+                  memcpy(col + r * RW + v * SC__TW, src + v * step, SC__TW * sizeof *col);
+            }
+            P->xconv(col, W, a + u * RW);
+          }
+          vec_conv_bias_act_f32(a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, P->oh * OW,
+                                P->spec.act);
+          break;
+        }
+#endif
         SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
         break;
       case SC_LAYER_MAXPOOL2D: SC__K_POOL_FWD(a, in, P); break;

@@ -254,7 +254,12 @@ const char *sc_chain_isa(const sc_chain *chain);
  * sc_forward, then the dW blocks with sc_valgrad on a one-layer twin) and SC_WISDOM keeps the
  * answer ("conv" entries keyed by input shape, channels, kernel, stride, padding, activation
  * and bias); SC_CONV_FWD=shape and SC_CONV_DW=shape force one (the other keeps the rule's; a
- * shape the kernel set lacks, or any on the scalar kernels: SC_ERR_UNSUPPORTED).
+ * shape the kernel set lacks, or any on the scalar kernels: SC_ERR_UNSUPPORTED). In builds
+ * with libxsmm the conv forward has a fourth candidate, "xsmm": per output row an im2col copy
+ * of the row's taps (workspace memory: taps x output width x 32 floats per conv layer and
+ * slice) and one libxsmm GEMM for every channel, then bias and activation; SC_PLAN=measure
+ * times it against the fastest block, SC_CONV_FWD=xsmm forces it (never by rule: it measured
+ * slower on the AVX2 host; it may differ from the blocks in the last bits).
  * Bad values are SC_ERR_ARG at sc_chain_create. The choice belongs to the chain: results do
  * not depend on the thread count; the variants may differ from each other in the last bits.
  * sc_chain_plan writes what was chosen, how, and the timings, as sc_chain_summary writes. */
