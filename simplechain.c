@@ -190,10 +190,14 @@ typedef struct sc__lplan {
   unsigned char conv_how;          /* how they were chosen (SC__HOW_*; forced: either) */
   float ns_cfwd[SC__CONV_NV];      /* measured: ns per forward of a slice-sized batch */
   float ns_cdw[SC__CONV_NV];       /* measured: ns per sc_valgrad of one (forward + dW) */
-  sc__xsmm_fn xconv; /* float conv forward as libxsmm GEMMs, one per output row, over an
-                        im2col copy of the row's taps (col_off), else NULL (planner) */
-  size_t col_off;    /* conv in builds with libxsmm: R x ow x TW im2col rows, else SIZE_MAX */
-  float ns_cx;       /* measured: the xconv forward, as ns_cfwd */
+  sc__xsmm_fn xconv;     /* float conv forward as libxsmm GEMMs, one per output row, over an
+                            im2col copy of the row's taps (col_off), else NULL (planner) */
+  size_t col_off;        /* conv in builds with libxsmm: R x ow x TW im2col rows, else SIZE_MAX */
+  float ns_cx;           /* measured: the xconv forward, as ns_cfwd */
+  unsigned char dw_dot;  /* dense layer with lane accumulators (dwl_off): dW in the dot form
+                            (transpose + SC__K_DW) instead (planner) */
+  unsigned char dw_how;  /* how that was chosen (SC__HOW_*) */
+  float ns_lane, ns_dot; /* measured: ns per sc_valgrad of a slice-sized batch */
 } sc__lplan;
 
 /* the forward activation code of a float tanh layer run in the reciprocal form (never seen
@@ -2083,6 +2087,10 @@ sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, c
  * has "xsmm" too (im2col rows + sc__xsmm_conv_kernel's GEMM, P->xconv): measured against the
  * fastest block, forced by SC_CONV_FWD=xsmm, never by rule (bench/xsmm_conv.c and the LeNet5
  * profile on the AVX2 host: slower on conv1, within noise to slower on conv2).
+ * Dense layers with lane accumulators for dW (dwl_off) have the dot form as a variant
+ * (P->dw_dot: transpose + SC__K_DW, as the larger layers): rule lane, SC_PLAN=measure times
+ * sc_valgrad of a one-layer twin with each ("dense_dw" wisdom entries), SC_DENSE_DW forces;
+ * every kernel set, float and double, runs both.
  * The choice belongs to the chain, so results never depend on the thread count; the
  * variants may differ from each other in the last bits. SC_XSMM=0 keeps libxsmm out. */
 #define SC__XSMM_MIN_IN 64
@@ -2139,10 +2147,11 @@ static void sc__cpu_model(char *buf, size_t cap) {
 }
 
 /* one wisdom entry */
-enum { SC__WIS_DENSE = 0, SC__WIS_TANH, SC__WIS_CONV };
+enum { SC__WIS_DENSE = 0, SC__WIS_TANH, SC__WIS_CONV, SC__WIS_DW };
 typedef struct sc__wis {
   int tanh; /* SC__WIS_DENSE: a dense_fwd entry (fused / xsmm), SC__WIS_TANH: a tanh entry
-               (div / rcp), SC__WIS_CONV: a conv entry (forward block : dW block) */
+               (div / rcp), SC__WIS_CONV: a conv entry (forward block : dW block), SC__WIS_DW:
+               a dense_dw entry (lane / dot) */
   char cpu[64], isa[16], act[16], pick[16];
   char shape[64]; /* conv: the layer's key (sc__conv_key) */
   size_t in, out;
@@ -2189,9 +2198,10 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
     sc__wis e;
     memset(&e, 0, sizeof e);
     int used = 0, fields, want;
-    e.tanh = !strncmp(line, "tanh ", 5)   ? SC__WIS_TANH
-             : !strncmp(line, "conv ", 5) ? SC__WIS_CONV
-                                          : SC__WIS_DENSE;
+    e.tanh = !strncmp(line, "tanh ", 5)       ? SC__WIS_TANH
+             : !strncmp(line, "conv ", 5)     ? SC__WIS_CONV
+             : !strncmp(line, "dense_dw ", 9) ? SC__WIS_DW
+                                              : SC__WIS_DENSE;
     want = e.tanh == SC__WIS_TANH ? 8 : e.tanh == SC__WIS_CONV ? 11 : 9; /* each kind's fields */
     char *colon = NULL;
     if (e.tanh == SC__WIS_CONV) {
@@ -2201,6 +2211,11 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
                       e.cpu, e.isa, e.shape, e.pick, &e.ns_c[0], &e.ns_c[1], &e.ns_c[2], &e.ns_c[6],
                       &e.ns_c[3], &e.ns_c[4], &e.ns_c[5], &used);
       colon = strchr(e.pick, ':');
+    } else if (e.tanh == SC__WIS_DW) {
+      fields = sscanf(line,
+                      "dense_dw cpu=%63s isa=%15s in=%zu out=%zu act=%15s bias=%d pick=%7s "
+                      "lane_ns=%lf dot_ns=%lf%n",
+                      e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
     } else if (e.tanh == SC__WIS_TANH)
       fields = sscanf(line,
                       "tanh cpu=%63s isa=%15s in=%zu out=%zu bias=%d pick=%7s div_ns=%lf "
@@ -2214,6 +2229,7 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
     if (fields != want || (line[used] != '\n' && line[used] != 0) ||
         (e.tanh == SC__WIS_CONV   ? !colon || colon == e.pick || !colon[1]
          : e.tanh == SC__WIS_TANH ? strcmp(e.pick, "div") && strcmp(e.pick, "rcp")
+         : e.tanh == SC__WIS_DW   ? strcmp(e.pick, "lane") && strcmp(e.pick, "dot")
                                   : strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) ||
         *nw >= SC__WIS_MAX) {
       bad = 1;
@@ -2259,6 +2275,12 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
                      "xsmm_ns=%.1f dw_ns=%.1f,%.1f,%.1f\n",
                      w[i].cpu, w[i].isa, w[i].shape, w[i].pick, w[i].ns_c[0], w[i].ns_c[1],
                      w[i].ns_c[2], w[i].ns_c[6], w[i].ns_c[3], w[i].ns_c[4], w[i].ns_c[5]);
+      else if (w[i].tanh == SC__WIS_DW)
+        k = snprintf(line, sizeof line,
+                     "dense_dw cpu=%s isa=%s in=%zu out=%zu act=%s bias=%d pick=%s "
+                     "lane_ns=%.1f dot_ns=%.1f\n",
+                     w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].act, w[i].bias, w[i].pick,
+                     w[i].ns_a, w[i].ns_b);
       else if (w[i].tanh)
         k = snprintf(line, sizeof line,
                      "tanh cpu=%s isa=%s in=%zu out=%zu bias=%d pick=%s div_ns=%.1f rcp_ns=%.1f\n",
@@ -2281,8 +2303,8 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
 /* ns per forward (grad: per sc_valgrad, squared loss) of a slice-sized batch through a
  * one-layer twin of P, with the variants of P except for: the xsmm GEMM xs or (NULL) our
  * fused kernel, the tanh variant rcp, the conv blocks cf and cd; the median of 5 rounds */
-static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int rcp, int cf,
-                             int cd, int grad) {
+static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int rcp,
+                             int dot, int cf, int cd, int grad) {
   sc_chain *t = NULL;
   sc_workspace *ws = NULL;
   float *p = NULL, *x = NULL, *y = NULL, *g = NULL;
@@ -2300,6 +2322,7 @@ static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
   else
     t->L[0].xfwd = xs;
   t->L[0].tanh_rcp = (unsigned char)rcp;
+  t->L[0].dw_dot = (unsigned char)dot;
   t->L[0].conv_fwd = (unsigned char)cf, t->L[0].conv_dw = (unsigned char)cd;
   size_t np = t->nparams;
   p = malloc(np * sizeof *p);
@@ -2351,7 +2374,8 @@ static size_t sc__wis_find(const sc__wis *w, size_t nw, const sc__lplan *P, int 
   const char *act = sc_act_name(P->spec.act);
   for (size_t i = 0; i < nw; i++)
     if (w[i].tanh == tanh && w[i].in == P->in && w[i].out == P->out && w[i].bias == P->spec.bias &&
-        (tanh || !strcmp(w[i].act, act)) && !strcmp(w[i].isa, isa) && !strcmp(w[i].cpu, cpu))
+        (tanh == SC__WIS_TANH || !strcmp(w[i].act, act)) && !strcmp(w[i].isa, isa) &&
+        !strcmp(w[i].cpu, cpu))
       return i;
   return nw;
 }
@@ -2412,7 +2436,7 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   c->plan_note[0] = 0;
   if (sc__planning) return SC_OK;
   const char *mode = getenv("SC_PLAN"), *force = getenv("SC_DENSE_FWD"), *off = getenv("SC_XSMM");
-  const char *tforce = getenv("SC_TANH_VARIANT");
+  const char *tforce = getenv("SC_TANH_VARIANT"), *dforce = getenv("SC_DENSE_DW");
   int measure = 0;
   if (mode && *mode && strcmp(mode, "rules") != 0) {
     if (strcmp(mode, "measure") != 0)
@@ -2424,6 +2448,12 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     if (strcmp(force, "fused") && strcmp(force, "xsmm"))
       return sc__fail(SC_ERR_ARG, fn, "SC_DENSE_FWD='%s' is not one of fused, xsmm", force);
     want_x = strcmp(force, "xsmm") == 0;
+  }
+  int want_d = -1; /* forced: 0 lane, 1 dot */
+  if (dforce && *dforce) {
+    if (strcmp(dforce, "lane") && strcmp(dforce, "dot"))
+      return sc__fail(SC_ERR_ARG, fn, "SC_DENSE_DW='%s' is not one of lane, dot", dforce);
+    want_d = strcmp(dforce, "dot") == 0;
   }
   int want_r = -1; /* forced: 0 div, 1 rcp */
   if (tforce && *tforce) {
@@ -2461,13 +2491,16 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   int wis_ok = 0, wis_new = 0;
   const char *wpath = getenv("SC_WISDOM");
   char cpu[64] = "";
-  int any_tanh = 0, any_conv = 0;
+  int any_tanh = 0, any_conv = 0, any_lane = 0;
   for (size_t l = 0; l < c->nlayers; l++) {
+    any_lane |= c->L[l].spec.kind == SC_LAYER_DENSE && c->L[l].dwl_off != SIZE_MAX;
     any_tanh |= c->L[l].spec.kind == SC_LAYER_DENSE && c->L[l].spec.act == SC_TANH;
     any_conv |= c->L[l].spec.kind == SC_LAYER_CONV2D;
   }
   int conv_measure = cfn && cdn && any_conv && want_cf < 0 && want_cd < 0;
-  if (measure && ((xok && want_x < 0) || (simd && any_tanh && want_r < 0) || conv_measure) &&
+  if (measure &&
+      ((xok && want_x < 0) || (simd && any_tanh && want_r < 0) || conv_measure ||
+       (any_lane && want_d < 0)) &&
       wpath && *wpath) {
     wis_ok = sc__wis_read(wpath, &wis, &nw, c->plan_note, sizeof c->plan_note) == 0;
     nw0 = nw;
@@ -2483,6 +2516,7 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     memset(P->ns_cfwd, 0, sizeof P->ns_cfwd);
     memset(P->ns_cdw, 0, sizeof P->ns_cdw);
     P->xconv = NULL, P->ns_cx = 0;
+    P->dw_dot = 0, P->dw_how = SC__HOW_ONLY, P->ns_lane = P->ns_dot = 0;
     if (P->spec.kind == SC_LAYER_CONV2D && want_cf == SC__CONV_NV && !(cfn && cdn && xok))
       st = sc__fail(SC_ERR_UNSUPPORTED, fn,
                     "SC_CONV_FWD=xsmm, but libxsmm is not available here (%s)",
@@ -2536,15 +2570,15 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       }
       int f = 0, d = 0;
       for (int i = 0; i < SC__CONV_NV; i++) {
-        P->ns_cfwd[i] = (float)sc__time_layer(c, P, NULL, 0, i, 0, 0);
+        P->ns_cfwd[i] = (float)sc__time_layer(c, P, NULL, 0, 0, i, 0, 0);
         if (P->ns_cfwd[i] > 0 && (P->ns_cfwd[f] <= 0 || P->ns_cfwd[i] < P->ns_cfwd[f])) f = i;
       }
       if (xc) { /* libxsmm's forward against the fastest block */
-        P->ns_cx = (float)sc__time_layer(c, P, xc, 0, f, 0, 0);
+        P->ns_cx = (float)sc__time_layer(c, P, xc, 0, 0, f, 0, 0);
         if (P->ns_cx > 0 && P->ns_cfwd[f] > 0 && P->ns_cx < P->ns_cfwd[f]) P->xconv = xc;
       }
       for (int i = 0; i < SC__CONV_NV; i++) {
-        P->ns_cdw[i] = (float)sc__time_layer(c, P, P->xconv, 0, f, i, 1);
+        P->ns_cdw[i] = (float)sc__time_layer(c, P, P->xconv, 0, 0, f, i, 1);
         if (P->ns_cdw[i] > 0 && (P->ns_cdw[d] <= 0 || P->ns_cdw[i] < P->ns_cdw[d])) d = i;
       }
       P->conv_how = SC__HOW_MEASURED;
@@ -2569,6 +2603,30 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       continue;
     }
     if (P->spec.kind != SC_LAYER_DENSE) continue;
+    /* the dW form of a layer with lane accumulators (the others have the dot form only) */
+    if (P->dwl_off != SIZE_MAX) {
+      if (want_d >= 0) {
+        P->dw_how = SC__HOW_FORCED, P->dw_dot = (unsigned char)want_d;
+      } else if (!measure) {
+        P->dw_how = SC__HOW_RULE;
+      } else {
+        size_t hit = sc__wis_find(wis, nw, P, SC__WIS_DW, cpu, isa);
+        if (hit < nw) {
+          P->dw_how = SC__HOW_WISDOM;
+          P->ns_lane = (float)wis[hit].ns_a, P->ns_dot = (float)wis[hit].ns_b;
+          P->dw_dot = strcmp(wis[hit].pick, "dot") == 0;
+        } else {
+          double tl = sc__time_layer(c, P, NULL, 0, 0, 0, 0, 1),
+                 td = sc__time_layer(c, P, NULL, 0, 1, 0, 0, 1);
+          P->dw_how = SC__HOW_MEASURED;
+          P->ns_lane = (float)tl, P->ns_dot = (float)td;
+          P->dw_dot = tl > 0 && td > 0 && td < tl;
+          if (wis_ok)
+            wis_new |=
+                sc__wis_add(&wis, &nw, P, SC__WIS_DW, cpu, isa, P->dw_dot ? "dot" : "lane", tl, td);
+        }
+      }
+    }
     /* the tanh variant first: the GEMM variants below are timed with it */
     if (P->spec.act == SC_TANH && simd) {
       if (want_r >= 0) {
@@ -2582,8 +2640,8 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           P->ns_div = (float)wis[hit].ns_a, P->ns_rcp = (float)wis[hit].ns_b;
           P->tanh_rcp = strcmp(wis[hit].pick, "rcp") == 0;
         } else {
-          double td = sc__time_layer(c, P, NULL, 0, 0, 0, 0),
-                 tr = sc__time_layer(c, P, NULL, 1, 0, 0, 0);
+          double td = sc__time_layer(c, P, NULL, 0, 0, 0, 0, 0),
+                 tr = sc__time_layer(c, P, NULL, 1, 0, 0, 0, 0);
           P->tanh_how = SC__HOW_MEASURED;
           P->ns_div = (float)td, P->ns_rcp = (float)tr;
           P->tanh_rcp = td > 0 && tr > 0 && tr < td;
@@ -2624,8 +2682,8 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       P->xfwd = strcmp(wis[hit].pick, "xsmm") == 0 ? xs : NULL;
       continue;
     }
-    double tf = sc__time_layer(c, P, NULL, P->tanh_rcp, 0, 0, 0),
-           tx = sc__time_layer(c, P, xs, P->tanh_rcp, 0, 0, 0);
+    double tf = sc__time_layer(c, P, NULL, P->tanh_rcp, 0, 0, 0, 0),
+           tx = sc__time_layer(c, P, xs, P->tanh_rcp, 0, 0, 0, 0);
     P->how = SC__HOW_MEASURED;
     P->ns_fused = (float)tf, P->ns_xsmm = (float)tx;
     P->xfwd = tx > 0 && tf > 0 && tx < tf ? xs : NULL;
@@ -2700,6 +2758,15 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
       if (P->tanh_how == SC__HOW_MEASURED || P->tanh_how == SC__HOW_WISDOM)
         sc__sprintf(&b, ": div %.0f ns, rcp %.0f ns per %zu samples", (double)P->ns_div,
                     (double)P->ns_rcp, per);
+      sc__sprintf(&b, ")");
+    }
+    if (P->dwl_off != SIZE_MAX) {
+      static const char *dhows[] = {"the only variant here", "rule", "measured", "wisdom",
+                                    "forced by SC_DENSE_DW"};
+      sc__sprintf(&b, "; dW %s (%s", P->dw_dot ? "dot" : "lane", dhows[P->dw_how]);
+      if (P->dw_how == SC__HOW_MEASURED || P->dw_how == SC__HOW_WISDOM)
+        sc__sprintf(&b, ": lane %.0f ns, dot %.0f ns per %zu samples", (double)P->ns_lane,
+                    (double)P->ns_dot, per);
       sc__sprintf(&b, ")");
     }
     sc__sprintf(&b, "\n");
@@ -6194,7 +6261,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         else
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
         if (want_g) {
-          if (P->dwl_off != SIZE_MAX) {
+          if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
             /* the first dW write of this slice for this layer stores instead of adding
              * (every tile writes every accumulator; with pairs the first write is the
              * second tile's, or the first's when the slice has one tile) */
@@ -6291,7 +6358,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
-      if (P->dwl_off != SIZE_MAX && !(SC__DWD_DENSE && P->spec.kind == SC_LAYER_DENSE))
+      if (P->dwl_off != SIZE_MAX &&
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
         SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;

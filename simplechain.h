@@ -260,6 +260,12 @@ const char *sc_chain_isa(const sc_chain *chain);
  * slice) and one libxsmm GEMM for every channel, then bias and activation; SC_PLAN=measure
  * times it against the fastest block, SC_CONV_FWD=xsmm forces it (never by rule: it measured
  * slower on the AVX2 host; it may differ from the blocks in the last bits).
+ * The weight gradient of a dense layer small enough for lane accumulators (at most 1024
+ * weights: 32 partial sums per weight, summed once per slice) has a second form, "dot" (the
+ * input tile transposed, then one dot product per weight, as larger layers always do). Rule:
+ * lane (measured faster on the AVX2 host for every toy, micro and ODE layer: 1.3-3.4x);
+ * SC_PLAN=measure times both (sc_valgrad on a one-layer twin; "dense_dw" wisdom entries);
+ * SC_DENSE_DW=lane|dot forces one. This one applies to every kernel set, float and double.
  * Bad values are SC_ERR_ARG at sc_chain_create. The choice belongs to the chain: results do
  * not depend on the thread count; the variants may differ from each other in the last bits.
  * sc_chain_plan writes what was chosen, how, and the timings, as sc_chain_summary writes. */

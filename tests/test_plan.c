@@ -17,7 +17,10 @@
  *     where built and supported) gives the scalar values and the same bits on 1 and 2 threads;
  *     a name that is no block shape is SC_ERR_ARG, one the set lacks (or any on the scalar
  *     kernels, xsmm included) SC_ERR_UNSUPPORTED; SC_PLAN=measure times the variants, keeps
- *     them in the wisdom file and reads them back.
+ *     them in the wisdom file and reads them back;
+ *   - SC_DENSE_DW=lane|dot (the dW form of dense layers small enough for lane accumulators) on
+ *     every kernel set gives the scalar values, in float and double, the same bits on 1 and 2
+ *     threads; SC_PLAN=measure times both forms on any kernel set.
  */
 #include "testutil.h"
 
@@ -153,38 +156,42 @@ static void test_measure_and_wisdom(void **state) {
   int has_x = 0;
   {
     env_set("SC_DENSE_FWD", "xsmm");
+    env_set("SC_PLAN", NULL); /* (the probe measures nothing, writes no wisdom) */
     sc_chain *cx = NULL;
     sc_layer Lx[] = {sc_dense(4, SC_RELU)};
     has_x = sc_chain_create(&cx, 3, Lx, 1) == SC_OK;
     sc_chain_destroy(cx);
     env_set("SC_DENSE_FWD", NULL);
+    env_set("SC_PLAN", "measure");
   }
   /* the tanh layer has two variants on the SIMD kernel sets */
   int simd = strcmp(sc_chain_isa(c), "scalar") != 0;
   if (has_x && !strstr(pl, "(measured: fused")) fail_msg("plan:\n%s", pl);
   if (simd && !strstr(pl, "(measured: div ")) fail_msg("plan:\n%s", pl);
-  if (has_x || simd) {
+  if (!strstr(pl, "; dW lane (measured: lane ") && !strstr(pl, "; dW dot (measured: lane "))
+    fail_msg("plan:\n%s", pl);
+  { /* the dW forms are measured on every kernel set: there is always a wisdom file */
     size_t len;
     unsigned char *w = tu_read_all(path, &len);
     assert_true(len > 20 && !memcmp(w, "# simplechain wisdom 1\n", 23));
     int lines = 0;
     for (size_t k = 0; k < len; k++) lines += w[k] == '\n';
-    assert_int_equal(lines, 1 + 3 * has_x + simd);
+    assert_int_equal(lines, 1 + 3 * has_x + simd + 2); /* + the two lane-form layers' dW */
+    assert_non_null(strstr((char *)w, "\ndense_dw cpu="));
     if (simd) assert_non_null(strstr((char *)w, "\ntanh cpu="));
     free(w);
-  } else
-    print_message("      no second variant on this build / CPU: nothing to measure\n");
+  }
   run r1, r2;
   compute(c, 1, &r1);
   compute(c, 2, &r2);
   assert_memory_equal(&r1, &r2, sizeof r1); /* a measured plan: the same bits on any threads */
   sc_chain_destroy(c);
   free(pl);
-  if (has_x || simd) {
+  {
     c = make(); /* read back, not timed again */
     pl = plan_of(c);
     if (strstr(pl, "(measured") || (has_x && !strstr(pl, "(wisdom: fused")) ||
-        (simd && !strstr(pl, "(wisdom: div ")))
+        !strstr(pl, "(wisdom: lane ") || (simd && !strstr(pl, "(wisdom: div ")))
       fail_msg("plan:\n%s", pl);
     free(pl);
     sc_chain_destroy(c);
@@ -409,8 +416,71 @@ static void test_conv_blocks(void **state) {
   env_set("SC_ISA", NULL);
 }
 
+/* SC_DENSE_DW=lane|dot on every kernel set (scalar included): the scalar lane form's values
+ * (float and double), the same bits on 1 and 2 threads, the plan says so; bad values */
+static void test_dense_dw_forms(void **state) {
+  (void)state;
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  env_set("SC_ISA", "scalar");
+  sc_chain *c = make();
+  run ref;
+  compute(c, 1, &ref);
+  size_t np;
+  sc_chain_nparams(c, &np);
+  double *pd = malloc(np * sizeof *pd), *gd_ref = malloc(np * sizeof *gd_ref),
+         *gd = malloc(np * sizeof *gd), xd[B * NI], td[B * NO], ld_ref, ld;
+  SC_OK_OR_FAIL(sc_params_init_f64(c, pd, np, 5));
+  tu_fill_f64(xd, B * NI, 1, 1.0);
+  tu_fill_f64(td, B * NO, 2, 1.0);
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+  SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, pd, xd, td, B, &ld_ref, gd_ref, NULL, ws));
+  sc_workspace_destroy(ws);
+  sc_chain_destroy(c);
+  int tested = 0;
+  for (int is = 0; is < nisa; is++)
+    for (int v = 0; v < 2; v++) {
+      env_set("SC_ISA", isas[is]);
+      env_set("SC_DENSE_DW", v ? "dot" : "lane");
+      c = make();
+      char *pl = plan_of(c);
+      char want[64];
+      snprintf(want, sizeof want, "; dW %s (forced by SC_DENSE_DW)", v ? "dot" : "lane");
+      if (!strstr(pl, want) || strstr(pl, "70 -> 40 relu: fused (rule); dW"))
+        fail_msg("%s: plan\n%s", isas[is], pl);
+      free(pl);
+      run r1, r2;
+      compute(c, 1, &r1);
+      compute(c, 2, &r2);
+      assert_memory_equal(&r1, &r2, sizeof r1);
+      close_to("y", r1.y, ref.y, B * NO);
+      close_to("g", r1.g, ref.g, sizeof r1.g / sizeof r1.g[0]);
+      ws = NULL;
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      SC_OK_OR_FAIL(sc_valgrad_f64(c, SC_LOSS_SQUARED, pd, xd, td, B, &ld, gd, NULL, ws));
+      sc_workspace_destroy(ws);
+      for (size_t k = 0; k < np; k++)
+        if (!(fabs(gd[k] - gd_ref[k]) <= 1e-12 * (1 + fabs(gd_ref[k]))))
+          fail_msg("%s %s: double g[%zu] = %.17g, scalar lane form %.17g", isas[is],
+                   v ? "dot" : "lane", k, gd[k], gd_ref[k]);
+      sc_chain_destroy(c);
+      tested++;
+    }
+  print_message("      %d forced dW form(s) agree with the scalar reference\n", tested);
+  env_set("SC_ISA", NULL);
+  env_set("SC_DENSE_DW", "gemm");
+  c = NULL;
+  sc_layer L[] = {sc_dense(4, SC_RELU)};
+  SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, L, 1));
+  assert_non_null(strstr(sc_last_error(), "SC_DENSE_DW='gemm'"));
+  env_set("SC_DENSE_DW", NULL);
+  free(pd), free(gd_ref), free(gd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dense_dw_forms),
       cmocka_unit_test(test_conv_blocks),
       cmocka_unit_test(test_forced_variants),
       cmocka_unit_test(test_measure_and_wisdom),
