@@ -2399,6 +2399,45 @@ static int sc__wis_add(sc__wis **w, size_t *nw, const sc__lplan *P, int tanh, co
   return 1;
 }
 
+/* the wisdom and machine a plan is measured against */
+typedef struct sc__wis_ctx {
+  sc__wis *w;
+  size_t n;
+  int ok, added; /* the file was read (so it is written back), an entry was added */
+  const char *cpu, *isa;
+} sc__wis_ctx;
+
+/* A two-way variant of dense layer P, *pick = 0 or 1 (kind SC__WIS_DW: lane or dot form of dW,
+ * timed with sc_valgrad; SC__WIS_TANH: div or rcp, timed with sc_forward): forced (want >= 0),
+ * by rule, read from the wisdom, or measured and added to it; *how says which, *ns0 / *ns1
+ * the timings where there are some. */
+static void sc__pick_two(const sc_chain *c, const sc__lplan *P, int kind, int want, int rule,
+                         int measure, sc__wis_ctx *T, unsigned char *pick, unsigned char *how,
+                         float *ns0, float *ns1) {
+  static const char *names[2][2] = {{"div", "rcp"}, {"lane", "dot"}};
+  const char *const *nm = names[kind == SC__WIS_DW];
+  if (want >= 0) {
+    *how = SC__HOW_FORCED, *pick = (unsigned char)want;
+  } else if (!measure) {
+    *how = SC__HOW_RULE, *pick = (unsigned char)rule;
+  } else {
+    size_t hit = sc__wis_find(T->w, T->n, P, kind, T->cpu, T->isa);
+    if (hit < T->n) {
+      *how = SC__HOW_WISDOM;
+      *ns0 = (float)T->w[hit].ns_a, *ns1 = (float)T->w[hit].ns_b;
+      *pick = strcmp(T->w[hit].pick, nm[1]) == 0;
+      return;
+    }
+    int dw = kind == SC__WIS_DW;
+    double t0 = sc__time_layer(c, P, NULL, 0, 0, 0, 0, dw),
+           t1 = sc__time_layer(c, P, NULL, !dw, dw, 0, 0, dw);
+    *how = SC__HOW_MEASURED;
+    *ns0 = (float)t0, *ns1 = (float)t1;
+    *pick = t0 > 0 && t1 > 0 && t1 < t0;
+    if (T->ok) T->added |= sc__wis_add(&T->w, &T->n, P, kind, T->cpu, T->isa, nm[*pick], t0, t1);
+  }
+}
+
 /* the index of the first n characters of s in names (NULL-terminated), or -1 */
 static int sc__name_index(const char *const *names, const char *s, size_t n) {
   for (int i = 0; names && names[i]; i++)
@@ -2486,9 +2525,8 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
                     : !simd                          ? "the scalar kernels have no xsmm path"
                     : (off && strcmp(off, "0") == 0) ? "SC_XSMM=0"
                                                      : "libxsmm does not support this CPU");
-  sc__wis *wis = NULL;
-  size_t nw = 0, nw0 = 0;
-  int wis_ok = 0, wis_new = 0;
+  sc__wis_ctx T = {NULL, 0, 0, 0, NULL, NULL};
+  size_t nw0 = 0;
   const char *wpath = getenv("SC_WISDOM");
   char cpu[64] = "";
   int any_tanh = 0, any_conv = 0, any_lane = 0;
@@ -2502,11 +2540,12 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       ((xok && want_x < 0) || (simd && any_tanh && want_r < 0) || conv_measure ||
        (any_lane && want_d < 0)) &&
       wpath && *wpath) {
-    wis_ok = sc__wis_read(wpath, &wis, &nw, c->plan_note, sizeof c->plan_note) == 0;
-    nw0 = nw;
+    T.ok = sc__wis_read(wpath, &T.w, &T.n, c->plan_note, sizeof c->plan_note) == 0;
+    nw0 = T.n;
   }
   if (measure) sc__cpu_model(cpu, sizeof cpu);
   const char *isa = c->kf->name;
+  T.cpu = cpu, T.isa = isa;
   sc_status st = SC_OK;
   for (size_t l = 0; l < c->nlayers && !st; l++) {
     sc__lplan *P = &c->L[l];
@@ -2547,13 +2586,13 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       if (!measure) continue;
       char key[64];
       sc__conv_key(key, sizeof key, P);
-      size_t hit = nw;
-      for (size_t i = 0; i < nw && hit == nw; i++)
-        if (wis[i].tanh == SC__WIS_CONV && !strcmp(wis[i].shape, key) && !strcmp(wis[i].isa, isa) &&
-            !strcmp(wis[i].cpu, cpu))
+      size_t hit = T.n;
+      for (size_t i = 0; i < T.n && hit == T.n; i++)
+        if (T.w[i].tanh == SC__WIS_CONV && !strcmp(T.w[i].shape, key) && !strcmp(T.w[i].isa, isa) &&
+            !strcmp(T.w[i].cpu, cpu))
           hit = i;
-      if (hit < nw) {
-        const char *pk = wis[hit].pick, *colon = strchr(pk, ':');
+      if (hit < T.n) {
+        const char *pk = T.w[hit].pick, *colon = strchr(pk, ':');
         int fx = (size_t)(colon - pk) == 4 && !strncmp(pk, "xsmm", 4);
         int f = fx ? 0 : sc__name_index(cfn, pk, (size_t)(colon - pk));
         int d = sc__name_index(cdn, colon + 1, strlen(colon + 1));
@@ -2561,10 +2600,10 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           P->conv_how = SC__HOW_WISDOM;
           P->conv_fwd = (unsigned char)f, P->conv_dw = (unsigned char)d;
           P->xconv = fx ? xc : NULL;
-          P->ns_cx = (float)wis[hit].ns_c[2 * SC__CONV_NV];
+          P->ns_cx = (float)T.w[hit].ns_c[2 * SC__CONV_NV];
           for (int i = 0; i < SC__CONV_NV; i++)
-            P->ns_cfwd[i] = (float)wis[hit].ns_c[i],
-            P->ns_cdw[i] = (float)wis[hit].ns_c[SC__CONV_NV + i];
+            P->ns_cfwd[i] = (float)T.w[hit].ns_c[i],
+            P->ns_cdw[i] = (float)T.w[hit].ns_c[SC__CONV_NV + i];
           continue;
         }
       }
@@ -2583,11 +2622,11 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       }
       P->conv_how = SC__HOW_MEASURED;
       P->conv_fwd = (unsigned char)f, P->conv_dw = (unsigned char)d;
-      if (wis_ok && nw < SC__WIS_MAX) {
-        sc__wis *nwp = realloc(wis, (nw + 1) * sizeof *wis);
+      if (T.ok && T.n < SC__WIS_MAX) {
+        sc__wis *nwp = realloc(T.w, (T.n + 1) * sizeof *T.w);
         if (nwp) {
-          wis = nwp;
-          sc__wis *e = &wis[nw++];
+          T.w = nwp;
+          sc__wis *e = &T.w[T.n++];
           memset(e, 0, sizeof *e);
           e->tanh = SC__WIS_CONV;
           snprintf(e->cpu, sizeof e->cpu, "%s", cpu);
@@ -2597,59 +2636,20 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           for (int i = 0; i < SC__CONV_NV; i++)
             e->ns_c[i] = P->ns_cfwd[i], e->ns_c[SC__CONV_NV + i] = P->ns_cdw[i];
           e->ns_c[2 * SC__CONV_NV] = P->ns_cx;
-          wis_new = 1;
+          T.added = 1;
         }
       }
       continue;
     }
     if (P->spec.kind != SC_LAYER_DENSE) continue;
     /* the dW form of a layer with lane accumulators (the others have the dot form only) */
-    if (P->dwl_off != SIZE_MAX) {
-      if (want_d >= 0) {
-        P->dw_how = SC__HOW_FORCED, P->dw_dot = (unsigned char)want_d;
-      } else if (!measure) {
-        P->dw_how = SC__HOW_RULE;
-      } else {
-        size_t hit = sc__wis_find(wis, nw, P, SC__WIS_DW, cpu, isa);
-        if (hit < nw) {
-          P->dw_how = SC__HOW_WISDOM;
-          P->ns_lane = (float)wis[hit].ns_a, P->ns_dot = (float)wis[hit].ns_b;
-          P->dw_dot = strcmp(wis[hit].pick, "dot") == 0;
-        } else {
-          double tl = sc__time_layer(c, P, NULL, 0, 0, 0, 0, 1),
-                 td = sc__time_layer(c, P, NULL, 0, 1, 0, 0, 1);
-          P->dw_how = SC__HOW_MEASURED;
-          P->ns_lane = (float)tl, P->ns_dot = (float)td;
-          P->dw_dot = tl > 0 && td > 0 && td < tl;
-          if (wis_ok)
-            wis_new |=
-                sc__wis_add(&wis, &nw, P, SC__WIS_DW, cpu, isa, P->dw_dot ? "dot" : "lane", tl, td);
-        }
-      }
-    }
+    if (P->dwl_off != SIZE_MAX)
+      sc__pick_two(c, P, SC__WIS_DW, want_d, 0, measure, &T, &P->dw_dot, &P->dw_how, &P->ns_lane,
+                   &P->ns_dot);
     /* the tanh variant first: the GEMM variants below are timed with it */
-    if (P->spec.act == SC_TANH && simd) {
-      if (want_r >= 0) {
-        P->tanh_how = SC__HOW_FORCED, P->tanh_rcp = (unsigned char)want_r;
-      } else if (!measure) {
-        P->tanh_how = SC__HOW_RULE, P->tanh_rcp = SC__TANH_RULE_RCP;
-      } else {
-        size_t hit = sc__wis_find(wis, nw, P, 1, cpu, isa);
-        if (hit < nw) {
-          P->tanh_how = SC__HOW_WISDOM;
-          P->ns_div = (float)wis[hit].ns_a, P->ns_rcp = (float)wis[hit].ns_b;
-          P->tanh_rcp = strcmp(wis[hit].pick, "rcp") == 0;
-        } else {
-          double td = sc__time_layer(c, P, NULL, 0, 0, 0, 0, 0),
-                 tr = sc__time_layer(c, P, NULL, 1, 0, 0, 0, 0);
-          P->tanh_how = SC__HOW_MEASURED;
-          P->ns_div = (float)td, P->ns_rcp = (float)tr;
-          P->tanh_rcp = td > 0 && tr > 0 && tr < td;
-          if (wis_ok)
-            wis_new |= sc__wis_add(&wis, &nw, P, 1, cpu, isa, P->tanh_rcp ? "rcp" : "div", td, tr);
-        }
-      }
-    }
+    if (P->spec.act == SC_TANH && simd)
+      sc__pick_two(c, P, SC__WIS_TANH, want_r, SC__TANH_RULE_RCP, measure, &T, &P->tanh_rcp,
+                   &P->tanh_how, &P->ns_div, &P->ns_rcp);
     if (want_x == 0) { /* fused, forced: whether or not there is another variant */
       P->how = SC__HOW_FORCED;
       continue;
@@ -2675,11 +2675,11 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       P->xfwd = c->kf == &sc__kt_f32_avx512 && P->in >= SC__XSMM_MIN_IN ? xs : NULL;
       continue;
     }
-    size_t hit = sc__wis_find(wis, nw, P, 0, cpu, isa);
-    if (hit < nw) {
+    size_t hit = sc__wis_find(T.w, T.n, P, 0, cpu, isa);
+    if (hit < T.n) {
       P->how = SC__HOW_WISDOM;
-      P->ns_fused = (float)wis[hit].ns_a, P->ns_xsmm = (float)wis[hit].ns_b;
-      P->xfwd = strcmp(wis[hit].pick, "xsmm") == 0 ? xs : NULL;
+      P->ns_fused = (float)T.w[hit].ns_a, P->ns_xsmm = (float)T.w[hit].ns_b;
+      P->xfwd = strcmp(T.w[hit].pick, "xsmm") == 0 ? xs : NULL;
       continue;
     }
     double tf = sc__time_layer(c, P, NULL, P->tanh_rcp, 0, 0, 0, 0),
@@ -2687,18 +2687,18 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     P->how = SC__HOW_MEASURED;
     P->ns_fused = (float)tf, P->ns_xsmm = (float)tx;
     P->xfwd = tx > 0 && tf > 0 && tx < tf ? xs : NULL;
-    if (wis_ok)
-      wis_new |= sc__wis_add(&wis, &nw, P, 0, cpu, isa, P->xfwd ? "xsmm" : "fused", tf, tx);
+    if (T.ok)
+      T.added |= sc__wis_add(&T.w, &T.n, P, 0, cpu, isa, P->xfwd ? "xsmm" : "fused", tf, tx);
 #endif
   }
-  if (!st && wis_ok && wis_new && nw > nw0 && sc__wis_write(fn, wpath, wis, nw) != SC_OK) {
+  if (!st && T.ok && T.added && T.n > nw0 && sc__wis_write(fn, wpath, T.w, T.n) != SC_OK) {
     const char *e = sc_last_error(), *pre = "wisdom file not written: ";
     size_t lp = strlen(pre), le = strlen(e), room = sizeof c->plan_note - 1 - lp;
     memcpy(c->plan_note, pre, lp);
     memcpy(c->plan_note + lp, e, le < room ? le : room);
     c->plan_note[lp + (le < room ? le : room)] = 0;
   }
-  free(wis);
+  free(T.w);
   return st;
 }
 
