@@ -410,6 +410,7 @@ static void test_conv_blocks(void **state) {
     remove(path);
     env_set("SC_PLAN", NULL);
     env_set("SC_WISDOM", NULL);
+    free(base.g);
   }
   free(ref.g);
   print_message("      %d forced conv variant(s) checked (block pairs: the rule's bits)\n", tested);
