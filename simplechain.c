@@ -2380,12 +2380,12 @@ static size_t sc__wis_find(const sc__wis *w, size_t nw, const sc__lplan *P, int 
   return nw;
 }
 
-/* appends a measured entry; returns 1 when it did */
-static int sc__wis_add(sc__wis **w, size_t *nw, const sc__lplan *P, int tanh, const char *cpu,
-                       const char *isa, const char *pick, double a, double b) {
-  if (*nw >= SC__WIS_MAX) return 0;
+/* appends a measured entry; returns it, or NULL (full, or out of memory) */
+static sc__wis *sc__wis_add(sc__wis **w, size_t *nw, const sc__lplan *P, int tanh, const char *cpu,
+                            const char *isa, const char *pick, double a, double b) {
+  if (*nw >= SC__WIS_MAX) return NULL;
   sc__wis *nwp = realloc(*w, (*nw + 1) * sizeof **w);
-  if (!nwp) return 0;
+  if (!nwp) return NULL;
   *w = nwp;
   sc__wis *e = &nwp[(*nw)++];
   memset(e, 0, sizeof *e);
@@ -2396,7 +2396,7 @@ static int sc__wis_add(sc__wis **w, size_t *nw, const sc__lplan *P, int tanh, co
   snprintf(e->pick, sizeof e->pick, "%s", pick);
   e->in = P->in, e->out = P->out, e->bias = P->spec.bias;
   e->ns_a = a, e->ns_b = b;
-  return 1;
+  return e;
 }
 
 /* the wisdom and machine a plan is measured against */
@@ -2434,7 +2434,7 @@ static void sc__pick_two(const sc_chain *c, const sc__lplan *P, int kind, int wa
     *how = SC__HOW_MEASURED;
     *ns0 = (float)t0, *ns1 = (float)t1;
     *pick = t0 > 0 && t1 > 0 && t1 < t0;
-    if (T->ok) T->added |= sc__wis_add(&T->w, &T->n, P, kind, T->cpu, T->isa, nm[*pick], t0, t1);
+    if (T->ok) T->added |= !!sc__wis_add(&T->w, &T->n, P, kind, T->cpu, T->isa, nm[*pick], t0, t1);
   }
 }
 
@@ -2518,13 +2518,13 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
 #else
   (void)off;
 #endif
+  const char *xwhy = !SC__XSMM                        ? "this build has no libxsmm" /* (no xok) */
+                     : !simd                          ? "the scalar kernels have no xsmm path"
+                     : (off && strcmp(off, "0") == 0) ? "SC_XSMM=0"
+                                                      : "libxsmm does not support this CPU";
   if (want_x == 1 && !xok)
     return sc__fail(SC_ERR_UNSUPPORTED, fn,
-                    "SC_DENSE_FWD=xsmm, but libxsmm is not available here (%s)",
-                    !SC__XSMM                        ? "this build has no libxsmm"
-                    : !simd                          ? "the scalar kernels have no xsmm path"
-                    : (off && strcmp(off, "0") == 0) ? "SC_XSMM=0"
-                                                     : "libxsmm does not support this CPU");
+                    "SC_DENSE_FWD=xsmm, but libxsmm is not available here (%s)", xwhy);
   sc__wis_ctx T = {NULL, 0, 0, 0, NULL, NULL};
   size_t nw0 = 0;
   const char *wpath = getenv("SC_WISDOM");
@@ -2535,6 +2535,9 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     any_tanh |= c->L[l].spec.kind == SC_LAYER_DENSE && c->L[l].spec.act == SC_TANH;
     any_conv |= c->L[l].spec.kind == SC_LAYER_CONV2D;
   }
+  if (any_conv && want_cf == SC__CONV_NV && !(cfn && cdn && xok))
+    return sc__fail(SC_ERR_UNSUPPORTED, fn,
+                    "SC_CONV_FWD=xsmm, but libxsmm is not available here (%s)", xwhy);
   int conv_measure = cfn && cdn && any_conv && want_cf < 0 && want_cd < 0;
   if (measure &&
       ((xok && want_x < 0) || (simd && any_tanh && want_r < 0) || conv_measure ||
@@ -2556,14 +2559,7 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     memset(P->ns_cdw, 0, sizeof P->ns_cdw);
     P->xconv = NULL, P->ns_cx = 0;
     P->dw_dot = 0, P->dw_how = SC__HOW_ONLY, P->ns_lane = P->ns_dot = 0;
-    if (P->spec.kind == SC_LAYER_CONV2D && want_cf == SC__CONV_NV && !(cfn && cdn && xok))
-      st = sc__fail(SC_ERR_UNSUPPORTED, fn,
-                    "SC_CONV_FWD=xsmm, but libxsmm is not available here (%s)",
-                    !SC__XSMM                        ? "this build has no libxsmm"
-                    : !simd                          ? "the scalar kernels have no xsmm path"
-                    : (off && strcmp(off, "0") == 0) ? "SC_XSMM=0"
-                                                     : "libxsmm does not support this CPU");
-    if (P->spec.kind == SC_LAYER_CONV2D && cfn && cdn && !st) {
+    if (P->spec.kind == SC_LAYER_CONV2D && cfn && cdn) {
       sc__xsmm_fn xc = NULL; /* libxsmm's row GEMM for this layer, where it can be had */
 #if SC__XSMM
       if (xok && P->col_off != SIZE_MAX) xc = sc__xsmm_conv_kernel(P);
@@ -2622,22 +2618,15 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       }
       P->conv_how = SC__HOW_MEASURED;
       P->conv_fwd = (unsigned char)f, P->conv_dw = (unsigned char)d;
-      if (T.ok && T.n < SC__WIS_MAX) {
-        sc__wis *nwp = realloc(T.w, (T.n + 1) * sizeof *T.w);
-        if (nwp) {
-          T.w = nwp;
-          sc__wis *e = &T.w[T.n++];
-          memset(e, 0, sizeof *e);
-          e->tanh = SC__WIS_CONV;
-          snprintf(e->cpu, sizeof e->cpu, "%s", cpu);
-          snprintf(e->isa, sizeof e->isa, "%s", isa);
-          snprintf(e->shape, sizeof e->shape, "%s", key);
-          snprintf(e->pick, sizeof e->pick, "%s:%s", P->xconv ? "xsmm" : cfn[f], cdn[d]);
-          for (int i = 0; i < SC__CONV_NV; i++)
-            e->ns_c[i] = P->ns_cfwd[i], e->ns_c[SC__CONV_NV + i] = P->ns_cdw[i];
-          e->ns_c[2 * SC__CONV_NV] = P->ns_cx;
-          T.added = 1;
-        }
+      char pick[16];
+      snprintf(pick, sizeof pick, "%s:%s", P->xconv ? "xsmm" : cfn[f], cdn[d]);
+      sc__wis *e = T.ok ? sc__wis_add(&T.w, &T.n, P, SC__WIS_CONV, cpu, isa, pick, 0, 0) : NULL;
+      if (e) {
+        snprintf(e->shape, sizeof e->shape, "%s", key);
+        for (int i = 0; i < SC__CONV_NV; i++)
+          e->ns_c[i] = P->ns_cfwd[i], e->ns_c[SC__CONV_NV + i] = P->ns_cdw[i];
+        e->ns_c[2 * SC__CONV_NV] = P->ns_cx;
+        T.added = 1;
       }
       continue;
     }
@@ -2688,7 +2677,7 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     P->ns_fused = (float)tf, P->ns_xsmm = (float)tx;
     P->xfwd = tx > 0 && tf > 0 && tx < tf ? xs : NULL;
     if (T.ok)
-      T.added |= sc__wis_add(&T.w, &T.n, P, 0, cpu, isa, P->xfwd ? "xsmm" : "fused", tf, tx);
+      T.added |= !!sc__wis_add(&T.w, &T.n, P, 0, cpu, isa, P->xfwd ? "xsmm" : "fused", tf, tx);
 #endif
   }
   if (!st && T.ok && T.added && T.n > nw0 && sc__wis_write(fn, wpath, T.w, T.n) != SC_OK) {
