@@ -153,6 +153,9 @@ typedef void (*sc__xsmm_fn)(const float *a, const float *b, float *c, ...);
 
 #define SC__CONV_NV 3 /* conv register-block variants per kernel (vector float sets) */
 
+/* the float tanh variants of a dense layer on the vector kernel sets (see the planner): bit 0
+ * the reciprocal form of the final quotient, bit 1 the rational form */
+enum { SC__TANH_DIV = 0, SC__TANH_RCP, SC__TANH_RAT, SC__TANH_RATRCP, SC__TANH_NV };
 typedef struct sc__lplan {
   sc_layer spec;
   size_t ic, ih, iw;       /* input shape */
@@ -181,10 +184,10 @@ typedef struct sc__lplan {
   sc__xsmm_fn xfwd;        /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
   unsigned char how;       /* dense forward variant: how it was chosen (SC__HOW_*) */
   float ns_fused, ns_xsmm; /* measured: ns per forward of a slice-sized batch (0: not) */
-  unsigned char tanh_rcp;  /* float tanh layer on a vector kernel set: the reciprocal form
-                              of tanh's final quotient instead of the divide (planner) */
+  unsigned char tanh_var;  /* float tanh layer on a vector kernel set: its variant
+                              (SC__TANH_DIV .. SC__TANH_RATRCP; planner) */
   unsigned char tanh_how;  /* how that was chosen (SC__HOW_*) */
-  float ns_div, ns_rcp;    /* measured, as ns_fused */
+  float ns_tanh[SC__TANH_NV]; /* measured, as ns_fused (0: not) */
   unsigned char conv_fwd, conv_dw; /* float conv on a vector kernel set: register-block
                                       variants of the forward and of dW (planner) */
   unsigned char conv_how;          /* how they were chosen (SC__HOW_*; forced: either) */
@@ -200,9 +203,10 @@ typedef struct sc__lplan {
   float ns_lane, ns_dot; /* measured: ns per sc_valgrad of a slice-sized batch */
 } sc__lplan;
 
-/* the forward activation code of a float tanh layer run in the reciprocal form (never seen
- * by the portable kernels; see the planner) */
-#define SC__TANH_RCP ((sc_act)32)
+/* the forward activation code of a float tanh layer run in variant v > 0 (never seen by the
+ * portable kernels) */
+#define SC__TANH_ACT(v) ((sc_act)(32 + (v)))
+#define SC__IS_TANH_ACT(a) ((int)(a) > 32 && (int)(a) < 32 + SC__TANH_NV)
 
 struct sc_chain {
   size_t nlayers, in, out, nparams;
@@ -2146,19 +2150,28 @@ static void sc__cpu_model(char *buf, size_t cap) {
 #endif
 }
 
+/* the index of the first n characters of s in names (NULL-terminated), or -1 */
+static int sc__name_index(const char *const *names, const char *s, size_t n) {
+  for (int i = 0; names && names[i]; i++)
+    if (strlen(names[i]) == n && !strncmp(names[i], s, n)) return i;
+  return -1;
+}
+/* the tanh variants' names, by SC__TANH_* */
+static const char *const sc__tanh_names[] = {"div", "rcp", "rat", "ratrcp", NULL};
+
 /* one wisdom entry */
 enum { SC__WIS_DENSE = 0, SC__WIS_TANH, SC__WIS_CONV, SC__WIS_DW };
 typedef struct sc__wis {
   int tanh; /* SC__WIS_DENSE: a dense_fwd entry (fused / xsmm), SC__WIS_TANH: a tanh entry
-               (div / rcp), SC__WIS_CONV: a conv entry (forward block : dW block), SC__WIS_DW:
+               (div / rcp / rat / ratrcp), SC__WIS_CONV: a conv entry (forward block : dW block), SC__WIS_DW:
                a dense_dw entry (lane / dot) */
   char cpu[64], isa[16], act[16], pick[16];
   char shape[64]; /* conv: the layer's key (sc__conv_key) */
   size_t in, out;
   int bias;
-  double ns_a, ns_b;                /* fused and xsmm, or div and rcp */
+  double ns_a, ns_b;                /* fused and xsmm, or lane and dot */
   double ns_c[2 * SC__CONV_NV + 1]; /* conv: the forward blocks' times, the dW blocks', then
-                                       libxsmm's forward (0: not timed) */
+                                       libxsmm's forward; tanh: the variants' (0: not timed) */
 } sc__wis;
 
 /* a conv layer's wisdom key: input shape, channels, kernel, stride, padding, activation, bias */
@@ -2216,19 +2229,21 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
                       "dense_dw cpu=%63s isa=%15s in=%zu out=%zu act=%15s bias=%d pick=%7s "
                       "lane_ns=%lf dot_ns=%lf%n",
                       e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
-    } else if (e.tanh == SC__WIS_TANH)
+    } else if (e.tanh == SC__WIS_TANH) { /* (the rat timings are newer: optional) */
       fields = sscanf(line,
                       "tanh cpu=%63s isa=%15s in=%zu out=%zu bias=%d pick=%7s div_ns=%lf "
-                      "rcp_ns=%lf%n",
-                      e.cpu, e.isa, &e.in, &e.out, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
-    else
+                      "rcp_ns=%lf%n rat_ns=%lf ratrcp_ns=%lf%n",
+                      e.cpu, e.isa, &e.in, &e.out, &e.bias, e.pick, &e.ns_c[0], &e.ns_c[1],
+                      &used, &e.ns_c[2], &e.ns_c[3], &used);
+      if (fields == 10) fields = 8;
+    } else
       fields = sscanf(line,
                       "dense_fwd cpu=%63s isa=%15s in=%zu out=%zu act=%15s bias=%d pick=%7s "
                       "fused_ns=%lf xsmm_ns=%lf%n",
                       e.cpu, e.isa, &e.in, &e.out, e.act, &e.bias, e.pick, &e.ns_a, &e.ns_b, &used);
     if (fields != want || (line[used] != '\n' && line[used] != 0) ||
         (e.tanh == SC__WIS_CONV   ? !colon || colon == e.pick || !colon[1]
-         : e.tanh == SC__WIS_TANH ? strcmp(e.pick, "div") && strcmp(e.pick, "rcp")
+         : e.tanh == SC__WIS_TANH ? sc__name_index(sc__tanh_names, e.pick, strlen(e.pick)) < 0
          : e.tanh == SC__WIS_DW   ? strcmp(e.pick, "lane") && strcmp(e.pick, "dot")
                                   : strcmp(e.pick, "fused") && strcmp(e.pick, "xsmm")) ||
         *nw >= SC__WIS_MAX) {
@@ -2283,9 +2298,10 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
                      w[i].ns_a, w[i].ns_b);
       else if (w[i].tanh)
         k = snprintf(line, sizeof line,
-                     "tanh cpu=%s isa=%s in=%zu out=%zu bias=%d pick=%s div_ns=%.1f rcp_ns=%.1f\n",
-                     w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].bias, w[i].pick, w[i].ns_a,
-                     w[i].ns_b);
+                     "tanh cpu=%s isa=%s in=%zu out=%zu bias=%d pick=%s div_ns=%.1f rcp_ns=%.1f "
+                     "rat_ns=%.1f ratrcp_ns=%.1f\n",
+                     w[i].cpu, w[i].isa, w[i].in, w[i].out, w[i].bias, w[i].pick, w[i].ns_c[0],
+                     w[i].ns_c[1], w[i].ns_c[2], w[i].ns_c[3]);
       else
         k = snprintf(line, sizeof line,
                      "dense_fwd cpu=%s isa=%s in=%zu out=%zu act=%s bias=%d pick=%s "
@@ -2302,8 +2318,8 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
 
 /* ns per forward (grad: per sc_valgrad, squared loss) of a slice-sized batch through a
  * one-layer twin of P, with the variants of P except for: the xsmm GEMM xs or (NULL) our
- * fused kernel, the tanh variant rcp, the conv blocks cf and cd; the median of 5 rounds */
-static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int rcp,
+ * fused kernel, the tanh variant tv, the conv blocks cf and cd; the median of 5 rounds */
+static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int tv,
                              int dot, int cf, int cd, int grad) {
   sc_chain *t = NULL;
   sc_workspace *ws = NULL;
@@ -2321,7 +2337,7 @@ static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
     t->L[0].xconv = xs;
   else
     t->L[0].xfwd = xs;
-  t->L[0].tanh_rcp = (unsigned char)rcp;
+  t->L[0].tanh_var = (unsigned char)tv;
   t->L[0].dw_dot = (unsigned char)dot;
   t->L[0].conv_fwd = (unsigned char)cf, t->L[0].conv_dw = (unsigned char)cd;
   size_t np = t->nparams;
@@ -2364,9 +2380,12 @@ static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn 
 
 /* The rule for the tanh variant where nothing is measured or forced: div. Measured on an
  * AVX2 EPYC (Zen 4 under KVM, make bench-tanh and SC_PLAN=measure on the toy's layers;
- * bench/RESULTS.md) div was faster; on Zen 5 (AVX-512) too, by an earlier measurement. The
- * Intel hosts are not measured yet: SC_PLAN=measure decides there. */
-#define SC__TANH_RULE_RCP 0
+ * bench/RESULTS.md) div was faster than rcp; on Zen 5 (AVX-512) too, by an earlier
+ * measurement. With SC_TANH_VARIANT=fast (the rational forms allowed): rat, 1.8x faster than
+ * div on the AVX2 EPYC (make bench-tanh), ratrcp slower there. The Intel hosts are not
+ * measured yet: SC_PLAN=measure decides there. */
+#define SC__TANH_RULE SC__TANH_DIV
+#define SC__TANH_RULE_FAST SC__TANH_RAT
 
 /* the wisdom entry for layer P (tanh: the tanh variant's, else the dense forward's) */
 static size_t sc__wis_find(const sc__wis *w, size_t nw, const sc__lplan *P, int tanh,
@@ -2403,46 +2422,80 @@ static sc__wis *sc__wis_add(sc__wis **w, size_t *nw, const sc__lplan *P, int tan
 typedef struct sc__wis_ctx {
   sc__wis *w;
   size_t n;
-  int ok, added; /* the file was read (so it is written back), an entry was added */
+  int ok, added; /* the file was read (so it is written back), an entry was added or completed */
   const char *cpu, *isa;
 } sc__wis_ctx;
 
-/* A two-way variant of dense layer P, *pick = 0 or 1 (kind SC__WIS_DW: lane or dot form of dW,
- * timed with sc_valgrad; SC__WIS_TANH: div or rcp, timed with sc_forward): forced (want >= 0),
- * by rule, read from the wisdom, or measured and added to it; *how says which, *ns0 / *ns1
- * the timings where there are some. */
-static void sc__pick_two(const sc_chain *c, const sc__lplan *P, int kind, int want, int rule,
-                         int measure, sc__wis_ctx *T, unsigned char *pick, unsigned char *how,
-                         float *ns0, float *ns1) {
-  static const char *names[2][2] = {{"div", "rcp"}, {"lane", "dot"}};
-  const char *const *nm = names[kind == SC__WIS_DW];
+/* The dW form of dense layer P (SC__WIS_DW), *pick = 0 lane or 1 dot, timed with sc_valgrad:
+ * forced (want >= 0), by rule (lane), read from the wisdom, or measured and added to it; *how
+ * says which, *ns0 / *ns1 the timings where there are some. */
+static void sc__pick_dw(const sc_chain *c, const sc__lplan *P, int want, int measure,
+                        sc__wis_ctx *T, unsigned char *pick, unsigned char *how, float *ns0,
+                        float *ns1) {
   if (want >= 0) {
     *how = SC__HOW_FORCED, *pick = (unsigned char)want;
   } else if (!measure) {
-    *how = SC__HOW_RULE, *pick = (unsigned char)rule;
+    *how = SC__HOW_RULE, *pick = 0;
   } else {
-    size_t hit = sc__wis_find(T->w, T->n, P, kind, T->cpu, T->isa);
+    size_t hit = sc__wis_find(T->w, T->n, P, SC__WIS_DW, T->cpu, T->isa);
     if (hit < T->n) {
       *how = SC__HOW_WISDOM;
       *ns0 = (float)T->w[hit].ns_a, *ns1 = (float)T->w[hit].ns_b;
-      *pick = strcmp(T->w[hit].pick, nm[1]) == 0;
+      *pick = strcmp(T->w[hit].pick, "dot") == 0;
       return;
     }
-    int dw = kind == SC__WIS_DW;
-    double t0 = sc__time_layer(c, P, NULL, 0, 0, 0, 0, dw),
-           t1 = sc__time_layer(c, P, NULL, !dw, dw, 0, 0, dw);
+    double t0 = sc__time_layer(c, P, NULL, 0, 0, 0, 0, 1),
+           t1 = sc__time_layer(c, P, NULL, 0, 1, 0, 0, 1);
     *how = SC__HOW_MEASURED;
     *ns0 = (float)t0, *ns1 = (float)t1;
     *pick = t0 > 0 && t1 > 0 && t1 < t0;
-    if (T->ok) T->added |= !!sc__wis_add(&T->w, &T->n, P, kind, T->cpu, T->isa, nm[*pick], t0, t1);
+    if (T->ok)
+      T->added |= !!sc__wis_add(&T->w, &T->n, P, SC__WIS_DW, T->cpu, T->isa, *pick ? "dot" : "lane",
+                                t0, t1);
   }
 }
 
-/* the index of the first n characters of s in names (NULL-terminated), or -1 */
-static int sc__name_index(const char *const *names, const char *s, size_t n) {
-  for (int i = 0; names && names[i]; i++)
-    if (strlen(names[i]) == n && !strncmp(names[i], s, n)) return i;
-  return -1;
+/* The tanh variant of dense tanh layer P on a vector kernel set (P->tanh_var, P->tanh_how,
+ * P->ns_tanh): forced (want >= 0), by rule, or the fastest of the candidates (div and rcp; with
+ * fast, rat and ratrcp too) by the wisdom's timings, measured where it has none (each timed with
+ * sc_forward; the entry is added, or completed in place). */
+static void sc__pick_tanh(const sc_chain *c, sc__lplan *P, int want, int fast, int measure,
+                          sc__wis_ctx *T) {
+  int nc = fast ? SC__TANH_NV : 2; /* the candidates: variants 0 .. nc - 1 */
+  if (want >= 0) {
+    P->tanh_how = SC__HOW_FORCED, P->tanh_var = (unsigned char)want;
+    return;
+  }
+  if (!measure) {
+    P->tanh_how = SC__HOW_RULE, P->tanh_var = fast ? SC__TANH_RULE_FAST : SC__TANH_RULE;
+    return;
+  }
+  size_t hit = sc__wis_find(T->w, T->n, P, SC__WIS_TANH, T->cpu, T->isa);
+  int timed = 0, best = 0;
+  P->tanh_how = hit < T->n ? SC__HOW_WISDOM : SC__HOW_MEASURED;
+  for (int v = 0; v < SC__TANH_NV; v++) {
+    double t = hit < T->n ? T->w[hit].ns_c[v] : 0;
+    if (t <= 0 && v < nc) { /* not in the wisdom (an entry from before rat, or none) */
+      t = sc__time_layer(c, P, NULL, v, 0, 0, 0, 0);
+      P->tanh_how = SC__HOW_MEASURED, timed = 1;
+      if (hit < T->n) T->w[hit].ns_c[v] = t;
+    }
+    P->ns_tanh[v] = (float)t;
+    if (v < nc && t > 0 && (P->ns_tanh[best] <= 0 || t < P->ns_tanh[best])) best = v;
+  }
+  P->tanh_var = (unsigned char)best;
+  if (!timed || !T->ok) return;
+  sc__wis *e = hit < T->n ? &T->w[hit] : sc__wis_add(&T->w, &T->n, P, SC__WIS_TANH, T->cpu, T->isa,
+                                                     sc__tanh_names[best], 0, 0);
+  if (!e) return;
+  /* (the pick written is the fastest of all the timed variants) */
+  int all = 0;
+  for (int v = 0; v < SC__TANH_NV; v++) {
+    e->ns_c[v] = P->ns_tanh[v];
+    if (e->ns_c[v] > 0 && (e->ns_c[all] <= 0 || e->ns_c[v] < e->ns_c[all])) all = v;
+  }
+  snprintf(e->pick, sizeof e->pick, "%s", sc__tanh_names[all]);
+  T->added = 1;
 }
 
 /* a forced conv block (SC_CONV_FWD / SC_CONV_DW = value v): its index into names, or -1 when
@@ -2494,11 +2547,13 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       return sc__fail(SC_ERR_ARG, fn, "SC_DENSE_DW='%s' is not one of lane, dot", dforce);
     want_d = strcmp(dforce, "dot") == 0;
   }
-  int want_r = -1; /* forced: 0 div, 1 rcp */
+  int want_r = -1, fast = 0; /* forced: SC__TANH_*; fast: the rational forms allowed */
   if (tforce && *tforce) {
-    if (strcmp(tforce, "div") && strcmp(tforce, "rcp"))
-      return sc__fail(SC_ERR_ARG, fn, "SC_TANH_VARIANT='%s' is not one of div, rcp", tforce);
-    want_r = strcmp(tforce, "rcp") == 0;
+    fast = !strcmp(tforce, "fast");
+    want_r = fast ? -1 : sc__name_index(sc__tanh_names, tforce, strlen(tforce));
+    if (!fast && want_r < 0)
+      return sc__fail(SC_ERR_ARG, fn,
+                      "SC_TANH_VARIANT='%s' is not one of div, rcp, rat, ratrcp, fast", tforce);
   }
   int simd = c->kf != &sc__kt_ref_f32; /* the scalar kernels have no xsmm path, no rcp */
   const char *const *cfn = c->kf->conv_fwd_names, *const *cdn = c->kf->conv_dw_names;
@@ -2506,9 +2561,9 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   sc_status cst = sc__conv_force(fn, "SC_CONV_FWD", getenv("SC_CONV_FWD"), c->kf, cfn, &want_cf);
   if (!cst) cst = sc__conv_force(fn, "SC_CONV_DW", getenv("SC_CONV_DW"), c->kf, cdn, &want_cd);
   if (cst) return cst;
-  if (want_r == 1 && !simd)
+  if (want_r > 0 && !simd)
     return sc__fail(SC_ERR_UNSUPPORTED, fn,
-                    "SC_TANH_VARIANT=rcp, but the scalar kernels have the divide only");
+                    "SC_TANH_VARIANT=%s, but the scalar kernels have the divide form only", tforce);
   int xok = 0;
 #if SC__XSMM
   if (simd && !(off && strcmp(off, "0") == 0)) {
@@ -2526,7 +2581,6 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     return sc__fail(SC_ERR_UNSUPPORTED, fn,
                     "SC_DENSE_FWD=xsmm, but libxsmm is not available here (%s)", xwhy);
   sc__wis_ctx T = {NULL, 0, 0, 0, NULL, NULL};
-  size_t nw0 = 0;
   const char *wpath = getenv("SC_WISDOM");
   char cpu[64] = "";
   int any_tanh = 0, any_conv = 0, any_lane = 0;
@@ -2544,7 +2598,6 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
        (any_lane && want_d < 0)) &&
       wpath && *wpath) {
     T.ok = sc__wis_read(wpath, &T.w, &T.n, c->plan_note, sizeof c->plan_note) == 0;
-    nw0 = T.n;
   }
   if (measure) sc__cpu_model(cpu, sizeof cpu);
   const char *isa = c->kf->name;
@@ -2553,7 +2606,8 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   for (size_t l = 0; l < c->nlayers && !st; l++) {
     sc__lplan *P = &c->L[l];
     P->xfwd = NULL, P->how = SC__HOW_ONLY, P->ns_fused = P->ns_xsmm = 0;
-    P->tanh_rcp = 0, P->tanh_how = SC__HOW_ONLY, P->ns_div = P->ns_rcp = 0;
+    P->tanh_var = 0, P->tanh_how = SC__HOW_ONLY;
+    memset(P->ns_tanh, 0, sizeof P->ns_tanh);
     P->conv_fwd = P->conv_dw = 0, P->conv_how = SC__HOW_ONLY;
     memset(P->ns_cfwd, 0, sizeof P->ns_cfwd);
     memset(P->ns_cdw, 0, sizeof P->ns_cdw);
@@ -2633,12 +2687,9 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
     if (P->spec.kind != SC_LAYER_DENSE) continue;
     /* the dW form of a layer with lane accumulators (the others have the dot form only) */
     if (P->dwl_off != SIZE_MAX)
-      sc__pick_two(c, P, SC__WIS_DW, want_d, 0, measure, &T, &P->dw_dot, &P->dw_how, &P->ns_lane,
-                   &P->ns_dot);
+      sc__pick_dw(c, P, want_d, measure, &T, &P->dw_dot, &P->dw_how, &P->ns_lane, &P->ns_dot);
     /* the tanh variant first: the GEMM variants below are timed with it */
-    if (P->spec.act == SC_TANH && simd)
-      sc__pick_two(c, P, SC__WIS_TANH, want_r, SC__TANH_RULE_RCP, measure, &T, &P->tanh_rcp,
-                   &P->tanh_how, &P->ns_div, &P->ns_rcp);
+    if (P->spec.act == SC_TANH && simd) sc__pick_tanh(c, P, want_r, fast, measure, &T);
     if (want_x == 0) { /* fused, forced: whether or not there is another variant */
       P->how = SC__HOW_FORCED;
       continue;
@@ -2671,8 +2722,8 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       P->xfwd = strcmp(T.w[hit].pick, "xsmm") == 0 ? xs : NULL;
       continue;
     }
-    double tf = sc__time_layer(c, P, NULL, P->tanh_rcp, 0, 0, 0, 0),
-           tx = sc__time_layer(c, P, xs, P->tanh_rcp, 0, 0, 0, 0);
+    double tf = sc__time_layer(c, P, NULL, P->tanh_var, 0, 0, 0, 0),
+           tx = sc__time_layer(c, P, xs, P->tanh_var, 0, 0, 0, 0);
     P->how = SC__HOW_MEASURED;
     P->ns_fused = (float)tf, P->ns_xsmm = (float)tx;
     P->xfwd = tx > 0 && tf > 0 && tx < tf ? xs : NULL;
@@ -2680,7 +2731,7 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
       T.added |= !!sc__wis_add(&T.w, &T.n, P, 0, cpu, isa, P->xfwd ? "xsmm" : "fused", tf, tx);
 #endif
   }
-  if (!st && T.ok && T.added && T.n > nw0 && sc__wis_write(fn, wpath, T.w, T.n) != SC_OK) {
+  if (!st && T.ok && T.added && sc__wis_write(fn, wpath, T.w, T.n) != SC_OK) {
     const char *e = sc_last_error(), *pre = "wisdom file not written: ";
     size_t lp = strlen(pre), le = strlen(e), room = sizeof c->plan_note - 1 - lp;
     memcpy(c->plan_note, pre, lp);
@@ -2704,7 +2755,7 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
   int simd = chain->kf != &sc__kt_ref_f32;
   sc__sprintf(&b, "kernels %s; dense forward variants: fused%s; tanh variants: %s\n",
               chain->kf->name, SC__XSMM ? ", xsmm" : " (no libxsmm in this build)",
-              simd ? "div, rcp" : "div");
+              simd ? "div, rcp (rat, ratrcp with SC_TANH_VARIANT=fast)" : "div");
   size_t per = (size_t)SC__TW * (chain->min_tiles ? chain->min_tiles : 1);
   const char *const *cfn = chain->kf->conv_fwd_names, *const *cdn = chain->kf->conv_dw_names;
   static const char *chows[] = {"the only variant here", "rule", "measured", "wisdom",
@@ -2743,10 +2794,16 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
                   (double)P->ns_xsmm, per);
     sc__sprintf(&b, ")");
     if (P->spec.act == SC_TANH) {
-      sc__sprintf(&b, "; tanh %s (%s", P->tanh_rcp ? "rcp" : "div", thows[P->tanh_how]);
-      if (P->tanh_how == SC__HOW_MEASURED || P->tanh_how == SC__HOW_WISDOM)
-        sc__sprintf(&b, ": div %.0f ns, rcp %.0f ns per %zu samples", (double)P->ns_div,
-                    (double)P->ns_rcp, per);
+      sc__sprintf(&b, "; tanh %s (%s", sc__tanh_names[P->tanh_var], thows[P->tanh_how]);
+      if (P->tanh_how == SC__HOW_MEASURED || P->tanh_how == SC__HOW_WISDOM) {
+        const char *sep = ": ";
+        for (int v = 0; v < SC__TANH_NV; v++)
+          if (P->ns_tanh[v] > 0) {
+            sc__sprintf(&b, "%s%s %.0f ns", sep, sc__tanh_names[v], (double)P->ns_tanh[v]);
+            sep = ", ";
+          }
+        sc__sprintf(&b, " per %zu samples", per);
+      }
       sc__sprintf(&b, ")");
     }
     if (P->dwl_off != SIZE_MAX) {
@@ -5131,8 +5188,40 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
  * q(r) is evaluated in Estrin's form. make bench-tanh: 0.165 ns per element, against
  * 0.180 for the plain transcription; the same 1.5-ULP bound (test_math; an exhaustive
  * scan of [0, 9.5] gave 1.499). A reciprocal estimate plus a correction instead of the
- * divide was measured slower: it lengthens the chain. */
-static inline __attribute__((always_inline)) sc_vf v_tanh_q(sc_vf x, int rcp) {
+ * divide was measured slower: it lengthens the chain.
+ * var: the planner's tanh variant (SC__TANH_DIV .. SC__TANH_RATRCP): bit 0 the reciprocal
+ * form of the final quotient, bit 1 the rational form instead of expm1 (v_tanh_rat). */
+static inline __attribute__((always_inline)) sc_vf v_quot(sc_vf E, sc_vf d, int rcp) {
+  if (!rcp) return E / d;
+  /* y0 = E r, r ~ 1 / d; y = y0 + r (E - d y0): relative error about (d r - 1)^2 */
+  sc_vf r = V_RCP(d);
+#if VW != 16 /* AVX2's 12-bit estimate squared is 2^-22: one Newton step on r first */
+  r = V_FMA(r, V_FMA(-d, r, V_BCAST(1.0f)), r);
+#endif
+  sc_vf y0 = E * r;
+  return V_FMA(r, V_FMA(-d, y0, E), y0);
+}
+/* The rational tanh ("rat", opt-in: SC_TANH_VARIANT=rat|ratrcp|fast): with a = x clamped to
+ * [-9.125, 9.125] and s = a^2, tanh x ~ a P(s) / Q(s), P and Q of degree 4 with P(0) = Q(0)
+ * = 1 (our own fit: iteratively reweighted least squares on the relative error over [0, 9.1],
+ * 2.3e-8 before rounding), the result clamped to [-1, 1]. Odd by construction, exactly +-1
+ * from |x| = 9.125 on, 12 operations and one quotient against the expm1 form's 28: make
+ * bench-tanh 0.31 ns against 0.56 per element (AVX2, Zen 4). Its price is accuracy: the
+ * roundings of P, Q, a P and the quotient add up to 5.41 ULP (an exhaustive scan of [0, 9.5];
+ * tests/test_math.c bounds it by 6), above SLEEF's tanhf u35 (2.49), which is why it is never
+ * chosen unless asked for. */
+static inline __attribute__((always_inline)) sc_vf v_tanh_rat(sc_vf x, int rcp) {
+  sc_vf a = v_max(V_BCAST(-9.125f), v_min(V_BCAST(9.125f), x)); /* (a NaN stays NaN) */
+  sc_vf s = a * a;
+  sc_vf p = (((1.317753462e-08f * s + 2.048119495e-05f) * s + 3.487811424e-03f) * s +
+             1.337447613e-01f) * s + 1.0f;
+  sc_vf q = (((7.704051086e-07f * s + 3.272921022e-04f) * s + 2.584739029e-02f) * s +
+             4.670778811e-01f) * s + 1.0f;
+  sc_vf y = v_quot(a * p, q, rcp);
+  return v_max(V_BCAST(-1.0f), v_min(V_BCAST(1.0f), y));
+}
+static inline __attribute__((always_inline)) sc_vf v_tanh_q(sc_vf x, int var) {
+  if (var & 2) return v_tanh_rat(x, var & 1);
   sc_vu sign = (sc_vu)x & 0x80000000u;
   sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
   sc_vf m = v_min(V_BCAST(9.125f), ax);    /* 9.125, not 9: tanh(9) must round to 1; NaN stays */
@@ -5147,17 +5236,7 @@ static inline __attribute__((always_inline)) sc_vf v_tanh_q(sc_vf x, int rcp) {
   sc_vf p = r2 * q + r;
   sc_vf s = (sc_vf)(((sc_vu)t << 23) + 0x3f800000u);
   sc_vf E = s * p + (s - 1.0f);
-  sc_vf y;
-  if (rcp) { /* y0 = E r, r ~ 1 / d; y = y0 + r (E - d y0): relative error about (d r - 1)^2 */
-    sc_vf d = E + 2.0f, r = V_RCP(d);
-#if VW != 16 /* AVX2's 12-bit estimate squared is 2^-22: one Newton step on r first */
-    r = V_FMA(r, V_FMA(-d, r, V_BCAST(1.0f)), r);
-#endif
-    sc_vf y0 = E * r;
-    y = V_FMA(r, V_FMA(-d, y0, E), y0);
-  } else {
-    y = E / (E + 2.0f);
-  }
+  sc_vf y = v_quot(E, E + 2.0f, var & 1);
   sc_vf z = ax * ax;
   sc_vf ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
                          3.33333194e-01f) +
@@ -5177,21 +5256,31 @@ static inline __attribute__((always_inline)) sc_vf v_tanh_q(sc_vf x, int rcp) {
 
 /* a[k] = tanh(a[k]) for n native vectors: a tight loop, so that the polynomial's
  * constants stay in registers (applied to a block's 16 accumulators at once, they
- * spilled). rcp: the reciprocal form (SC__TANH_RCP) */
-static void v_tanh_inplace(float *restrict a, size_t n, int rcp) {
+ * spilled). var: the tanh variant (SC__TANH_*) */
+static void v_tanh_inplace(float *restrict a, size_t n, int var) {
   sc_vf *A = (sc_vf *)(void *)a;
-  if (rcp)
-    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], 1);
-  else
+  switch (var) {
+  case SC__TANH_RCP:
+    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], SC__TANH_RCP);
+    return;
+  case SC__TANH_RAT:
+    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], SC__TANH_RAT);
+    return;
+  case SC__TANH_RATRCP:
+    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], SC__TANH_RATRCP);
+    return;
+  default:
     for (size_t k = 0; k < n; k++) A[k] = V_TANH(A[k]);
+  }
 }
 
 /* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
 static inline __attribute__((always_inline)) void v_act_store(float *restrict a, float *restrict z,
                                                               const sc_vf *acc, sc_act act) {
   int j;
-  if (act == SC__TANH_RCP) {
-    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_tanh_q(acc[j], 1);
+  if (SC__IS_TANH_ACT(act)) {
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j]; /* (then in place, from L1) */
+    v_tanh_inplace(a, NV, (int)act - 32);
     return;
   }
   switch (act) {
@@ -5243,8 +5332,8 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
  * portable row function; identity and relu are done */
 static void v_act_rows(float *restrict a, float *restrict z, size_t O, sc_act act) {
   if (act == SC_IDENTITY || act == SC_RELU) return;
-  if (act == SC_TANH || act == SC__TANH_RCP) {
-    v_tanh_inplace(a, O * NV, act == SC__TANH_RCP);
+  if (act == SC_TANH || SC__IS_TANH_ACT(act)) {
+    v_tanh_inplace(a, O * NV, act == SC_TANH ? SC__TANH_DIV : (int)act - 32);
     return;
   }
   for (size_t o = 0; o < O; o++) {
@@ -6163,7 +6252,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       case SC_LAYER_DENSE: {
         sc_act fa = P->spec.act;
 #if SC__F32 && defined(SC__VEC_F32)
-        if (P->tanh_rcp) fa = SC__TANH_RCP; /* the planner's tanh variant */
+        if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
         if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
           P->xfwd(in, W, a);
           vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);

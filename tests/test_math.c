@@ -22,7 +22,10 @@
  *
  * Tolerances of the values:
  *   tanh      max ULP <= 1.5 (simplechain.h refers here); also exactly +-1 for
- *             |x| >= 9 and never outside [-1, 1], as documented. When the tests are
+ *             |x| >= 9 and never outside [-1, 1], as documented. The opt-in rational
+ *             variants rat and ratrcp of the vector kernels (SC_TANH_VARIANT): max ULP <= 6
+ *             (an exhaustive scan of [0, 9.5] found 5.41), the same range, oddness and +-1
+ *             from |x| = 9.125. When the tests are
  *             built with SLEEF (SC_TEST_SLEEF), SLEEF's tanhf u35 is measured on the
  *             same points and ours must be at least as accurate: the issue's condition
  *             for using our own tanh instead of SLEEF's (which is 3x slower here).
@@ -55,6 +58,8 @@
 
 #define CHUNK 65536
 #define TANH_MAX_ULP 1.5
+#define TANH_RAT_MAX_ULP 6.0
+#define NPATHS 10 /* tanh paths at most: scalar, and 4 variants on each vector kernel set */
 
 /* ---------------------------------------------------------------- references */
 static double ref_tanh(double x) { return tanh(x); }
@@ -83,7 +88,7 @@ typedef struct evaluator {
   float p[1];
 } evaluator;
 
-/* tanh variant for ev_open: NULL (the default plan), "div" or "rcp" (SC_TANH_VARIANT) */
+/* tanh variant for ev_open: NULL (the default plan), or a SC_TANH_VARIANT name */
 static const char *ev_tanh_variant;
 static void ev_open(evaluator *ev, const char *isa, sc_act act) {
   setenv("SC_ISA", isa, 1);
@@ -108,9 +113,9 @@ static void ev_close(evaluator *ev) {
   unsetenv("SC_TANH_VARIANT");
 }
 
-/* the tanh paths: every kernel set, and on the vector ones both tanh variants; *variant
+/* the tanh paths: every kernel set, and on the vector ones every tanh variant; *variant
  * receives each path's SC_TANH_VARIANT (NULL for scalar) */
-static int tanh_paths(const char *isa[6], const char *variant[6]) {
+static int tanh_paths(const char *isa[NPATHS], const char *variant[NPATHS]) {
   const char *isas[3];
   int nisa = tu_isas(isas), n = 0;
   for (int i = 0; i < nisa; i++) {
@@ -118,10 +123,14 @@ static int tanh_paths(const char *isa[6], const char *variant[6]) {
       isa[n] = isas[i], variant[n++] = NULL;
       continue;
     }
-    isa[n] = isas[i], variant[n++] = "div";
-    isa[n] = isas[i], variant[n++] = "rcp";
+    static const char *vs[] = {"div", "rcp", "rat", "ratrcp"};
+    for (int v = 0; v < 4; v++) isa[n] = isas[i], variant[n++] = vs[v];
   }
   return n;
+}
+/* the stated bound of a tanh path */
+static double tanh_bound(const char *variant) {
+  return variant && !strncmp(variant, "rat", 3) ? TANH_RAT_MAX_ULP : TANH_MAX_ULP;
 }
 /* y[i] = act(x[i]), any n */
 static void ev_run(evaluator *ev, const float *x, float *y, size_t n) {
@@ -199,9 +208,10 @@ static void test_tanh_ulp(void **state) {
   double *r = malloc(n * sizeof *r);
   assert_true(y && r);
   for (size_t i = 0; i < n; i++) r[i] = ref_tanh(x[i]);
-  const char *isas[6], *vars[6];
+  const char *isas[NPATHS], *vars[NPATHS];
   int nisa = tanh_paths(isas, vars);
-  double worst = 0;
+  double worst = 0;     /* of the accurate paths (div, rcp, scalar) */
+  int over = 0;         /* paths over their bound */
   for (int is = 0; is < nisa; is++) {
     evaluator ev;
     ev_tanh_variant = vars[is];
@@ -216,13 +226,15 @@ static void test_tanh_ulp(void **state) {
     assert_true(y[0] == 0.0f && y[1] == 0.0f);
     print_message("  tanh [%s%s%s]: max error %.3f ULP at x = %.9g (%zu points; bound %.2g)\n",
                   isas[is], vars[is] ? " " : "", vars[is] ? vars[is] : "", s.max_ulp, s.max_ulp_x,
-                  s.n, TANH_MAX_ULP);
-    if (s.max_ulp > worst) worst = s.max_ulp;
+                  s.n, tanh_bound(vars[is]));
+    if (tanh_bound(vars[is]) == TANH_MAX_ULP && s.max_ulp > worst) worst = s.max_ulp;
+    over += !(s.max_ulp <= tanh_bound(vars[is]));
     ev_close(&ev);
   }
   ev_tanh_variant = NULL;
 #ifdef SC_TEST_SLEEF
-  /* SLEEF's tanhf u35 (3.5-ULP bound) on the same points: ours must be no less accurate */
+  /* SLEEF's tanhf u35 (3.5-ULP bound) on the same points: ours must be no less accurate
+   * (the default variants; the rational ones are an opt-in trade) */
   errstats sl = {0, 0, 0, 0, 0};
   for (size_t i = 0; i < n; i++) stats_add(&sl, x[i], Sleef_tanhf_u35(x[i]), r[i]);
   print_message("  tanh [SLEEF tanhf u35]: max error %.3f ULP at x = %.9g; ours %.3f\n", sl.max_ulp,
@@ -231,6 +243,7 @@ static void test_tanh_ulp(void **state) {
 #endif
   free(x), free(y), free(r);
   assert_true(worst <= TANH_MAX_ULP);
+  assert_int_equal(over, 0);
 }
 
 /* tanh maps into [-1, 1], is odd, and is exactly +-1 for |x| >= 9 (huge x included) */
@@ -241,7 +254,7 @@ static void test_tanh_range_and_symmetry(void **state) {
   float *nx = malloc(n * sizeof *nx);
   assert_true(y && ny && nx);
   for (size_t i = 0; i < n; i++) nx[i] = -x[i];
-  const char *isas[6], *vars[6];
+  const char *isas[NPATHS], *vars[NPATHS];
   int nisa = tanh_paths(isas, vars);
   for (int is = 0; is < nisa; is++) {
     evaluator ev;
@@ -256,7 +269,8 @@ static void test_tanh_range_and_symmetry(void **state) {
         out_of_range++;
       }
       if (y[i] != -ny[i])
-        fail_msg("[%s] tanh(%.9g) = %.9g but tanh(%.9g) = %.9g: not odd", isas[is], (double)x[i],
+        fail_msg("[%s %s] tanh(%.9g) = %.9g but tanh(%.9g) = %.9g: not odd", isas[is],
+                 vars[is] ? vars[is] : "", (double)x[i],
                  (double)y[i], (double)nx[i], (double)ny[i]);
     }
     if (out_of_range)
@@ -501,11 +515,12 @@ static void check_derivative(sc_act act, const char *name) {
   float *d = malloc(n * sizeof *d), *ones = malloc(CHUNK * sizeof *ones);
   assert_true(d && ones);
   for (size_t i = 0; i < CHUNK; i++) ones[i] = 1.0f;
-  const char *isas[3];
-  int nisa = tu_isas(isas);
+  const char *isas[NPATHS], *vars[NPATHS] = {NULL};
+  int nisa = act == SC_TANH ? tanh_paths(isas, vars) : tu_isas(isas); /* tanh: every variant */
   size_t bad_total = 0;
   for (int is = 0; is < nisa; is++) {
     evaluator ev;
+    ev_tanh_variant = vars[is];
     ev_open(&ev, isas[is], act);
     for (size_t at = 0; at < n; at += CHUNK) {
       size_t b = n - at < CHUNK ? n - at : CHUNK;
@@ -527,12 +542,14 @@ static void check_derivative(sc_act act, const char *name) {
       }
       if (q > worst) worst = q, worst_x = x[i], worst_d = d[i];
     }
-    print_message("  %s' [%s]: worst error / bound %.3g at x = %.9g (%s' = %.9g, reference "
+    print_message("  %s' [%s%s%s]: worst error / bound %.3g at x = %.9g (%s' = %.9g, reference "
                   "%.9g); %zu of %zu points out of bounds, %zu with a negative derivative\n",
-                  name, isas[is], worst, worst_x, name, worst_d, dref(act, worst_x), bad, n, neg);
+                  name, isas[is], vars[is] ? " " : "", vars[is] ? vars[is] : "", worst, worst_x,
+                  name, worst_d, dref(act, worst_x), bad, n, neg);
     bad_total += bad;
     ev_close(&ev);
   }
+  ev_tanh_variant = NULL;
   free(x0), free(x), free(d), free(ones);
   assert_int_equal(bad_total, 0);
 }

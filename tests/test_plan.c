@@ -2,9 +2,13 @@
  * SC_DENSE_FWD, SC_TANH_VARIANT, SC_WISDOM and sc_chain_plan.
  *
  *   - every dense forward variant ("fused", and "xsmm" where the build has libxsmm), with
- *     each tanh variant ("div", "rcp"), forced by name on every SIMD kernel set, gives the
- *     scalar reference's forward and gradient (relative 2e-5), and the plan says both were
- *     forced; rcp on the scalar kernels is SC_ERR_UNSUPPORTED;
+ *     each tanh variant ("div", "rcp", "rat", "ratrcp"), forced by name on every SIMD kernel
+ *     set, gives the scalar reference's forward and gradient (relative 2e-5), the same bits on
+ *     1 and 2 threads, and the plan says both were forced; rcp, rat, ratrcp on the scalar
+ *     kernels are SC_ERR_UNSUPPORTED, an unknown name SC_ERR_ARG;
+ *   - SC_TANH_VARIANT=fast: by rule rat; with SC_PLAN=measure all four are timed, an entry
+ *     measured without them (or written before them, two timings) is completed in place, and
+ *     read back without timing; fast on the scalar kernels is their one variant;
  *   - SC_PLAN=measure times the variants, writes the answers to the SC_WISDOM file, and the
  *     next creation reads them back ("wisdom") instead of timing; a measured plan gives the
  *     same bits on 1 and 2 threads;
@@ -88,16 +92,19 @@ static void test_forced_variants(void **state) {
   env_set("SC_DENSE_FWD", "xsmm");
   sc_layer L[] = {sc_dense(4, SC_RELU)};
   SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, L, 1));
-  /* rcp on the scalar kernels: refused (they have the divide only) */
+  /* rcp and the rational forms on the scalar kernels: refused (they have the divide only) */
   env_set("SC_DENSE_FWD", NULL);
-  env_set("SC_TANH_VARIANT", "rcp");
-  SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, L, 1));
-  assert_non_null(strstr(sc_last_error(), "SC_TANH_VARIANT"));
+  static const char *tvs[] = {"div", "rcp", "rat", "ratrcp"};
+  for (int v = 1; v < 4; v++) {
+    env_set("SC_TANH_VARIANT", tvs[v]);
+    SC_EXPECT(SC_ERR_UNSUPPORTED, sc_chain_create(&c, 3, L, 1));
+    assert_non_null(strstr(sc_last_error(), "SC_TANH_VARIANT"));
+  }
   int tested = 0;
   for (int is = 0; is < nisa; is++) {
     if (!strcmp(isas[is], "scalar")) continue;
-    for (int v = 0; v < 4; v++) {
-      const char *var = v & 1 ? "xsmm" : "fused", *tv = v & 2 ? "rcp" : "div";
+    for (int v = 0; v < 8; v++) {
+      const char *var = v & 1 ? "xsmm" : "fused", *tv = tvs[v >> 1];
       env_set("SC_ISA", isas[is]);
       env_set("SC_DENSE_FWD", var);
       env_set("SC_TANH_VARIANT", tv);
@@ -118,8 +125,10 @@ static void test_forced_variants(void **state) {
       if (!strstr(pl, want) || !strstr(pl, twant))
         fail_msg("%s %s %s: plan\n%s", isas[is], var, tv, pl);
       free(pl);
-      run r;
+      run r, r1;
       compute(c, 2, &r);
+      compute(c, 1, &r1);
+      assert_memory_equal(&r, &r1, sizeof r); /* any variant: the same bits on any threads */
       close_to("y", r.y, ref.y, B * NO);
       close_to("g", r.g, ref.g, sizeof r.g / sizeof r.g[0]);
       sc_chain_destroy(c);
@@ -128,9 +137,9 @@ static void test_forced_variants(void **state) {
   }
   print_message("      %d forced variant(s) agree with the scalar reference\n", tested);
   env_set("SC_ISA", NULL);
-  env_set("SC_TANH_VARIANT", "fast");
+  env_set("SC_TANH_VARIANT", "quick");
   SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, L, 1));
-  assert_non_null(strstr(sc_last_error(), "SC_TANH_VARIANT='fast'"));
+  assert_non_null(strstr(sc_last_error(), "SC_TANH_VARIANT='quick'"));
   env_set("SC_TANH_VARIANT", NULL);
   env_set("SC_DENSE_FWD", "simd");
   SC_EXPECT(SC_ERR_ARG, sc_chain_create(&c, 3, L, 1));
@@ -225,6 +234,100 @@ static void test_measure_and_wisdom(void **state) {
   assert_non_null(strstr(pl, "layer 0 dense 70 -> 40 relu: "));
   free(pl);
   sc_chain_destroy(c);
+}
+
+/* the line of the wisdom file w that starts with "tanh ", NUL-terminated in place, or NULL */
+static char *tanh_line(char *w) {
+  char *t = strstr(w, "\ntanh ");
+  if (!t) return NULL;
+  char *e = strchr(t + 1, '\n');
+  if (e) *e = 0;
+  return t + 1;
+}
+
+static void test_tanh_fast(void **state) {
+  (void)state;
+  char path[512];
+  tu_tmp_path(path, sizeof path, "plan", "wisdom_fast.txt");
+  remove(path);
+  env_set("SC_TANH_VARIANT", "fast"); /* by rule: rat */
+  sc_chain *c = make();
+  char *pl = plan_of(c);
+  int simd = strcmp(sc_chain_isa(c), "scalar") != 0;
+  if (simd ? !strstr(pl, "; tanh rat (rule)") : !strstr(pl, "; tanh div (the only variant here)"))
+    fail_msg("plan:\n%s", pl);
+  free(pl);
+  sc_chain_destroy(c);
+  if (!simd) {
+    env_set("SC_TANH_VARIANT", NULL);
+    return;
+  }
+  /* measured without fast: div and rcp only */
+  env_set("SC_TANH_VARIANT", NULL);
+  env_set("SC_PLAN", "measure");
+  env_set("SC_WISDOM", path);
+  c = make();
+  sc_chain_destroy(c);
+  size_t len;
+  char *w = (char *)tu_read_all(path, &len), *t = tanh_line(w);
+  assert_non_null(t);
+  if (!strstr(t, " rat_ns=0.0 ratrcp_ns=0.0")) fail_msg("tanh entry: %s", t);
+  free(w);
+  /* fast: the entry is completed in place (no new line), rat and ratrcp timed */
+  env_set("SC_TANH_VARIANT", "fast");
+  c = make();
+  pl = plan_of(c);
+  if (!strstr(pl, "(measured: div ") || !strstr(pl, ", rat ") || !strstr(pl, ", ratrcp "))
+    fail_msg("plan:\n%s", pl);
+  free(pl);
+  sc_chain_destroy(c);
+  w = (char *)tu_read_all(path, &len);
+  int lines = 0;
+  for (size_t k = 0; k < len; k++) lines += w[k] == '\n';
+  t = tanh_line(w);
+  assert_non_null(t);
+  if (strstr(t, " rat_ns=0.0 ") || strstr(t, " ratrcp_ns=0.0")) fail_msg("tanh entry: %s", t);
+  /* read back: not timed again; then the same entry in the two-timing form of older files */
+  c = make();
+  pl = plan_of(c);
+  if (!strstr(pl, "; tanh ") || strstr(pl, "measured") || !strstr(pl, "(wisdom: div "))
+    fail_msg("plan:\n%s", pl);
+  free(pl);
+  sc_chain_destroy(c);
+  char *old = malloc(len + 1), *r = strstr(t, " rat_ns=");
+  assert_true(old && r);
+  size_t head = (size_t)(r - w);
+  memcpy(old, w, head);
+  old[head] = '\n';
+  size_t rest = strlen(t) + (size_t)(t - w) + 1; /* past the tanh line's newline */
+  memcpy(old + head + 1, w + rest, len - rest);
+  size_t olen = head + 1 + len - rest;
+  tu_write_all(path, (unsigned char *)old, olen);
+  env_set("SC_TANH_VARIANT", NULL); /* div and rcp are there: read, not measured */
+  c = make();
+  pl = plan_of(c);
+  if (strstr(pl, "measured") || strstr(pl, "note:") || !strstr(pl, "(wisdom: div "))
+    fail_msg("plan:\n%s", pl);
+  free(pl);
+  sc_chain_destroy(c);
+  env_set("SC_TANH_VARIANT", "fast"); /* rat and ratrcp are not: timed, the entry completed */
+  c = make();
+  pl = plan_of(c);
+  if (!strstr(pl, "tanh") || !strstr(pl, "(measured: div ") || !strstr(pl, ", ratrcp "))
+    fail_msg("plan:\n%s", pl);
+  free(pl);
+  sc_chain_destroy(c);
+  char *w2 = (char *)tu_read_all(path, &len);
+  int lines2 = 0;
+  for (size_t k = 0; k < len; k++) lines2 += w2[k] == '\n';
+  assert_int_equal(lines2, lines);
+  t = tanh_line(w2);
+  if (!t || strstr(t, " rat_ns=0.0 ") || !strstr(t, " ratrcp_ns=")) fail_msg("tanh entry: %s", t);
+  free(w2), free(old), free(w);
+  remove(path);
+  env_set("SC_PLAN", NULL);
+  env_set("SC_WISDOM", NULL);
+  env_set("SC_TANH_VARIANT", NULL);
 }
 
 /* a small convnet whose channel counts and widths leave tails for every block shape */
@@ -485,6 +588,7 @@ int main(void) {
       cmocka_unit_test(test_conv_blocks),
       cmocka_unit_test(test_forced_variants),
       cmocka_unit_test(test_measure_and_wisdom),
+      cmocka_unit_test(test_tanh_fast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
