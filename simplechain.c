@@ -158,35 +158,35 @@ typedef void (*sc__xsmm_fn)(const float *a, const float *b, float *c, ...);
 enum { SC__TANH_DIV = 0, SC__TANH_RCP, SC__TANH_RAT, SC__TANH_RATRCP, SC__TANH_NV };
 typedef struct sc__lplan {
   sc_layer spec;
-  size_t ic, ih, iw;       /* input shape */
-  size_t oc, oh, ow;       /* output shape */
-  size_t in, out;          /* features: ic*ih*iw, oc*oh*ow */
-  size_t poff, np;         /* parameter block */
-  size_t a_off;            /* output tile (out x TW) in slice tile memory, elements; for
-                              flatten the input's tile (a view) */
-  size_t a_off2;           /* the output tile of the second tile of a pair: a second buffer
-                              when the next layer holds its input (hold_off), else a_off */
-  size_t z_off;            /* pre-activation tile (gelu only), else SIZE_MAX */
-  size_t lane_off;         /* bias lane accumulator (oc x TW), else SIZE_MAX */
-  size_t dwl_off;          /* lane accumulators for dW (out x in x TW) of small dense layers
-                              and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
-                              lane by lane, summed over the lanes once per slice: no
-                              transposes, no broadcasts */
-  size_t hold_off;         /* lane-form dense layers where it pays: dz (out x TW) of the first
-                              tile of a pair (its input stays in the a_off buffers, the second
-                              tile's goes to a_off2), so that the pair's dW runs as one pass
-                              (SC__K_DWL2), else SIZE_MAX */
-  size_t pad_off;          /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
-  size_t hp, wp;           /* conv: (padded) input height and width */
-  size_t R;                /* conv: taps per output channel, ic*kh*kw */
-  const size_t *roff;      /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
-  size_t mask_off;         /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
-  sc__xsmm_fn xfwd;        /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
-  unsigned char how;       /* dense forward variant: how it was chosen (SC__HOW_*) */
-  float ns_fused, ns_xsmm; /* measured: ns per forward of a slice-sized batch (0: not) */
-  unsigned char tanh_var;  /* float tanh layer on a vector kernel set: its variant
-                              (SC__TANH_DIV .. SC__TANH_RATRCP; planner) */
-  unsigned char tanh_how;  /* how that was chosen (SC__HOW_*) */
+  size_t ic, ih, iw;          /* input shape */
+  size_t oc, oh, ow;          /* output shape */
+  size_t in, out;             /* features: ic*ih*iw, oc*oh*ow */
+  size_t poff, np;            /* parameter block */
+  size_t a_off;               /* output tile (out x TW) in slice tile memory, elements; for
+                                 flatten the input's tile (a view) */
+  size_t a_off2;              /* the output tile of the second tile of a pair: a second buffer
+                                 when the next layer holds its input (hold_off), else a_off */
+  size_t z_off;               /* pre-activation tile (gelu only), else SIZE_MAX */
+  size_t lane_off;            /* bias lane accumulator (oc x TW), else SIZE_MAX */
+  size_t dwl_off;             /* lane accumulators for dW (out x in x TW) of small dense layers
+                                 and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
+                                 lane by lane, summed over the lanes once per slice: no
+                                 transposes, no broadcasts */
+  size_t hold_off;            /* lane-form dense layers where it pays: dz (out x TW) of the first
+                                 tile of a pair (its input stays in the a_off buffers, the second
+                                 tile's goes to a_off2), so that the pair's dW runs as one pass
+                                 (SC__K_DWL2), else SIZE_MAX */
+  size_t pad_off;             /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
+  size_t hp, wp;              /* conv: (padded) input height and width */
+  size_t R;                   /* conv: taps per output channel, ic*kh*kw */
+  const size_t *roff;         /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
+  size_t mask_off;            /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
+  sc__xsmm_fn xfwd;           /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
+  unsigned char how;          /* dense forward variant: how it was chosen (SC__HOW_*) */
+  float ns_fused, ns_xsmm;    /* measured: ns per forward of a slice-sized batch (0: not) */
+  unsigned char tanh_var;     /* float tanh layer on a vector kernel set: its variant
+                                 (SC__TANH_DIV .. SC__TANH_RATRCP; planner) */
+  unsigned char tanh_how;     /* how that was chosen (SC__HOW_*) */
   float ns_tanh[SC__TANH_NV]; /* measured, as ns_fused (0: not) */
   unsigned char conv_fwd, conv_dw; /* float conv on a vector kernel set: register-block
                                       variants of the forward and of dW (planner) */
@@ -2076,13 +2076,17 @@ sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, c
  *     creation instead of timing again (a file that is not a wisdom file is ignored, left
  *     alone, and said so in sc_chain_plan);
  *   - by force (SC_DENSE_FWD=fused|xsmm), for tests and experiments.
- * The float tanh of a dense layer on the vector kernel sets has two variants too: "div"
+ * The float tanh of a dense layer on the vector kernel sets has four variants: "div"
  * (tanh's final quotient E / (E + 2) as a divide) and "rcp" (a reciprocal estimate r, on
  * AVX2 refined by one Newton step, then y0 = E r, y = y0 + r (E - (E + 2) y0): no divide
- * instruction, a longer dependency chain; at most 1.5 ULP like div, test_math). Chosen the same
- * three ways: by rule (div everywhere: see SC__TANH_RULE_RCP), by measurement (SC_PLAN=measure, the
- * same one-layer timing, also kept in the wisdom file), or by force (SC_TANH_VARIANT=
- * div|rcp). The scalar kernels and conv layers have the divide only.
+ * instruction, a longer dependency chain; at most 1.5 ULP like div, test_math), and the
+ * rational form (v_tanh_rat: 12 operations instead of 28, at most 6 ULP) with either
+ * quotient, "rat" and "ratrcp". The rational ones are less accurate than SLEEF's tanhf u35,
+ * so they are opt-in: SC_TANH_VARIANT=fast lets the planner choose among all four, otherwise
+ * it chooses between div and rcp. Chosen the same three ways: by rule (div; rat with fast:
+ * see SC__TANH_RULE), by measurement (SC_PLAN=measure, the same one-layer timing, kept in the
+ * wisdom file with the four timings, 0 for those not timed), or by force (SC_TANH_VARIANT=
+ * div|rcp|rat|ratrcp). The scalar kernels and conv layers have the divide form only.
  * Conv layers on the vector float kernel sets have SC__CONV_NV register-block shapes for the
  * forward and for dW (the kernel table names them; all give the same bits): by rule the first
  * of each (measured best on LeNet5), by SC_PLAN=measure the fastest forward (sc_forward on a
@@ -2163,8 +2167,8 @@ static const char *const sc__tanh_names[] = {"div", "rcp", "rat", "ratrcp", NULL
 enum { SC__WIS_DENSE = 0, SC__WIS_TANH, SC__WIS_CONV, SC__WIS_DW };
 typedef struct sc__wis {
   int tanh; /* SC__WIS_DENSE: a dense_fwd entry (fused / xsmm), SC__WIS_TANH: a tanh entry
-               (div / rcp / rat / ratrcp), SC__WIS_CONV: a conv entry (forward block : dW block), SC__WIS_DW:
-               a dense_dw entry (lane / dot) */
+               (div / rcp / rat / ratrcp), SC__WIS_CONV: a conv entry (forward block : dW block),
+               SC__WIS_DW: a dense_dw entry (lane / dot) */
   char cpu[64], isa[16], act[16], pick[16];
   char shape[64]; /* conv: the layer's key (sc__conv_key) */
   size_t in, out;
@@ -2233,8 +2237,8 @@ static int sc__wis_read(const char *path, sc__wis **w, size_t *nw, char *note, s
       fields = sscanf(line,
                       "tanh cpu=%63s isa=%15s in=%zu out=%zu bias=%d pick=%7s div_ns=%lf "
                       "rcp_ns=%lf%n rat_ns=%lf ratrcp_ns=%lf%n",
-                      e.cpu, e.isa, &e.in, &e.out, &e.bias, e.pick, &e.ns_c[0], &e.ns_c[1],
-                      &used, &e.ns_c[2], &e.ns_c[3], &used);
+                      e.cpu, e.isa, &e.in, &e.out, &e.bias, e.pick, &e.ns_c[0], &e.ns_c[1], &used,
+                      &e.ns_c[2], &e.ns_c[3], &used);
       if (fields == 10) fields = 8;
     } else
       fields = sscanf(line,
@@ -2319,8 +2323,8 @@ static sc_status sc__wis_write(const char *fn, const char *path, const sc__wis *
 /* ns per forward (grad: per sc_valgrad, squared loss) of a slice-sized batch through a
  * one-layer twin of P, with the variants of P except for: the xsmm GEMM xs or (NULL) our
  * fused kernel, the tanh variant tv, the conv blocks cf and cd; the median of 5 rounds */
-static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int tv,
-                             int dot, int cf, int cd, int grad) {
+static double sc__time_layer(const sc_chain *c, const sc__lplan *P, sc__xsmm_fn xs, int tv, int dot,
+                             int cf, int cd, int grad) {
   sc_chain *t = NULL;
   sc_workspace *ws = NULL;
   float *p = NULL, *x = NULL, *y = NULL, *g = NULL;
@@ -2485,8 +2489,9 @@ static void sc__pick_tanh(const sc_chain *c, sc__lplan *P, int want, int fast, i
   }
   P->tanh_var = (unsigned char)best;
   if (!timed || !T->ok) return;
-  sc__wis *e = hit < T->n ? &T->w[hit] : sc__wis_add(&T->w, &T->n, P, SC__WIS_TANH, T->cpu, T->isa,
-                                                     sc__tanh_names[best], 0, 0);
+  sc__wis *e = hit < T->n ? &T->w[hit]
+                          : sc__wis_add(&T->w, &T->n, P, SC__WIS_TANH, T->cpu, T->isa,
+                                        sc__tanh_names[best], 0, 0);
   if (!e) return;
   /* (the pick written is the fastest of all the timed variants) */
   int all = 0;
@@ -5213,10 +5218,14 @@ static inline __attribute__((always_inline)) sc_vf v_quot(sc_vf E, sc_vf d, int 
 static inline __attribute__((always_inline)) sc_vf v_tanh_rat(sc_vf x, int rcp) {
   sc_vf a = v_max(V_BCAST(-9.125f), v_min(V_BCAST(9.125f), x)); /* (a NaN stays NaN) */
   sc_vf s = a * a;
-  sc_vf p = (((1.317753462e-08f * s + 2.048119495e-05f) * s + 3.487811424e-03f) * s +
-             1.337447613e-01f) * s + 1.0f;
-  sc_vf q = (((7.704051086e-07f * s + 3.272921022e-04f) * s + 2.584739029e-02f) * s +
-             4.670778811e-01f) * s + 1.0f;
+  sc_vf p =
+      (((1.317753462e-08f * s + 2.048119495e-05f) * s + 3.487811424e-03f) * s + 1.337447613e-01f) *
+          s +
+      1.0f;
+  sc_vf q =
+      (((7.704051086e-07f * s + 3.272921022e-04f) * s + 2.584739029e-02f) * s + 4.670778811e-01f) *
+          s +
+      1.0f;
   sc_vf y = v_quot(a * p, q, rcp);
   return v_max(V_BCAST(-1.0f), v_min(V_BCAST(1.0f), y));
 }

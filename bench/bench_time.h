@@ -1,8 +1,27 @@
-/* bench/bench_time.h — the wall clock, the median sort and a 7-run timer shared by the C
- * benchmarks */
+/* bench/bench_time.h — the CPU's name, the wall clock, the median sort and a 7-run timer
+ * shared by the C benchmarks */
 #ifndef SC_BENCH_TIME_H
 #define SC_BENCH_TIME_H
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
+
+/* the CPU's model name from /proc/cpuinfo (Linux), else "unknown" */
+static inline void bench_cpu_name(char *buf, size_t cap) {
+  snprintf(buf, cap, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+      const char *v = strchr(line, ':') + 1;
+      while (*v == ' ') v++;
+      snprintf(buf, cap, "%s", v);
+      buf[strcspn(buf, "\n")] = 0;
+      break;
+    }
+  fclose(f);
+}
 
 static double now(void) {
   struct timespec ts;

@@ -1,5 +1,6 @@
 /* bench/tanh_speed.c — ns per element of the float tanh: ours (v_tanh_q in simplechain.c's
- * vector kernels, both variants: the divide and the reciprocal form) against SLEEF's u35
+ * vector kernels, all four variants: the divide and the reciprocal form of the expm1 tanh,
+ * and of the opt-in rational tanh) against SLEEF's u35
  * and u10 tanhf, streaming over 4,096 floats in [-6.8, 6.8] (L1-resident), median of 7
  * runs of 100,000 passes. Built twice: for AVX-512 (build/tanh_speed) and AVX2
  * (build/tanh_speed_avx2).
@@ -43,14 +44,19 @@ static float xs[N] __attribute__((aligned(64))), ys[N] __attribute__((aligned(64
   } while (0)
 
 int main(void) {
+  char cpu[128];
+  bench_cpu_name(cpu, sizeof cpu);
+  printf("cpu: %s\n", cpu);
   for (int i = 0; i < N; i++) xs[i] = (float)(i - N / 2) / 300.0f;
 #if VW == 16
   printf("float tanh, AVX-512, %d floats streamed %d times, median of 7\n", N, PASSES);
 #else
   printf("float tanh, AVX2, %d floats streamed %d times, median of 7\n", N, PASSES);
 #endif
-  BENCH("ours, div (v_tanh_q)", v_tanh_q(x, 0));
-  BENCH("ours, rcp (v_tanh_q)", v_tanh_q(x, 1));
+  BENCH("ours, div (v_tanh_q)", v_tanh_q(x, SC__TANH_DIV));
+  BENCH("ours, rcp (v_tanh_q)", v_tanh_q(x, SC__TANH_RCP));
+  BENCH("ours, rat (opt-in, 6 ULP)", v_tanh_q(x, SC__TANH_RAT));
+  BENCH("ours, ratrcp (opt-in, 6 ULP)", v_tanh_q(x, SC__TANH_RATRCP));
 #if VW == 16
   BENCH("SLEEF Sleef_tanhf16_u35", (sc_vf)Sleef_tanhf16_u35avx512f((__m512)x));
   BENCH("SLEEF Sleef_tanhf16_u10", (sc_vf)Sleef_tanhf16_u10avx512f((__m512)x));

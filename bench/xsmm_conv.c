@@ -34,23 +34,6 @@ static void bias_relu(float *a, const float *b, size_t K, size_t npos) {
     }
 }
 
-/* the CPU's model name from /proc/cpuinfo (Linux), else "unknown" */
-static void cpu_name(char *buf, size_t cap) {
-  snprintf(buf, cap, "unknown");
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (!f) return;
-  char line[512];
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
-      const char *v = strchr(line, ':') + 1;
-      while (*v == ' ') v++;
-      snprintf(buf, cap, "%s", v);
-      buf[strcspn(buf, "\n")] = 0;
-      break;
-    }
-  fclose(f);
-}
-
 int main(void) {
   static const struct {
     size_t C, H, W, K, KH, KW;
@@ -59,7 +42,7 @@ int main(void) {
                 {6, 12, 12, 16, 5, 5, "LeNet conv2 (6x12x12 -> 16, 5x5)"}};
   libxsmm_init();
   char cpu[128];
-  cpu_name(cpu, sizeof cpu);
+  bench_cpu_name(cpu, sizeof cpu);
   printf("cpu: %s (avx512f: %s)\n", cpu, __builtin_cpu_supports("avx512f") ? "yes" : "no");
   printf("kernels: %s, tile of %d samples\n",
 #ifdef __AVX512F__

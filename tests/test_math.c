@@ -210,8 +210,8 @@ static void test_tanh_ulp(void **state) {
   for (size_t i = 0; i < n; i++) r[i] = ref_tanh(x[i]);
   const char *isas[NPATHS], *vars[NPATHS];
   int nisa = tanh_paths(isas, vars);
-  double worst = 0;     /* of the accurate paths (div, rcp, scalar) */
-  int over = 0;         /* paths over their bound */
+  double worst = 0; /* of the accurate paths (div, rcp, scalar) */
+  int over = 0;     /* paths over their bound */
   for (int is = 0; is < nisa; is++) {
     evaluator ev;
     ev_tanh_variant = vars[is];
@@ -270,8 +270,8 @@ static void test_tanh_range_and_symmetry(void **state) {
       }
       if (y[i] != -ny[i])
         fail_msg("[%s %s] tanh(%.9g) = %.9g but tanh(%.9g) = %.9g: not odd", isas[is],
-                 vars[is] ? vars[is] : "", (double)x[i],
-                 (double)y[i], (double)nx[i], (double)ny[i]);
+                 vars[is] ? vars[is] : "", (double)x[i], (double)y[i], (double)nx[i],
+                 (double)ny[i]);
     }
     if (out_of_range)
       fail_msg("[%s] tanh outside [-1, 1] at %zu of %zu points, e.g. tanh(%.9g) = %.9g "

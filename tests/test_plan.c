@@ -584,10 +584,8 @@ static void test_dense_dw_forms(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dense_dw_forms),
-      cmocka_unit_test(test_conv_blocks),
-      cmocka_unit_test(test_forced_variants),
-      cmocka_unit_test(test_measure_and_wisdom),
+      cmocka_unit_test(test_dense_dw_forms),  cmocka_unit_test(test_conv_blocks),
+      cmocka_unit_test(test_forced_variants), cmocka_unit_test(test_measure_and_wisdom),
       cmocka_unit_test(test_tanh_fast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
