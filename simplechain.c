@@ -62,7 +62,9 @@
 #endif
 
 /* Per-layer profile counters (sc_workspace_profile): per row, forward and backward
- * nanoseconds and samples; added to from every thread */
+ * nanoseconds and samples; one set per slice, on cache lines of its own (slices run on any
+ * thread: with one shared set, the threads' adds contended for its lines and doubled some
+ * layers' times at 2 threads), summed when read */
 #if SC__THREADS
 #include <stdatomic.h>
 typedef _Atomic uint64_t sc__pcount;
@@ -233,8 +235,11 @@ struct sc_workspace {
   void *owned;           /* library allocation, or NULL for caller memory */
   struct sc__pool *pool;
   uint64_t drop_seed, drop_step; /* dropout masks of the next sc_valgrad */
-  sc__pcount *prof;              /* (nlayers + 1) x SC__P_W profile counters, or NULL: off */
-  sc__pcount *prof_mem;          /* their memory, kept while profiling is off */
+  sc__pcount *prof;              /* max_slices sets of (nlayers + 1) x SC__P_W profile
+                                    counters, prof_stride apart, or NULL: off */
+  size_t prof_stride;            /* counters per slice's set, a multiple of a cache line */
+  sc__pcount *prof_mem;          /* their memory (malloc'ed), kept while profiling is off */
+  sc__pcount *prof_base;         /* the first set in it, SC__ALIGN-aligned */
 };
 
 /* float and double <-> their IEEE bits (the tanh's bit selects, the parameter files) */
@@ -3468,13 +3473,18 @@ sc_status sc_workspace_profile(sc_workspace *ws, int on) {
     ws->prof = NULL;
     return SC_OK;
   }
-  size_t n = (ws->chain->nlayers + 1) * SC__P_W;
+  size_t per_line = SC__ALIGN / sizeof(sc__pcount);
+  size_t stride = ((ws->chain->nlayers + 1) * SC__P_W + per_line - 1) / per_line * per_line;
+  size_t n = ws->max_slices * stride;
   if (!ws->prof_mem) {
-    ws->prof_mem = malloc(n * sizeof *ws->prof_mem);
+    ws->prof_mem = malloc((n + per_line) * sizeof *ws->prof_mem);
     if (!ws->prof_mem) return SC__FAIL(SC_ERR_NOMEM, "out of memory for the profile counters");
+    uintptr_t a = ((uintptr_t)ws->prof_mem + SC__ALIGN - 1) & ~(uintptr_t)(SC__ALIGN - 1);
+    ws->prof_base = (sc__pcount *)(void *)a;
+    ws->prof_stride = stride;
   }
-  for (size_t k = 0; k < n; k++) ws->prof_mem[k] = 0;
-  ws->prof = ws->prof_mem;
+  for (size_t k = 0; k < n; k++) ws->prof_base[k] = 0;
+  ws->prof = ws->prof_base;
   return SC_OK;
 }
 
@@ -3501,13 +3511,16 @@ sc_status sc_workspace_profile_read(const sc_workspace *ws, sc_layer_profile *ro
                                 "(sc_workspace_profile(ws, 1))");
   memset(rows, 0, nrows * sizeof *rows);
   for (size_t l = 0; l <= c->nlayers; l++) {
-    const sc__pcount *q = ws->prof_mem + l * SC__P_W;
+    uint64_t v[SC__P_W] = {0};
+    for (size_t sl = 0; sl < ws->max_slices; sl++) /* the slices' sets */
+      for (int k = 0; k < SC__P_W; k++)
+        v[k] += SC__PGET(ws->prof_base[sl * ws->prof_stride + l * SC__P_W + (size_t)k]);
     double ff = 0, bf = 0;
     if (l < c->nlayers) sc__layer_flop(c, l, &ff, &bf);
-    rows[l].fwd_seconds = (double)SC__PGET(q[SC__P_FNS]) * 1e-9;
-    rows[l].bwd_seconds = (double)SC__PGET(q[SC__P_BNS]) * 1e-9;
-    rows[l].fwd_flop = ff * (double)SC__PGET(q[SC__P_FN]);
-    rows[l].bwd_flop = bf * (double)SC__PGET(q[SC__P_BN]);
+    rows[l].fwd_seconds = (double)v[SC__P_FNS] * 1e-9;
+    rows[l].bwd_seconds = (double)v[SC__P_BNS] * 1e-9;
+    rows[l].fwd_flop = ff * (double)v[SC__P_FN];
+    rows[l].bwd_flop = bf * (double)v[SC__P_BN];
   }
   return SC_OK;
 }
@@ -6215,7 +6228,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   int want_g = backward && J->want_g;
   /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
    * row (the batch gather, the loss, the folds) */
-  sc__pcount *pf = profiling ? ws->prof : NULL;
+  sc__pcount *pf = profiling ? ws->prof + s * ws->prof_stride : NULL; /* this slice's set */
   uint64_t tq = pf ? sc__ns() : 0;
 #define SC__PROF(row, dir, samples)                                                                \
   do {                                                                                             \

@@ -3,7 +3,8 @@
  *
  *   - every weighted layer gets forward and backward time, and exactly the flop count of
  *     its matrix work times the samples it saw (forward 2 in out; backward twice that above
- *     layer 0, once at layer 0), on every kernel path, 1 and 2 threads;
+ *     layer 0, once at layer 0), on every kernel path, 1 and 2 threads, a batch of many
+ *     slices (each slice counts in a set of its own; the sets are summed);
  *   - profiling changes no bit of the results;
  *   - stopping keeps the counters, starting again zeroes them;
  *   - sc_train fills the optimizer row; too few rows, a never-started workspace, NULLs are
@@ -11,7 +12,7 @@
  */
 #include "testutil.h"
 
-enum { NI = 6, NO = 3, B = 70 };
+enum { NI = 6, NO = 3, B = 1070 }; /* many slices: the per-slice counters are summed */
 
 static void check_rows(const char *isa, const sc_layer_profile *r, size_t calls) {
   /* dense 6 -> 20 tanh -> 9 relu -> 3 */
