@@ -245,6 +245,19 @@ static char *tanh_line(char *w) {
   return t + 1;
 }
 
+/* the plan of a fresh chain of make() (which is destroyed) */
+static char *plan_now(void) {
+  sc_chain *c = make();
+  char *pl = plan_of(c);
+  sc_chain_destroy(c);
+  return pl;
+}
+static int count_lines(const char *w, size_t len) {
+  int n = 0;
+  for (size_t k = 0; k < len; k++) n += w[k] == '\n';
+  return n;
+}
+
 static void test_tanh_fast(void **state) {
   (void)state;
   char path[512];
@@ -254,10 +267,10 @@ static void test_tanh_fast(void **state) {
   sc_chain *c = make();
   char *pl = plan_of(c);
   int simd = strcmp(sc_chain_isa(c), "scalar") != 0;
+  sc_chain_destroy(c);
   if (simd ? !strstr(pl, "; tanh rat (rule)") : !strstr(pl, "; tanh div (the only variant here)"))
     fail_msg("plan:\n%s", pl);
   free(pl);
-  sc_chain_destroy(c);
   if (!simd) {
     env_set("SC_TANH_VARIANT", NULL);
     return;
@@ -266,8 +279,7 @@ static void test_tanh_fast(void **state) {
   env_set("SC_TANH_VARIANT", NULL);
   env_set("SC_PLAN", "measure");
   env_set("SC_WISDOM", path);
-  c = make();
-  sc_chain_destroy(c);
+  sc_chain_destroy(make());
   size_t len;
   char *w = (char *)tu_read_all(path, &len), *t = tanh_line(w);
   assert_non_null(t);
@@ -275,25 +287,20 @@ static void test_tanh_fast(void **state) {
   free(w);
   /* fast: the entry is completed in place (no new line), rat and ratrcp timed */
   env_set("SC_TANH_VARIANT", "fast");
-  c = make();
-  pl = plan_of(c);
+  pl = plan_now();
   if (!strstr(pl, "(measured: div ") || !strstr(pl, ", rat ") || !strstr(pl, ", ratrcp "))
     fail_msg("plan:\n%s", pl);
   free(pl);
-  sc_chain_destroy(c);
   w = (char *)tu_read_all(path, &len);
-  int lines = 0;
-  for (size_t k = 0; k < len; k++) lines += w[k] == '\n';
+  int lines = count_lines(w, len);
   t = tanh_line(w);
   assert_non_null(t);
   if (strstr(t, " rat_ns=0.0 ") || strstr(t, " ratrcp_ns=0.0")) fail_msg("tanh entry: %s", t);
   /* read back: not timed again; then the same entry in the two-timing form of older files */
-  c = make();
-  pl = plan_of(c);
+  pl = plan_now();
   if (!strstr(pl, "; tanh ") || strstr(pl, "measured") || !strstr(pl, "(wisdom: div "))
     fail_msg("plan:\n%s", pl);
   free(pl);
-  sc_chain_destroy(c);
   char *old = malloc(len + 1), *r = strstr(t, " rat_ns=");
   assert_true(old && r);
   size_t head = (size_t)(r - w);
@@ -304,23 +311,17 @@ static void test_tanh_fast(void **state) {
   size_t olen = head + 1 + len - rest;
   tu_write_all(path, (unsigned char *)old, olen);
   env_set("SC_TANH_VARIANT", NULL); /* div and rcp are there: read, not measured */
-  c = make();
-  pl = plan_of(c);
+  pl = plan_now();
   if (strstr(pl, "measured") || strstr(pl, "note:") || !strstr(pl, "(wisdom: div "))
     fail_msg("plan:\n%s", pl);
   free(pl);
-  sc_chain_destroy(c);
   env_set("SC_TANH_VARIANT", "fast"); /* rat and ratrcp are not: timed, the entry completed */
-  c = make();
-  pl = plan_of(c);
+  pl = plan_now();
   if (!strstr(pl, "tanh") || !strstr(pl, "(measured: div ") || !strstr(pl, ", ratrcp "))
     fail_msg("plan:\n%s", pl);
   free(pl);
-  sc_chain_destroy(c);
   char *w2 = (char *)tu_read_all(path, &len);
-  int lines2 = 0;
-  for (size_t k = 0; k < len; k++) lines2 += w2[k] == '\n';
-  assert_int_equal(lines2, lines);
+  assert_int_equal(count_lines(w2, len), lines);
   t = tanh_line(w2);
   if (!t || strstr(t, " rat_ns=0.0 ") || !strstr(t, " ratrcp_ns=")) fail_msg("tanh entry: %s", t);
   free(w2), free(old), free(w);
