@@ -93,7 +93,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels deps-fuzz fuzz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels deps-fuzz fuzz fuzz-idx fuzz-params fuzz-npz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(SHLIBS) $(EXAMPLES)
 
 help:
@@ -228,16 +228,21 @@ $(BUILD)/fuzz_npz: tests/fuzz_npz.c simplechain.c simplechain.h
 	  $(ZLIB_CFLAGS) -I. tests/fuzz_npz.c simplechain.c -o $@ -lm -pthread $(ZLIB_LIBS)
 deps-fuzz:
 	@bash scripts/install-deps.sh fuzz
-fuzz: deps-fuzz $(BUILD)/fuzz_idx $(BUILD)/fuzz_params $(BUILD)/fuzz_npz
-	@mkdir -p $(BUILD)/fuzz-corpus/idx $(BUILD)/fuzz-corpus/params $(BUILD)/fuzz-corpus/params-seeds \
-	  $(BUILD)/fuzz-corpus/npz $(BUILD)/fuzz-corpus/npz-seeds
+# (three targets, so that make -j2 fuzz runs two fuzzers at once, as .ci/run does)
+fuzz: fuzz-idx fuzz-params fuzz-npz
+fuzz-idx: deps-fuzz $(BUILD)/fuzz_idx
+	@mkdir -p $(BUILD)/fuzz-corpus/idx
 	$(BUILD)/fuzz_idx -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-idx- $(BUILD)/fuzz-corpus/idx tests/fuzz_corpus/idx
+fuzz-params: deps-fuzz $(BUILD)/fuzz_params
+	@mkdir -p $(BUILD)/fuzz-corpus/params $(BUILD)/fuzz-corpus/params-seeds
 	FUZZ_PARAMS_SEEDS=$(BUILD)/fuzz-corpus/params-seeds $(BUILD)/fuzz_params -runs=0 \
 	  $(BUILD)/fuzz-corpus/params-seeds
 	$(BUILD)/fuzz_params -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-params- $(BUILD)/fuzz-corpus/params \
 	  $(BUILD)/fuzz-corpus/params-seeds
+fuzz-npz: deps-fuzz $(BUILD)/fuzz_npz
+	@mkdir -p $(BUILD)/fuzz-corpus/npz $(BUILD)/fuzz-corpus/npz-seeds
 	FUZZ_NPZ_SEEDS=$(BUILD)/fuzz-corpus/npz-seeds $(BUILD)/fuzz_npz -runs=0 $(BUILD)/fuzz-corpus/npz-seeds
 	$(BUILD)/fuzz_npz -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=128 -timeout=10 \
 	  -artifact_prefix=$(BUILD)/fuzz-npz- $(BUILD)/fuzz-corpus/npz $(BUILD)/fuzz-corpus/npz-seeds \
