@@ -572,6 +572,77 @@ static void test_gelu_derivative(void **state) {
 }
 
 /* NaN and Inf inputs are rejected, naming the sample, before any activation runs */
+/* The double tanh (ours since session 9, in place of libm's and SLEEF's u10), on every kernel
+ * path through sc_forward_f64 and through sc_apply_f64 (the one-state path), against tanhl
+ * (x87 long double: 64-bit significands, a reference 2^11 times finer than double). Points: a
+ * grid over [-21, 21], every 2^40-th double of [2^-30, 21] by bit pattern (all binades), a dense
+ * band around the switch at |x| = 0.35, and the scale just below the clamp (19.06 .. 19.1).
+ * Bound: TANH_F64_MAX_ULP; also odd, in [-1, 1], exactly +-1 from |x| = 19.1 on, 0 at 0. */
+#define TANH_F64_MAX_ULP 2.0
+static double ulp_f64(double y, long double r) {
+  int e;
+  frexpl(r, &e);
+  long double u = ldexpl(1.0L, e - 53);
+  return (double)(fabsl((long double)y - r) / u);
+}
+static void test_tanh_f64_ulp(void **state) {
+  (void)state;
+  size_t cap = 700000, n = 0;
+  double *x = malloc(cap * sizeof *x);
+  assert_non_null(x);
+  for (int i = 0; i <= 200000; i++) x[n++] = -21.0 + 42.0 * i / 200000.0;
+  uint64_t lo = 0x3e10000000000000u, hi = 0x4035000000000000u; /* 2^-30 .. 21 */
+  for (uint64_t u = lo; u < hi && n + 2 < cap; u += (uint64_t)1 << 40) {
+    double v;
+    memcpy(&v, &u, sizeof v);
+    x[n++] = v, x[n++] = -v;
+  }
+  for (int i = 0; i < 100000 && n < cap; i++) x[n++] = 0.34 + 0.02 * i / 100000.0;
+  for (int i = 0; i < 50000 && n < cap; i++) x[n++] = 19.0 + 0.2 * i / 50000.0;
+  double *y = malloc(n * sizeof *y), *yo = malloc(sizeof *yo);
+  assert_true(y && yo);
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  double worst = 0;
+  for (int is = 0; is < nisa; is++) {
+    setenv("SC_ISA", isas[is], 1);
+    sc_layer l = sc_dense_nobias(1, SC_TANH);
+    sc_chain *c = NULL;
+    SC_OK_OR_FAIL(sc_chain_create(&c, 1, &l, 1));
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, CHUNK));
+    double p[1] = {1.0};
+    for (size_t at = 0; at < n; at += CHUNK)
+      SC_OK_OR_FAIL(sc_forward_f64(c, p, x + at, n - at < CHUNK ? n - at : CHUNK, y + at, ws));
+    double mx = 0, mx_x = 0;
+    for (size_t i = 0; i < n; i++) {
+      long double r = tanhl((long double)x[i]);
+      double e = ulp_f64(y[i], r);
+      if (e > mx) mx = e, mx_x = x[i];
+      if (!(y[i] >= -1.0 && y[i] <= 1.0))
+        fail_msg("[%s] tanh(%.17g) = %.17g", isas[is], x[i], y[i]);
+      if (fabs(x[i]) >= 19.1 && fabs(y[i]) != 1.0)
+        fail_msg("[%s] tanh(%.17g) = %.17g, expected exactly +-1", isas[is], x[i], y[i]);
+      if (i % 97 == 0) { /* the one-state path: the same function */
+        SC_OK_OR_FAIL(sc_apply_f64(c, p, x + i, yo, ws));
+        if (ulp_f64(*yo, r) > TANH_F64_MAX_ULP)
+          fail_msg("[%s] sc_apply_f64: tanh(%.17g) = %.17g", isas[is], x[i], *yo);
+      }
+    }
+    for (size_t i = 0; i + 1 < n; i += 2) /* the bit-pattern points come in +- pairs */
+      if (x[i] == -x[i + 1] && y[i] != -y[i + 1])
+        fail_msg("[%s] tanh not odd at %.17g", isas[is], x[i]);
+    print_message("  tanh f64 [%s]: max error %.3f ULP at x = %.17g (%zu points; bound %.1f)\n",
+                  isas[is], mx, mx_x, n, TANH_F64_MAX_ULP);
+    if (mx > worst) worst = mx;
+    sc_workspace_destroy(ws);
+    sc_chain_destroy(c);
+    unsetenv("SC_ISA");
+  }
+  free(x), free(y), free(yo);
+  assert_true(worst <= TANH_F64_MAX_ULP);
+}
+
 static void test_nonfinite_rejected(void **state) {
   (void)state;
   static const sc_act acts[4] = {SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
@@ -615,6 +686,7 @@ int main(void) {
       cmocka_unit_test(test_gelu_range),
       cmocka_unit_test(test_gelu_negative_tail),
       cmocka_unit_test(test_tanh_derivative),
+      cmocka_unit_test(test_tanh_f64_ulp),
       cmocka_unit_test(test_sigmoid_derivative),
       cmocka_unit_test(test_softplus_derivative),
       cmocka_unit_test(test_gelu_derivative),
