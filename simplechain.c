@@ -4706,10 +4706,14 @@ static inline float SC__TN(sc__tanh)(float x) {
  * x^29 (its coefficients from the Bernoulli numbers; the first term left out is below
  * 2^-60 |x|; below 0.35 the quotient's roundings would reach 2.15 ULP). E = 2^n expm1(r) + (2^n -
  * 1), r = a - n ln2 (Cody-Waite, ln2 in two parts so that n ln2hi is exact), expm1(r) = r + r^2
- * q(r), q the Taylor series of (e^r - 1 - r) / r^2 to r^12 / 14!. Exactly +-1 from |x| = 19.1 on
- * (tanh rounds to 1 from 19.06), odd, never outside [-1, 1]; max error 1.48 ULP measured, 2 bounded
- * by tests/test_math.c (test_tanh_f64_ulp). make bench-tanh (AVX2, Zen 4): 2.78 ns per element,
- * against 5.40 for SLEEF's 1-ULP tanhd4_u10 (used here before) and 2.75 for its 3.5-ULP u35. */
+ * q(r), q the Taylor series of (e^r - 1 - r) / r^2 to r^12 / 14!, by Estrin's scheme (its
+ * short dependency chain took 2.78 to 2.55 ns per element; Estrin for the small-|x| polynomial
+ * too was slower, 2.83: more operations, and that chain is not the critical one). Exactly +-1 from
+ * |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside [-1, 1]; max error 1.48 ULP
+ * measured, 2 bounded by tests/test_math.c (test_tanh_f64_ulp). make bench-tanh (AVX2, Zen 4): 2.55
+ * ns per element, against 5.40 for SLEEF's 1-ULP tanhd4_u10 (used here before) and 2.75 for
+ * its 3.5-ULP u35. Tried: correcting E / (E + 2) with its exact residual instead of the small-|x|
+ * polynomial (2.02 ns) reached 1.96 ULP near 0.2 and 2.8 near 19 (1 - y is inexact there). */
 static inline double SC__TN(sc__dsel)(int c, double a, double b) {
   uint64_t m = (uint64_t)0 - (uint64_t)c;
   return sc__dof((sc__dbits(a) & m) | (sc__dbits(b) & ~m));
@@ -4721,20 +4725,18 @@ static inline double SC__TN(sc__tanh)(double x) {
   double n = t - 6755399441055744.0;
   double r = a - n * 0.6931471787393093; /* ln2 high part (28 bits): n ln2hi exact */
   r = r - n * 1.8206359985041462e-09;    /* ln2 low part */
-  double q = 1.1470745597729725e-11;     /* 1 / 14! */
-  q = q * r + 1.6059043836821613e-10;    /* 1 / 13! */
-  q = q * r + 2.08767569878681e-09;
-  q = q * r + 2.505210838544172e-08;
-  q = q * r + 2.755731922398589e-07;
-  q = q * r + 2.7557319223985893e-06;
-  q = q * r + 2.48015873015873e-05;
-  q = q * r + 0.00019841269841269841;
-  q = q * r + 0.0013888888888888889;
-  q = q * r + 0.0083333333333333332;
-  q = q * r + 0.041666666666666664;
-  q = q * r + 0.16666666666666666;
-  q = q * r + 0.5;
-  double pm = (r * r) * q + r;                                     /* expm1(r) */
+  /* q by Estrin's scheme (a short dependency chain: the loop runs at its latency) */
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double q01 = 0.16666666666666666 * r + 0.5;                      /* 1/3!, 1/2! */
+  double q23 = 0.0083333333333333332 * r + 0.041666666666666664;   /* 1/5!, 1/4! */
+  double q45 = 0.00019841269841269841 * r + 0.0013888888888888889; /* 1/7!, 1/6! */
+  double q67 = 2.7557319223985893e-06 * r + 2.48015873015873e-05;
+  double q89 = 2.505210838544172e-08 * r + 2.755731922398589e-07;
+  double q1011 = 1.6059043836821613e-10 * r + 2.08767569878681e-09;
+  double q0_3 = q23 * r2 + q01, q4_7 = q67 * r2 + q45;
+  double q8_12 = 1.1470745597729725e-11 * r4 + (q1011 * r2 + q89); /* 1/14! r^4 */
+  double q = (q8_12 * r8 + q4_7 * r4) + q0_3;
+  double pm = r2 * q + r;                                          /* expm1(r) */
   double sc = sc__dof((sc__dbits(t) << 52) + 0x3ff0000000000000u); /* 2^n */
   double E = sc * pm + (sc - 1.0);                                 /* expm1(a) */
   double y = E / (E + 2.0);
@@ -6672,6 +6674,55 @@ static void SC__TN(sc__one_dense_dx)(SC__T *restrict dx, const SC__T *restrict W
   }
 }
 
+/* a = b + W x for a dense layer (W: O x I, b may be NULL). Narrow inputs (I < 8, the first
+ * layer of an ODE right-hand side) go column by column, vectorizable over the outputs, with
+ * I a constant in each case; wide ones are one dot product per output. */
+static inline void SC__TN(sc__one_fwd_cols)(SC__T *restrict a, const SC__T *restrict W,
+                                            const SC__T *restrict b, const SC__T *restrict x,
+                                            size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++) {
+    SC__T s = 0; /* the order of sc__dot for n < 8, then the bias */
+    for (size_t i = 0; i < I; i++) s += W[o * I + i] * x[i];
+    a[o] = (b ? b[o] : 0) + s;
+  }
+}
+
+static void SC__TN(sc__one_dense_fwd)(SC__T *restrict a, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  switch (I) {
+  case 1: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 1); return;
+  case 2: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 2); return;
+  case 3: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 3); return;
+  case 4: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * I, x, I);
+}
+
+/* gW += d x^T (gW: O x I); narrow inputs with I a constant, vectorizable over the outputs */
+static inline void SC__TN(sc__one_dw_cols)(SC__T *restrict gW, const SC__T *restrict d,
+                                           const SC__T *restrict x, size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) gW[o * I + i] += d[o] * x[i];
+}
+
+static void SC__TN(sc__one_dense_dw)(SC__T *restrict gW, const SC__T *restrict d,
+                                     const SC__T *restrict x, size_t O, size_t I) {
+  switch (I) {
+  case 1: SC__TN(sc__one_dw_cols)(gW, d, x, O, 1); return;
+  case 2: SC__TN(sc__one_dw_cols)(gW, d, x, O, 2); return;
+  case 3: SC__TN(sc__one_dw_cols)(gW, d, x, O, 3); return;
+  case 4: SC__TN(sc__one_dw_cols)(gW, d, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) {
+    SC__T dv = d[o];
+    SC__T *restrict gr = gW + o * I;
+    for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
+  }
+}
+
 static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
                             const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
                             SC__T *scratch) {
@@ -6691,19 +6742,17 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
       int dense = P->spec.kind == SC_LAYER_DENSE;
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
       const SC__T *b = P->spec.bias ? W + nw : NULL;
+      /* pre-activations go to z (gelu keeps them) or to the unused rest of this layer's tile
+       * area, then are activated into a; with no activation, straight into a */
+      SC__T *pre = P->spec.act == SC_IDENTITY ? a : z ? z : a + P->out;
       if (dense)
-        for (size_t o = 0; o < P->out; o++)
-          a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * P->in, in, P->in);
+        SC__TN(sc__one_dense_fwd)(pre, W, b, in, P->out, P->in);
       else
-        SC__TN(sc__one_conv)(a, W, b, in, P);
-      /* pre-activations are in a: move them to z (gelu keeps them) or to the unused
-       * rest of this layer's tile area, then activate into a */
-      SC__T *pre = z ? z : a + P->out;
-      memcpy(pre, a, P->out * sizeof(SC__T));
-      SC__TN(sc__act_n)(a, NULL, pre, P->out, P->spec.act);
+        SC__TN(sc__one_conv)(pre, W, b, in, P);
+      if (pre != a) SC__TN(sc__act_n)(a, NULL, pre, P->out, P->spec.act);
       if (tout) {
         if (dense)
-          for (size_t o = 0; o < P->out; o++) tout[o] = SC__TN(sc__dot)(W + o * P->in, tin, P->in);
+          SC__TN(sc__one_dense_fwd)(tout, W, NULL, tin, P->out, P->in);
         else
           SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
         SC__ONE_ACTD(tout, a, z, P->out, P->spec.act);
@@ -6757,13 +6806,9 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
       if (P->spec.kind == SC_LAYER_DENSE) {
         if (dp) {
           SC__T *gW = dp + P->poff;
-          for (size_t o = 0; o < P->out; o++) {
-            SC__T d = cur[o];
-            SC__T *restrict gr = gW + o * P->in;
-            const SC__T *restrict xr = xin;
-            for (size_t i = 0; i < P->in; i++) gr[i] += d * xr[i];
-            if (P->spec.bias) gW[nw + o] += d;
-          }
+          SC__TN(sc__one_dense_dw)(gW, cur, xin, P->out, P->in);
+          if (P->spec.bias)
+            for (size_t o = 0; o < P->out; o++) gW[nw + o] += cur[o];
         }
         if (need_dx) SC__TN(sc__one_dense_dx)(nxt, W, cur, P->out, P->in);
       } else {

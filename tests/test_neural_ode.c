@@ -160,9 +160,11 @@ static void test_solver_failures(void **state) {
   (void)state;
   need_binary();
   char *out = NULL;
-  /* parameters 1e150 times too large: the network's output overflows to NaN at t = 0 */
+  /* parameters 1e150 times too large: the network's output overflows at t = 0, or the first
+   * step's state does. Which check fires first depends on the last bits of the kernels' sums
+   * (they may differ between kernel sets), so either message counts; both name the problem. */
   int rc = run("--init-scale 1e150 --iters 5", &out);
-  if (rc != 1 || !strstr(out, "non-finite") || !strstr(out, "CV_"))
+  if (rc != 1 || (!strstr(out, "non-finite") && !strstr(out, "too large")) || !strstr(out, "CV_"))
     fail_msg("--init-scale 1e150: rc %d, output:\n%s", rc, out);
   assert_null(strstr(out, "RESULT"));
   free(out);
