@@ -240,6 +240,8 @@ struct sc_workspace {
   size_t prof_stride;            /* counters per slice's set, a multiple of a cache line */
   sc__pcount *prof_mem;          /* their memory (malloc'ed), kept while profiling is off */
   sc__pcount *prof_base;         /* the first set in it, SC__ALIGN-aligned */
+  int prec;                      /* sc_precision */
+  float *bf_p;                   /* bf16: the parameters with rounded weights (malloc'ed) */
 };
 
 /* float and double <-> their IEEE bits (the tanh's bit selects, the parameter files) */
@@ -252,6 +254,19 @@ static inline float sc__fof(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
+}
+/* float -> bfloat16 bits, round to nearest even, as VCVTNEPS2BF16: zeros and denormals give
+ * a zero of their sign, an infinity stays, a NaN keeps its upper bits with the quiet bit set */
+static inline uint16_t sc__bf16_bits(float f) {
+  uint32_t u = sc__fbits(f);
+  uint32_t e = u & 0x7f800000u;
+  if (e == 0) return (uint16_t)((u >> 16) & 0x8000u);
+  if (e == 0x7f800000u) return (uint16_t)((u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0));
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+/* x[0..n) rounded to bfloat16 in place (as floats: their low 16 bits cleared) */
+static inline void sc__bf16_round_n(float *restrict x, size_t n) {
+  for (size_t k = 0; k < n; k++) x[k] = sc__fof((uint32_t)sc__bf16_bits(x[k]) << 16);
 }
 static inline uint64_t sc__dbits(double d) {
   uint64_t u;
@@ -3462,8 +3477,75 @@ void sc_workspace_destroy(sc_workspace *ws) {
   ws->pool = NULL;
   free(ws->prof_mem);
   ws->prof = ws->prof_mem = NULL;
+  free(ws->bf_p);
+  ws->bf_p = NULL;
   free(ws->owned);
 }
+
+/* ---------------------------------------------------------------- precision */
+const char *sc_precision_name(sc_precision precision) {
+  switch (precision) {
+  case SC_PRECISION_FP32: return "fp32";
+  case SC_PRECISION_BF16: return "bf16";
+  case SC_PRECISION_BF16_EMULATED: return "bf16-emulated";
+  }
+  return NULL;
+}
+
+/* AVX512_BF16 usable here: the CPU has it (CPUID leaf 7 subleaf 1, EAX bit 5) and the OS
+ * saves the AVX-512 state (what __builtin_cpu_supports("avx512f") checks) */
+static int sc__cpu_bf16(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  unsigned a, b, c, d;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) return 0;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0u), "c"(0u));
+  if (a < 7) return 0;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7u), "c"(1u));
+  return (a >> 5) & 1u;
+#else
+  return 0;
+#endif
+}
+
+sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
+  SC__CHECK_NULL(ws);
+  if (!sc_precision_name(precision))
+    return SC__FAIL(SC_ERR_ARG,
+                    "precision = %d is not SC_PRECISION_FP32, SC_PRECISION_BF16 or "
+                    "SC_PRECISION_BF16_EMULATED",
+                    (int)precision);
+  if (precision == SC_PRECISION_BF16) {
+    if (!sc__cpu_bf16())
+      return SC__FAIL(SC_ERR_UNSUPPORTED,
+                      "bf16 needs AVX512_BF16 (vdpbf16ps), which this CPU does not have; "
+                      "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
+                      "kernels");
+    return SC__FAIL(SC_ERR_UNSUPPORTED,
+                    "this CPU has AVX512_BF16, but this build has no bf16 kernels yet; "
+                    "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
+                    "kernels");
+  }
+  if (precision != SC_PRECISION_FP32 && !ws->bf_p) {
+    size_t np = ws->chain->nparams ? ws->chain->nparams : 1;
+    ws->bf_p = malloc(np * sizeof *ws->bf_p);
+    if (!ws->bf_p)
+      return SC__FAIL(SC_ERR_NOMEM, "out of memory for the bf16 copy of %zu parameters", np);
+  }
+  ws->prec = (int)precision;
+  return SC_OK;
+}
+
+sc_status sc_workspace_precision(const sc_workspace *ws, sc_precision *precision) {
+  SC__CHECK_NULL(ws);
+  SC__CHECK_NULL(precision);
+  *precision = (sc_precision)ws->prec;
+  return SC_OK;
+}
+
+uint16_t sc_bf16_from_float(float x) { return sc__bf16_bits(x); }
+
+float sc_float_from_bf16(uint16_t b) { return sc__fof((uint32_t)b << 16); }
 
 /* ---------------------------------------------------------------- profiling */
 sc_status sc_workspace_profile(sc_workspace *ws, int on) {
@@ -4241,6 +4323,13 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
                     "epochs is 0 (start from sc_train_defaults() and set what differs)");
   if (opts->threads < 1 || opts->threads > 1024)
     return sc__fail(SC_ERR_ARG, fn, "threads = %d, must be in [1, 1024]", opts->threads);
+  if (!sc_precision_name(opts->precision))
+    return sc__fail(SC_ERR_ARG, fn, "unknown precision %d", (int)opts->precision);
+  if (f64 && opts->precision != SC_PRECISION_FP32)
+    return sc__fail(SC_ERR_ARG, fn,
+                    "precision %s is for float training; sc_train_f64 computes in double "
+                    "(leave precision at SC_PRECISION_FP32)",
+                    sc_precision_name(opts->precision));
   if (opts->lr_schedule != SC_LR_CONSTANT && opts->lr_schedule != SC_LR_COSINE)
     return sc__fail(SC_ERR_ARG, fn, "unknown lr_schedule %d", (int)opts->lr_schedule);
   if (opts->lr_schedule == SC_LR_COSINE &&
@@ -4318,6 +4407,9 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "exchange record size overflows size_t");
   if ((st = sc_workspace_create(&ws, chain, bs)) != SC_OK) goto done;
   if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
+  if (opts->precision != SC_PRECISION_FP32 &&
+      (st = sc_workspace_set_precision(ws, opts->precision)) != SC_OK)
+    goto done;
   if ((st = sc_optimizer_create(&opt, &opts->optim, np)) != SC_OK) goto done;
   opt->prec = f64 ? 2 : 1;
   sc_workspace_set_dropout(ws, opts->seed, 0);
@@ -6164,6 +6256,7 @@ typedef struct SC__TT(sc__job) {
   int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
   size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
   int dist_rank, dist_ranks;
+  int bf16; /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
 } SC__TT(sc__job);
 #endif
 
@@ -6319,6 +6412,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     SC__T *X = tm + c->x_off;
 #endif
     SC__TN(sc__gather)(X, J->x, c->in, J, b0, n);
+#if SC__F32
+    if (J->bf16) sc__bf16_round_n(X, c->in * SC__TW);
+#endif
     SC__PROF(L, SC__P_FNS, 0);
     const SC__T *in = X;
     for (size_t l = 0; l < L; l++) {
@@ -6384,6 +6480,11 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         break;
       }
       in = tm + SC__AOFF(P);
+#if SC__F32
+      /* bf16: a layer's output is the next matrix product's operand; the last one's is not */
+      if (J->bf16 && l + 1 < L && P->spec.kind != SC_LAYER_FLATTEN)
+        sc__bf16_round_n(tm + SC__AOFF(P), P->out * SC__TW);
+#endif
       SC__PROF(l, SC__P_FNS, n);
     }
     const SC__T *yhat = in;
@@ -6415,6 +6516,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out * SC__TW, P->spec.act);
         else
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+        if (J->bf16) sc__bf16_round_n(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
         if (want_g) {
           if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
             /* the first dW write of this slice for this layer stores instead of adding
@@ -6471,8 +6575,12 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
                 for (int t = 0; t < SC__TW; t++)
                   bl[k * SC__TW + (size_t)t] += cur[(k * npos + q) * SC__TW + (size_t)t];
           }
-          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
         }
+#if SC__F32
+        if (J->bf16) sc__bf16_round_n(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
+        if (want_g)
+          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
         if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
         break;
       case SC_LAYER_MAXPOOL2D:
@@ -6933,7 +7041,27 @@ static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
 }
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
+#if SC__F32
+/* bf16 precisions: the parameters with their weights rounded to bfloat16 (biases kept) */
+static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
+  const sc_chain *c = ws->chain;
+  memcpy(ws->bf_p, p, c->nparams * sizeof *p);
+  for (size_t l = 0; l < c->nlayers; l++) {
+    const sc__lplan *P = &c->L[l];
+    if (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)
+      sc__bf16_round_n(ws->bf_p + P->poff, P->np - (P->spec.bias ? P->oc : 0));
+  }
+  return ws->bf_p;
+}
+#endif
+
 static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, double *loss) {
+#if SC__F32
+  if (J->ws->prec != SC_PRECISION_FP32) {
+    J->bf16 = 1;
+    J->p = sc__bf16_params(J->ws, J->p);
+  }
+#endif
   J->ntiles = (J->batch + SC__TW - 1) / SC__TW;
   J->nslices = sc__slices_for(J->c, J->batch);
   J->scale = (SC__T)(1.0 / (double)J->batch);

@@ -414,6 +414,44 @@ sc_status sc_workspace_profile_read(const sc_workspace *ws, sc_layer_profile *ro
 sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, size_t nrows,
                            char *buf, size_t cap, size_t *needed);
 
+/* ---------------------------------------------------------------- precision (bfloat16)
+ * The float calls of a workspace (sc_forward, sc_valgrad, sc_pullback, sc_loss_value,
+ * sc_evaluate, sc_train) compute in one of these precisions. The double calls and the
+ * one-state calls (sc_apply, sc_vjp, sc_jvp) always compute in their own type.
+ *   SC_PRECISION_FP32 (the default): float throughout.
+ *   SC_PRECISION_BF16: the operands of the matrix work of dense and conv layers (the
+ *     weights, each layer's input, and in the pullback the activation gradient) are
+ *     rounded to bfloat16, their products accumulated in float. Master parameters,
+ *     gradients, optimizer state, biases, activations and losses stay float. Needs
+ *     AVX512_BF16 (vdpbf16ps) and its kernels; this build has none yet, so it is
+ *     SC_ERR_UNSUPPORTED on every CPU, naming the reason.
+ *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float
+ *     kernels on any CPU. A product of two bfloat16 numbers is exact in float, so this gives
+ *     the bf16 kernels' results up to the order of the float additions: the reference the
+ *     bf16 kernels are tested against, and a way to check that a model trains in bf16 before
+ *     moving it to such a CPU. It is no faster than fp32 (a little slower).
+ * Rounding is to nearest, ties to even, as VCVTNEPS2BF16 does it (sc_bf16_from_float): float
+ * denormals become zeros of their sign, infinities stay, a NaN stays a (quiet) NaN. Results
+ * stay bitwise identical across thread counts. The first switch to a bf16 precision
+ * allocates a parameter-sized buffer (SC_ERR_NOMEM if that fails; a workspace in caller
+ * memory must then be passed to sc_workspace_destroy). */
+typedef enum sc_precision {
+  SC_PRECISION_FP32 = 0,
+  SC_PRECISION_BF16 = 1,
+  SC_PRECISION_BF16_EMULATED = 2
+} sc_precision;
+
+sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision);
+/* The workspace's precision into *precision. */
+sc_status sc_workspace_precision(const sc_workspace *ws, sc_precision *precision);
+/* "fp32", "bf16", "bf16-emulated"; NULL for a value that is none of them. */
+const char *sc_precision_name(sc_precision precision);
+
+/* float <-> bfloat16 bits (the upper 16 bits of a float), round to nearest even as above;
+ * sc_float_from_bf16 is exact. */
+uint16_t sc_bf16_from_float(float x);
+float sc_float_from_bf16(uint16_t b);
+
 /* Dropout masks of the next sc_valgrad call are drawn from (seed, step); every
  * sc_valgrad call then advances step by one. A new workspace starts at (0, 0).
  * sc_train sets them from its options. */
@@ -626,6 +664,9 @@ typedef struct sc_train_opts {
    * the optimizer step with the NaN guard (and checkpoints, when asked for). */
   sc_layer_profile *profile;
   size_t profile_rows;
+  /* The precision of the training workspace (see sc_workspace_set_precision; default
+   * SC_PRECISION_FP32). sc_train_f64 takes only SC_PRECISION_FP32 (it computes in double). */
+  sc_precision precision;
 } sc_train_opts;
 
 sc_train_opts sc_train_defaults(void);

@@ -3,7 +3,7 @@
  *           -> dense 120 relu -> dense 84 relu -> dense 10 (logits), ADAM, cross-entropy.
  *
  *   lenet5 [--epochs N] [--batch B] [--lr LR] [--data DIR] [--threads T] [--seed S]
- *          [--save FILE] [--export FILE.npz] [--eval FILE] [--limit N] [--help]
+ *          [--save FILE] [--export FILE.npz] [--eval FILE] [--limit N] [--precision P] [--help]
  *
  * Data: the four files train-images-idx3-ubyte, train-labels-idx1-ubyte,
  * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each raw or .gz) in the first of:
@@ -71,6 +71,10 @@ static void usage(FILE *f) {
       "  --resume       continue from --checkpoint FILE if it exists\n"
       "  --clip NORM    clip the gradient's L2 norm to NORM (default: off)\n"
       "  --profile      print the time and GFLOP/s of every layer (also SC_PROFILE=1)\n"
+      "  --precision P  fp32 (default), bf16 (bfloat16 operands for the conv and dense\n"
+      "                 layers' matrix work, float accumulation; needs AVX512_BF16), or\n"
+      "                 bf16-emulated (the same rounding computed by the float kernels, on\n"
+      "                 any CPU: to check a model's accuracy in bf16)\n"
       "  --schedule S   learning rate: cosine (annealed to 0 over the run, default) or\n"
       "                 constant\n"
       "  --quiet        no progress lines, only the per-epoch summaries\n"
@@ -131,6 +135,7 @@ int main(int argc, char **argv) {
   const char *data = NULL, *save = NULL, *eval = NULL, *export_npz = NULL;
   example_run_flags rf = {NULL, 500, 0}; /* --checkpoint, --every-steps, --clip */
   int cosine = DEFAULT_COSINE;
+  sc_precision prec = SC_PRECISION_FP32;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -178,7 +183,11 @@ int main(int argc, char **argv) {
       export_npz = v;
     else if (!strcmp(a, "--eval"))
       eval = v;
-    else if (!strcmp(a, "--schedule")) {
+    else if (!strcmp(a, "--precision")) {
+      ok = 0;
+      for (int k = 0; k <= 2 && !ok; k++)
+        if (!strcmp(v, sc_precision_name((sc_precision)k))) prec = (sc_precision)k, ok = 1;
+    } else if (!strcmp(a, "--schedule")) {
       ok = !strcmp(v, "cosine") || !strcmp(v, "constant");
       cosine = !strcmp(v, "cosine");
     } else if (example_run_flag(&rf, a, v, &ok))
@@ -279,6 +288,12 @@ int main(int argc, char **argv) {
   if (!p) goto out;
   CHECK(sc_workspace_create(&ws_eval, chain, 1024));
   CHECK(sc_workspace_set_threads(ws_eval, threads));
+  if ((st = sc_workspace_set_precision(ws_eval, prec)) != SC_OK) {
+    fprintf(stderr, "lenet5: %s: %s\n", sc_status_str(st), sc_last_error());
+    if (st == SC_ERR_UNSUPPORTED)
+      fprintf(stderr, "lenet5: --precision bf16-emulated runs anywhere\n");
+    goto out;
+  }
 
   if (eval) {
     size_t el = strlen(eval);
@@ -300,8 +315,8 @@ int main(int argc, char **argv) {
     char buf[2048];
     sc_chain_summary(chain, buf, sizeof buf, NULL);
     printf("lenet5: %zu training + %zu test images from %s (loaded in %.2f s)\n"
-           "        %zu epochs, batch %zu, ADAM lr %g, %d thread(s), seed %zu\n%s",
-           ntr, nte, dir, t_load, epochs, batch, lr, threads, seed, buf);
+           "        %zu epochs, batch %zu, ADAM lr %g, %d thread(s), seed %zu, precision %s\n%s",
+           ntr, nte, dir, t_load, epochs, batch, lr, threads, seed, sc_precision_name(prec), buf);
   }
   size_t bs = batch < ntr ? batch : ntr;
   monitor mon;
@@ -321,6 +336,7 @@ int main(int argc, char **argv) {
   opts.user = &mon;
   opts.clip_norm = rf.clip;
   opts.lr_schedule = cosine ? SC_LR_COSINE : SC_LR_CONSTANT;
+  opts.precision = prec;
   sc_layer_profile prof[LENET5_NLAYERS + 2];
   if (example_profile_wanted(profile)) opts.profile = prof, opts.profile_rows = LENET5_NLAYERS + 2;
   opts.checkpoint = rf.checkpoint;
@@ -344,14 +360,14 @@ int main(int argc, char **argv) {
   CHECK(sc_evaluate(chain, p, xte, yte, nte, &tl, &acc, ws_eval));
   double train_s = rep.seconds - mon.eval_seconds;
   printf("done: %zu epochs in %.2f s of training (%.3f s per epoch, %.0f images/s, kernels %s)\n"
-         "      test accuracy %.2f %%\n",
+         "      test accuracy %.2f %% (precision %s)\n",
          rep.epochs, train_s, train_s / ran, (double)ntr * ran / train_s, sc_chain_isa(chain),
-         100 * acc);
+         100 * acc, sc_precision_name(prec));
   if (opts.profile) /* the evaluations after each epoch run on another workspace */
     example_profile_print(chain, prof, LENET5_NLAYERS + 2, train_s, threads);
   printf("RESULT engine=simplechain bench=lenet5 epochs=%zu batch=%zu threads=%d train=%zu "
-         "seconds_per_epoch=%.4f test_accuracy=%.4f\n",
-         rep.epochs, bs, threads, ntr, train_s / ran, acc);
+         "precision=%s seconds_per_epoch=%.4f test_accuracy=%.4f\n",
+         rep.epochs, bs, threads, ntr, sc_precision_name(prec), train_s / ran, acc);
   if (save) {
     CHECK(sc_params_save(chain, p, np, save));
     printf("saved %zu parameters to %s\n", np, save);

@@ -161,6 +161,7 @@ static sc_chain *make_chain(int kind, size_t *nin, size_t *nout) {
 /* when set, train_chain also writes a checkpoint after every step and clips gradients:
  * neither may allocate */
 static const char *ck_path;
+static sc_precision run_prec = SC_PRECISION_FP32; /* of sc_train (float) and compute_loop */
 /* when set, train_chain trains in double (sc_train_f64) */
 static int train_f64;
 
@@ -190,6 +191,7 @@ static void train_chain(int kind, sc_loss loss, size_t n, size_t batch_size, siz
   o.progress_every = 1;
   o.progress = record;
   o.user = r;
+  if (!train_f64) o.precision = run_prec;
   sc_layer_profile prof[10];
   if (ck_path) {
     o.checkpoint = ck_path;
@@ -367,6 +369,7 @@ static void compute_loop(int threads, int caller_memory) {
     SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
   }
   SC_OK_OR_FAIL(sc_workspace_set_threads(ws, threads));
+  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, run_prec)); /* bf16: its buffer, here */
   sc_optimizer *adam = NULL, *sgd = NULL;
   sc_optim ca = sc_adamw(1e-3, 1e-2), cs = sc_sgd(1e-3, 0.9);
   SC_OK_OR_FAIL(sc_optimizer_create(&adam, &ca, np));
@@ -429,6 +432,21 @@ static void test_compute_no_alloc(void **state) {
   compute_loop(1, 1);
   compute_loop(2, 1);
   /* everything (workspaces with threads, optimizers, chains) was given back */
+  assert_int_equal(live(), l0);
+}
+
+/* the emulated bf16 precision: training and the compute calls allocate nothing in the loop */
+static void test_bf16_no_alloc(void **state) {
+  (void)state;
+  long l0 = live();
+  run_prec = SC_PRECISION_BF16_EMULATED;
+  for (int th = 1; th <= 2; th++) {
+    train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
+    train_chain(1, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);
+    compute_loop(th, 0);
+    compute_loop(th, 1);
+  }
+  run_prec = SC_PRECISION_FP32;
   assert_int_equal(live(), l0);
 }
 
@@ -517,6 +535,7 @@ int main(void) {
       cmocka_unit_test(test_train_checkpointing),
       cmocka_unit_test(test_train_f64),
       cmocka_unit_test(test_compute_no_alloc),
+      cmocka_unit_test(test_bf16_no_alloc),
       cmocka_unit_test(test_one_state_no_alloc),
       cmocka_unit_test(test_nuts_no_alloc),
   };
