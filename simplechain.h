@@ -420,9 +420,12 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  * one-state calls (sc_apply, sc_vjp, sc_jvp) always compute in their own type.
  *   SC_PRECISION_FP32 (the default): float throughout.
  *   SC_PRECISION_BF16: the operands of the matrix work of dense and conv layers (the
- *     weights, each layer's input, and in the pullback the activation gradient) are
- *     rounded to bfloat16, their products accumulated in float. Master parameters,
- *     gradients, optimizer state, biases, activations and losses stay float. Needs
+ *     weights, each layer's input, and in the pullback the activation gradient, after the
+ *     bias gradient is taken) are rounded to bfloat16, their products accumulated in float.
+ *     A layer output that feeds another layer is rounded where it is stored, so that
+ *     layer's activation derivative is taken from the rounded value. Master parameters,
+ *     gradients, optimizer state, biases, the last layer's outputs and the losses stay
+ *     float. Needs
  *     AVX512_BF16 (vdpbf16ps) and its kernels; this build has none yet, so it is
  *     SC_ERR_UNSUPPORTED on every CPU, naming the reason.
  *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float

@@ -189,6 +189,27 @@ static double max_abs(const double *v, size_t n) {
   return m;
 }
 
+/* loss and gradient in fp32 (lf, gf) and emulated bf16 (lb, g) on a fresh workspace; the
+ * emulated ones again on 2 threads must give the same bits */
+static void fp32_and_bf16(const sc_chain *c, sc_loss loss, const float *p, const float *x,
+                          const void *t, size_t B, float *lf, float *gf, float *lb, float *g) {
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *g2 = malloc(np * sizeof *g2), lb2;
+  assert_non_null(g2);
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, lf, gf, NULL, ws));
+  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16_EMULATED));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, lb, g, NULL, ws));
+  SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, &lb2, g2, NULL, ws));
+  assert_memory_equal(g, g2, np * sizeof *g);
+  assert_memory_equal(lb, &lb2, sizeof lb2);
+  sc_workspace_destroy(ws);
+  free(g2);
+}
+
 /* the emulated precision against the double reference (bf16 operands: tight), against the
  * reference without rounding (the fp32 path's numbers: loose), on every kernel set; the
  * same bits on 1 and 2 threads */
@@ -209,22 +230,13 @@ static void test_emulated_reference(void **state) {
     SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, NL));
     size_t np;
     SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
-    float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *g2 = malloc(np * sizeof *g2),
-          *gf = malloc(np * sizeof *gf);
+    float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *gf = malloc(np * sizeof *gf);
     double *gr = malloc(np * sizeof *gr), *gr32 = malloc(np * sizeof *gr32);
-    assert_true(p && g && g2 && gf && gr && gr32);
+    assert_true(p && g && gf && gr && gr32);
     SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
     for (size_t k = 0; k < np; k++) p[k] += (float)(0.05 * tu_unif(&s)); /* nonzero biases */
-    sc_workspace *ws = NULL;
-    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
-    float lf, lb, lb2;
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lf, gf, NULL, ws));
-    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16_EMULATED));
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lb, g, NULL, ws));
-    SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lb2, g2, NULL, ws));
-    assert_memory_equal(g, g2, np * sizeof *g);
-    assert_memory_equal(&lb, &lb2, sizeof lb);
+    float lf, lb;
+    fp32_and_bf16(c, SC_LOSS_SQUARED, p, x, t, B, &lf, gf, &lb, g);
     double Lr = ref_valgrad(p, x, t, B, 1, gr), Lr32 = ref_valgrad(p, x, t, B, 0, gr32);
     double gm = max_abs(gr, np), e_bf = 0, e_32 = 0, e_f = 0;
     for (size_t k = 0; k < np; k++) {
@@ -247,9 +259,8 @@ static void test_emulated_reference(void **state) {
     assert_true(e_32 <= 5e-2);
     /* the tight bound separates: the fp32 path does not meet it (the rounding happened) */
     assert_true(e_f > 2e-5 && fabs(lf - Lr) > 1e-5 * Lr);
-    sc_workspace_destroy(ws);
     sc_chain_destroy(c);
-    free(p), free(g), free(g2), free(gf), free(gr), free(gr32);
+    free(p), free(g), free(gf), free(gr), free(gr32);
     unsetenv("SC_ISA");
   }
 }
@@ -275,19 +286,11 @@ static void test_emulated_conv(void **state) {
     SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 8, 8, L, 5));
     size_t np;
     SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
-    float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *g2 = malloc(np * sizeof *g2),
-          *gf = malloc(np * sizeof *gf);
-    assert_true(p && g && g2 && gf);
+    float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *gf = malloc(np * sizeof *gf);
+    assert_true(p && g && gf);
     SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
-    sc_workspace *ws = NULL;
-    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
-    float lf, lb, lb2;
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &lf, gf, NULL, ws));
-    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16_EMULATED));
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &lb, g, NULL, ws));
-    SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &lb2, g2, NULL, ws));
-    assert_memory_equal(g, g2, np * sizeof *g);
+    float lf, lb;
+    fp32_and_bf16(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &lf, gf, &lb, g);
     double gm = 0, d = 0;
     size_t k0 = 0, nconv = 4 * 9; /* the conv weights come first */
     int conv_differs = 0;
@@ -302,9 +305,8 @@ static void test_emulated_conv(void **state) {
     assert_true(conv_differs);
     assert_true(d > 0 && d <= 5e-2 * gm);
     assert_true(fabsf(lb - lf) <= 1e-2f * lf);
-    sc_workspace_destroy(ws);
     sc_chain_destroy(c);
-    free(p), free(g), free(g2), free(gf);
+    free(p), free(g), free(gf);
     unsetenv("SC_ISA");
   }
   free(x);
