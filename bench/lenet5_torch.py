@@ -8,6 +8,10 @@ timed). Prints a RESULT line in the format of examples/lenet5.
 
   /usr/bin/python3 bench/lenet5_torch.py --data DIR [--epochs N] [--batch B] [--lr LR]
                                          [--threads T] [--seed S] [--limit N] [--no-eval]
+                                         [--precision fp32|bf16]
+--precision bf16 runs the forward pass under torch.autocast("cpu", dtype=torch.bfloat16)
+(PyTorch's CPU mixed precision: bf16 convolutions and linear layers, fp32 master weights and
+optimizer), the twin of `build/lenet5 --precision bf16`.
 Run it with Debian's python3-torch (/usr/bin/python3); see bench/torch_env.sh for the
 fast BLAS configuration the benchmark scripts use.
 """
@@ -52,6 +56,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--no-eval", action="store_true")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -68,6 +73,9 @@ def main():
     yte = torch.from_numpy(yte)
     n = xtr.shape[0]
 
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16")
+
     model = nn.Sequential(
         nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
@@ -82,7 +90,9 @@ def main():
     state = {k: v.clone() for k, v in model.state_dict().items()}
     for i in range(3):
         opt.zero_grad(set_to_none=True)
-        lossf(model(xtr[:a.batch]), ytr[:a.batch]).backward()
+        with autocast():
+            out = model(xtr[:a.batch])
+        lossf(out.float(), ytr[:a.batch]).backward()
         opt.step()
     model.load_state_dict(state)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
@@ -96,7 +106,9 @@ def main():
         for b0 in range(0, n, a.batch):
             idx = perm[b0:b0 + a.batch]
             opt.zero_grad(set_to_none=True)
-            loss = lossf(model(xtr[idx]), ytr[idx])
+            with autocast():
+                out = model(xtr[idx])
+            loss = lossf(out.float(), ytr[idx])
             loss.backward()
             opt.step()
             tot += loss.item() * len(idx)
@@ -104,14 +116,15 @@ def main():
         times.append(dt)
         if not a.no_eval:
             with torch.no_grad():
-                correct = sum((model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item()
-                              for i in range(0, xte.shape[0], 1000))
+                with autocast():
+                    correct = sum((model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item()
+                                  for i in range(0, xte.shape[0], 1000))
             acc = correct / xte.shape[0]
         print(f"epoch {ep + 1}/{a.epochs}  train loss {tot / n:.4f}  test accuracy "
               f"{100 * acc:.2f} %  {dt:.3f} s ({n / dt:.0f} images/s)", flush=True)
     med = sorted(times)[len(times) // 2]
     print(f"RESULT engine=pytorch bench=lenet5 epochs={a.epochs} batch={a.batch} "
-          f"threads={a.threads} train={n} seconds_per_epoch={med:.4f} test_accuracy={acc:.4f}")
+          f"threads={a.threads} train={n} precision={a.precision} seconds_per_epoch={med:.4f} test_accuracy={acc:.4f}")
 
 
 if __name__ == "__main__":

@@ -70,6 +70,17 @@ static inline int example_run_flag(example_run_flags *f, const char *a, const ch
   return 1;
 }
 
+/* --precision fp32 | bf16 | bf16-emulated (the names sc_precision_name gives) */
+static inline int example_precision(const char *v, sc_precision *out) {
+  const sc_precision all[] = {SC_PRECISION_FP32, SC_PRECISION_BF16, SC_PRECISION_BF16_EMULATED};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+    if (!strcmp(v, sc_precision_name(all[k]))) {
+      *out = all[k];
+      return 1;
+    }
+  return 0;
+}
+
 /* --profile, or SC_PROFILE set to anything but "" or "0" */
 static inline int example_profile_wanted(int flag) {
   const char *e = getenv("SC_PROFILE");

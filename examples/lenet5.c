@@ -183,11 +183,9 @@ int main(int argc, char **argv) {
       export_npz = v;
     else if (!strcmp(a, "--eval"))
       eval = v;
-    else if (!strcmp(a, "--precision")) {
-      ok = 0;
-      for (int k = 0; k <= 2 && !ok; k++)
-        if (!strcmp(v, sc_precision_name((sc_precision)k))) prec = (sc_precision)k, ok = 1;
-    } else if (!strcmp(a, "--schedule")) {
+    else if (!strcmp(a, "--precision"))
+      ok = example_precision(v, &prec);
+    else if (!strcmp(a, "--schedule")) {
       ok = !strcmp(v, "cosine") || !strcmp(v, "constant");
       cosine = !strcmp(v, "cosine");
     } else if (example_run_flag(&rf, a, v, &ok))

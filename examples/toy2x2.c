@@ -7,7 +7,7 @@
  *   toy2x2 [--steps N] [--samples N] [--seed S] [--lr LR] [--threads T]
  *          [--every N] [--save FILE] [--export FILE.npz]
  *          [--checkpoint FILE [--every-steps N] [--resume]]
- *          [--clip NORM] [--quiet] [--help]
+ *          [--clip NORM] [--precision P] [--profile] [--quiet] [--help]
  *
  * "MSE" below is the mean over samples and the 4 outputs of the squared error (the
  * library's squared loss sums over outputs, so MSE = loss / 4).
@@ -75,6 +75,10 @@ static void usage(FILE *f) {
          "  --resume       continue from --checkpoint FILE if it exists\n"
          "  --clip NORM    clip the gradient's L2 norm to NORM (default: off)\n"
          "  --profile      print the time and GFLOP/s of every layer (also SC_PROFILE=1)\n"
+         "  --precision P  fp32 (default), bf16 (bfloat16 operands for the dense layers'\n"
+         "                 matrix work, float accumulation; needs AVX512_BF16), or\n"
+         "                 bf16-emulated (the same rounding by the float kernels, any CPU);\n"
+         "                 the MSEs are then computed in that precision too\n"
          "  --quiet        only the final summary\n"
          "  --help         this text\n");
 }
@@ -86,6 +90,7 @@ int main(int argc, char **argv) {
   int threads = 1, quiet = 0, resume = 0, profile = 0;
   const char *save = NULL, *export_npz = NULL;
   example_run_flags rf = {NULL, 1000, 0}; /* --checkpoint, --every-steps, --clip */
+  sc_precision prec = SC_PRECISION_FP32;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -128,6 +133,8 @@ int main(int argc, char **argv) {
       save = v;
     else if (!strcmp(a, "--export"))
       export_npz = v;
+    else if (!strcmp(a, "--precision"))
+      ok = example_precision(v, &prec);
     else if (example_run_flag(&rf, a, v, &ok))
       ;
     else {
@@ -182,11 +189,18 @@ int main(int argc, char **argv) {
   make_data(xt, yt, samples, seed * 2 + 2);
   CHECK(sc_params_init(chain, p, np, seed));
   CHECK(sc_workspace_create(&ws_test, chain, samples));
+  if ((st = sc_workspace_set_precision(ws_test, prec)) != SC_OK) {
+    fprintf(stderr, "toy2x2: %s: %s\n", sc_status_str(st), sc_last_error());
+    if (st == SC_ERR_UNSUPPORTED)
+      fprintf(stderr, "toy2x2: --precision bf16-emulated runs anywhere\n");
+    goto out;
+  }
   if (!quiet) {
     char buf[1024];
     sc_chain_summary(chain, buf, sizeof buf, NULL);
-    printf("toy2x2: %zu train + %zu test samples, %zu steps, lr %g, %d thread(s), seed %llu\n%s",
-           samples, samples, steps, lr, threads, seed, buf);
+    printf("toy2x2: %zu train + %zu test samples, %zu steps, lr %g, %d thread(s), seed %llu, "
+           "precision %s\n%s",
+           samples, samples, steps, lr, threads, seed, sc_precision_name(prec), buf);
   }
   monitor mon = {chain, xt, yt, samples, ws_test, 0, 0, quiet};
   sc_train_opts opts = sc_train_defaults();
@@ -202,6 +216,7 @@ int main(int argc, char **argv) {
   opts.checkpoint = rf.checkpoint;
   opts.checkpoint_every = rf.checkpoint ? rf.every_steps : 0;
   opts.resume = resume;
+  opts.precision = prec;
   sc_layer_profile prof[3 + 2];
   if (example_profile_wanted(profile)) opts.profile = prof, opts.profile_rows = 5;
   if (resume && !quiet) {
@@ -229,8 +244,9 @@ int main(int argc, char **argv) {
   if (opts.profile) example_profile_print(chain, prof, 5, rep.seconds, threads);
   printf("train MSE %.5f   test MSE %.5f\n", train_loss / 4, test_loss / 4);
   printf("RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%.4f "
-         "train_mse=%.6f test_mse=%.6f gflops=%.2f\n",
-         rep.steps, samples, threads, rep.seconds, train_loss / 4, test_loss / 4, gflops);
+         "train_mse=%.6f test_mse=%.6f gflops=%.2f precision=%s\n",
+         rep.steps, samples, threads, rep.seconds, train_loss / 4, test_loss / 4, gflops,
+         sc_precision_name(prec));
   if (save) {
     CHECK(sc_params_save(chain, p, np, save));
     printf("saved %zu parameters to %s (load with sc_params_load)\n", np, save);
