@@ -731,8 +731,8 @@ section_summary() {
     row "toy, $t2 threads: >= 9x the tuned PyTorch (its fastest run)" "$(fmt "$rbest" "%.2fx")" "$(verdict "$rbest" '>=' 9)"
     awk -v r="$ratio" -v a="$ptmin" -v b="$ptmax" 'BEGIN {
       if (r == "nan" || a == "nan") exit
-      printf "  %-62s %s\n", "  (against PyTorch'"'"'s median run)", sprintf("%.2fx", r)
-      if (b / a > 1.25) printf "  %-62s %s\n", "  (PyTorch'"'"'s runs spread " a " .. " b " s: a loaded host)", "NOISY" }'
+      printf "  %-76s %s\n", "  (against PyTorch'"'"'s median run)", sprintf("%.2fx", r)
+      if (b / a > 1.25) printf "  %-76s %s\n", "  (PyTorch'"'"'s runs spread " a " .. " b " s: a loaded host)", "NOISY" }'
     row "toy, $t2 threads: >= 40 % of the FMA peak" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.40)"
     row "toy, $t2 threads: >= 50 % of the FMA peak (issue 13)" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.50)"
     row "toy, $t2 threads: >= 12x the tuned PyTorch, median (issue 13)" "$(fmt "$ratio" "%.2fx")" "$(verdict "$ratio" '>=' 12)"
@@ -764,7 +764,7 @@ section_summary() {
       row "lenet5 $SC_BF16, 2 threads, batch 64: <= 0.123 s/epoch (stretch)$lsc" "$(fmt "$bs" "%.3f s")" "$(verdict "$bs" '<=' "$(awk -v t="$ltgt" 'BEGIN {print 0.123 * t / 0.8}')")"
       row "lenet5 $SC_BF16, Fashion-MNIST: test accuracy >= 88.5 % (issue 14)" "$(pct "$(sumget lenet_acc_bf16_fashion)" 2)" "$(verdict "$(sumget lenet_acc_bf16_fashion)" '>=' 0.885)"
       row "lenet5 $SC_BF16, MNIST 10k digits: test accuracy >= 97.5 % (issue 14)" "$(pct "$(sumget lenet_acc_bf16_mnist)" 2)" "$(verdict "$(sumget lenet_acc_bf16_mnist)" '>=' 0.975)"
-      [ $CPU_BF16 = 1 ] || row "  (no AVX512_BF16 on this CPU: the bf16 speed rows measure the emulation)" "" ""
+      [ $CPU_BF16 = 1 ] || echo "    (no AVX512_BF16 on this CPU: the bf16 speed rows measure the emulation)"
     fi
   fi
   if want ode; then
