@@ -225,6 +225,16 @@ struct sc_chain {
   sc__lplan L[];
 };
 
+/* C[m][n] (acc ? += : =) sum over k < K2 of the bf16 pair products A[m][k] . B[k][n]
+ * (A: M x K2 pairs, row stride lda; B: K2 x N pairs, row stride ldb; C: M x N floats,
+ * row stride ldc), each pair as vdpbf16ps adds it: C += a_hi b_hi, then C += a_lo b_lo, in
+ * float (each product is exact), in k order. */
+typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                 int acc);
+#define SC__BF16K_MODEL 1
+#define SC__BF16K_NATIVE 2
+
 struct sc_workspace {
   const sc_chain *chain;
   size_t max_batch;
@@ -242,6 +252,14 @@ struct sc_workspace {
   sc__pcount *prof_base;         /* the first set in it, SC__ALIGN-aligned */
   int prec;                      /* sc_precision */
   float *bf_p;                   /* bf16: the parameters with rounded weights (malloc'ed) */
+  /* bf16 kernels (SC_PRECISION_BF16): 0 none (the float kernels on rounded operands),
+   * SC__BF16K_MODEL (portable code computing what vdpbf16ps computes) or SC__BF16K_NATIVE */
+  int bf16k;
+  sc__bf16_gemm_fn bf_gemm; /* the GEMM of that kind */
+  uint32_t *bf_w;           /* dense layers' weights as bf16 pairs: per layer [O][I2] then [I][O2] */
+  size_t *bf_woff;          /* per layer: its offset in bf_w (dense layers only) */
+  uint32_t *bf_scr;         /* per slice: packed tile operands, bf_scr_stride words apart */
+  size_t bf_scr_stride;
 };
 
 /* float and double <-> their IEEE bits (the tanh's bit selects, the parameter files) */
@@ -267,6 +285,38 @@ static inline uint16_t sc__bf16_bits(float f) {
 /* x[0..n) rounded to bfloat16 in place (as floats: their low 16 bits cleared) */
 static inline void sc__bf16_round_n(float *restrict x, size_t n) {
   for (size_t k = 0; k < n; k++) x[k] = sc__fof((uint32_t)sc__bf16_bits(x[k]) << 16);
+}
+
+/* bf16 pairs, the operand layout of vdpbf16ps: two bfloat16 in a 32-bit word, the element
+ * of even index (2k) in the low half, 2k + 1 in the high half. The packers take floats that
+ * are already bf16 values (the bf16 precision rounds every matrix operand first), so taking
+ * the upper half of their bits is exact; sc__bf16_bits is used all the same (it is the
+ * identity on such values) so that a stray unrounded value is rounded, not truncated. */
+static inline uint32_t sc__bf16_pair(float lo, float hi) {
+  return (uint32_t)sc__bf16_bits(lo) | (uint32_t)sc__bf16_bits(hi) << 16;
+}
+/* pairs along the rows: dst[k][t] = (src[2k][t], src[2k + 1][t]) for k < ceil(R / 2), t < n,
+ * a missing last row as zeros. For the forward (pairs of inputs) and dx (pairs of outputs). */
+static inline void sc__bf16_pack_rows(uint32_t *restrict dst, const float *restrict src, size_t R,
+                                      size_t n) {
+  for (size_t k = 0; 2 * k < R; k++) {
+    const float *a = src + 2 * k * n, *b = 2 * k + 1 < R ? a + n : NULL;
+    for (size_t t = 0; t < n; t++) dst[k * n + t] = sc__bf16_pair(a[t], b ? b[t] : 0.0f);
+  }
+}
+/* pairs along the lanes, transposed: dst[k][i] = (src[i][2k], src[i][2k + 1]) for k < n / 2
+ * (n even), i < R; dW's reduction over the samples. */
+static inline void sc__bf16_pack_lanes_t(uint32_t *restrict dst, const float *restrict src,
+                                         size_t R, size_t n) {
+  for (size_t k = 0; 2 * k < n; k++)
+    for (size_t i = 0; i < R; i++) dst[k * R + i] = sc__bf16_pair(src[i * n + 2 * k], src[i * n + 2 * k + 1]);
+}
+/* pairs along the lanes, in place of the rows: dst[o][k] = (src[o][2k], src[o][2k + 1]) */
+static inline void sc__bf16_pack_lanes(uint32_t *restrict dst, const float *restrict src, size_t R,
+                                       size_t n) {
+  for (size_t o = 0; o < R; o++)
+    for (size_t k = 0; 2 * k < n; k++)
+      dst[o * (n / 2) + k] = sc__bf16_pair(src[o * n + 2 * k], src[o * n + 2 * k + 1]);
 }
 static inline uint64_t sc__dbits(double d) {
   uint64_t u;
@@ -3478,7 +3528,12 @@ void sc_workspace_destroy(sc_workspace *ws) {
   free(ws->prof_mem);
   ws->prof = ws->prof_mem = NULL;
   free(ws->bf_p);
+  free(ws->bf_w);
+  free(ws->bf_woff);
+  free(ws->bf_scr);
   ws->bf_p = NULL;
+  ws->bf_w = ws->bf_scr = NULL;
+  ws->bf_woff = NULL;
   free(ws->owned);
 }
 
@@ -3491,6 +3546,78 @@ const char *sc_precision_name(sc_precision precision) {
   }
   return NULL;
 }
+
+/* ---- the bf16 kernels: one GEMM on bf16 pairs (sc__bf16_gemm_fn) serves a dense layer's
+ * forward (A: the weights paired along the inputs, B: the tile paired along the inputs), dx
+ * (A: the weights paired along the outputs, B: dz paired along the outputs) and dW (A: dz
+ * paired along the samples, B: the layer input paired along the samples, accumulated into
+ * the slice's gradient). The model is portable code computing what vdpbf16ps computes (Intel
+ * SDM: per pair, srcdest += hi * hi, then srcdest += lo * lo, in float with denormal inputs
+ * read as zero and denormal results flushed to zero, round to nearest even; the products of
+ * two bf16 are exact in float, so each step is one rounding); it runs on any CPU and is what
+ * the tests compare the AVX512_BF16 kernel with. */
+static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
+static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
+static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
+
+static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                int acc) {
+  for (size_t m = 0; m < M; m++)
+    for (size_t n = 0; n < N; n++) {
+      float c = acc ? sc__ftz(C[m * ldc + n]) : 0.0f;
+      for (size_t k = 0; k < K2; k++) {
+        uint32_t a = A[m * lda + k], b = B[k * ldb + n];
+        c = sc__ftz(c + sc__bf16_hi_f(a) * sc__bf16_hi_f(b));
+        c = sc__ftz(c + sc__bf16_lo_f(a) * sc__bf16_lo_f(b));
+      }
+      C[m * ldc + n] = c;
+    }
+}
+
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
+                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
+#define SC__HAVE_BF16_NATIVE 1
+/* The AVX512_BF16 GEMM: blocks of up to 4 rows x 32 columns (8 accumulators), the 32-bit
+ * pair of A broadcast, 16 pairs of B loaded per vector (masked at the column tail), one
+ * vdpbf16ps per accumulator and k. The same sums in the same order as the model. */
+#define SC__BF16_ROWS(MB)                                                                          \
+  for (; m + MB <= M; m += MB) {                                                                   \
+    __m512 c0[MB], c1[MB];                                                                         \
+    for (int r = 0; r < MB; r++) {                                                                 \
+      float *cr = C + (m + (size_t)r) * ldc + n;                                                   \
+      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cr) : _mm512_setzero_ps();                           \
+      c1[r] = acc ? _mm512_maskz_loadu_ps(k1, cr + 16) : _mm512_setzero_ps();                      \
+    }                                                                                              \
+    for (size_t k = 0; k < K2; k++) {                                                              \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
+      __m512i b1 = _mm512_maskz_loadu_epi32(k1, B + k * ldb + n + 16);                             \
+      for (int r = 0; r < MB; r++) {                                                               \
+        __m512i a = _mm512_set1_epi32((int)A[(m + (size_t)r) * lda + k]);                          \
+        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)a);                                \
+        c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)a);                                \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < MB; r++) {                                                                 \
+      float *cr = C + (m + (size_t)r) * ldc + n;                                                   \
+      _mm512_mask_storeu_ps(cr, k0, c0[r]);                                                        \
+      _mm512_mask_storeu_ps(cr + 16, k1, c1[r]);                                                   \
+    }                                                                                              \
+  }
+__attribute__((target("avx512f,avx512bf16"))) static void
+sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
+                     size_t ldb, size_t M, size_t N, size_t K2, int acc) {
+  for (size_t n = 0; n < N; n += 32) {
+    size_t w = N - n < 32 ? N - n : 32;
+    __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1u);
+    __mmask16 k1 = (__mmask16)(w >= 32 ? 0xFFFFu : w > 16 ? (1u << (w - 16)) - 1u : 0u);
+    size_t m = 0;
+    SC__BF16_ROWS(4)
+    SC__BF16_ROWS(1)
+  }
+}
+#undef SC__BF16_ROWS
+#endif
 
 /* AVX512_BF16 usable here: the CPU has it (CPUID leaf 7 subleaf 1, EAX bit 5) and the OS
  * saves the AVX-512 state (what __builtin_cpu_supports("avx512f") checks) */
@@ -3508,6 +3635,53 @@ static int sc__cpu_bf16(void) {
 #endif
 }
 
+/* the bf16 kernels' buffers: the packed dense weights (both pairings) and each slice's
+ * packed tile operands (the largest of a dense layer's forward, dW and dx needs) */
+static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
+  const sc_chain *c = ws->chain;
+  size_t L = c->nlayers, words = 0, scr = 0;
+  int ok = 1;
+  size_t *off = malloc((L ? L : 1) * sizeof *off);
+  if (!off) return sc__fail(SC_ERR_NOMEM, fn, "out of memory for the bf16 weight offsets");
+  for (size_t l = 0; l < L; l++) {
+    const sc__lplan *P = &c->L[l];
+    off[l] = SIZE_MAX;
+    if (P->spec.kind != SC_LAYER_DENSE) continue;
+    size_t I = P->in, O = P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+    off[l] = words;
+    words = sc__add(words, sc__add(sc__mul(O, I2, &ok), sc__mul(I, O2, &ok), &ok), &ok);
+    size_t f = sc__mul(I2, SC__TW, &ok);
+    size_t b = sc__add(sc__mul(O, SC__TW / 2, &ok), sc__mul(SC__TW / 2, I, &ok), &ok);
+    size_t d = sc__mul(O2, SC__TW, &ok);
+    size_t m = f > b ? f : b;
+    if (d > m) m = d;
+    if (m > scr) scr = m;
+  }
+  scr = (scr + 15) & ~(size_t)15; /* each slice's area on its own cache lines */
+  size_t tot = sc__mul(scr, ws->max_slices, &ok);
+  if (!ok) {
+    free(off);
+    return sc__fail(SC_ERR_OVERFLOW, fn, "the bf16 buffers' size overflows size_t");
+  }
+  uint32_t *w = malloc((words ? words : 1) * sizeof *w);
+  uint32_t *sb = malloc((tot ? tot : 1) * sizeof *sb);
+  if (!w || !sb) {
+    free(off);
+    free(w);
+    free(sb);
+    return sc__fail(SC_ERR_NOMEM, fn, "out of memory for the bf16 buffers (%zu + %zu words)", words,
+                    tot);
+  }
+  free(ws->bf_w);
+  free(ws->bf_woff);
+  free(ws->bf_scr);
+  ws->bf_w = w;
+  ws->bf_woff = off;
+  ws->bf_scr = sb;
+  ws->bf_scr_stride = scr;
+  return SC_OK;
+}
+
 sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   SC__CHECK_NULL(ws);
   if (!sc_precision_name(precision))
@@ -3515,16 +3689,36 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
                     "precision = %d is not SC_PRECISION_FP32, SC_PRECISION_BF16 or "
                     "SC_PRECISION_BF16_EMULATED",
                     (int)precision);
+  int kind = 0;
   if (precision == SC_PRECISION_BF16) {
-    if (!sc__cpu_bf16())
+    /* SC_BF16_KERNELS=model: the portable model of the kernels, on any CPU (slow: for the
+     * tests); =native: the AVX512_BF16 kernels, which wait for a check on such a CPU */
+    const char *e = getenv("SC_BF16_KERNELS");
+    if (e && *e && strcmp(e, "model") != 0 && strcmp(e, "native") != 0)
+      return SC__FAIL(SC_ERR_ARG, "SC_BF16_KERNELS='%s' is neither 'model' nor 'native'", e);
+    if (e && !strcmp(e, "model"))
+      kind = SC__BF16K_MODEL;
+    else if (!sc__cpu_bf16())
       return SC__FAIL(SC_ERR_UNSUPPORTED,
                       "bf16 needs AVX512_BF16 (vdpbf16ps), which this CPU does not have; "
                       "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
                       "kernels");
-    return SC__FAIL(SC_ERR_UNSUPPORTED,
-                    "this CPU has AVX512_BF16, but this build has no bf16 kernels yet; "
-                    "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
-                    "kernels");
+#ifdef SC__HAVE_BF16_NATIVE
+    else if (e && !strcmp(e, "native"))
+      kind = SC__BF16K_NATIVE;
+    else
+      return SC__FAIL(SC_ERR_UNSUPPORTED,
+                      "this CPU has AVX512_BF16; the bf16 kernels for it are written but not yet "
+                      "checked on such a CPU (tests/test_bf16 does), so they run only with "
+                      "SC_BF16_KERNELS=native set; SC_PRECISION_BF16_EMULATED computes the same "
+                      "rounding with the float kernels");
+#else
+    else
+      return SC__FAIL(SC_ERR_UNSUPPORTED,
+                      "this CPU has AVX512_BF16, but this build (compiler) has no bf16 kernels; "
+                      "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
+                      "kernels");
+#endif
   }
   if (precision != SC_PRECISION_FP32 && !ws->bf_p) {
     size_t np = ws->chain->nparams ? ws->chain->nparams : 1;
@@ -3532,6 +3726,15 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
     if (!ws->bf_p)
       return SC__FAIL(SC_ERR_NOMEM, "out of memory for the bf16 copy of %zu parameters", np);
   }
+  if (kind && !ws->bf_w) {
+    sc_status st = sc__bf16_buffers(ws, __func__);
+    if (st) return st;
+  }
+  ws->bf16k = kind;
+  ws->bf_gemm = sc__bf16_gemm_model;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
+#endif
   ws->prec = (int)precision;
   return SC_OK;
 }
@@ -6257,6 +6460,7 @@ typedef struct SC__TT(sc__job) {
   size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
   int dist_rank, dist_ranks;
   int bf16; /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
+  int bf16k; /* and the dense layers' products by the bf16 kernels (ws->bf16k) */
 } SC__TT(sc__job);
 #endif
 
@@ -6355,6 +6559,23 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   }
 }
 
+#if SC__F32
+/* a = act(a + b) row by row, in place (after a bf16 GEMM wrote a = W x); z as in the
+ * forward kernels */
+static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, const float *restrict b,
+                                      size_t O, sc_act act) {
+#if defined(SC__VEC_F32)
+  vec_bias_act_f32(a, z, b, O, act);
+#else
+  for (size_t o = 0; o < O; o++) {
+    float tmp[SC__TW];
+    for (int t = 0; t < SC__TW; t++) tmp[t] = a[o * SC__TW + (size_t)t] + (b ? b[o] : 0.0f);
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, tmp, act);
+  }
+#endif
+}
+#endif
+
 /* The slice's work, instantiated twice by sc__run_slice: with the profile clock reads
  * (profiling = 1) and without (0: they compile away; read or not, they cost 9 % of a LeNet5
  * epoch when merely present) */
@@ -6374,6 +6595,10 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   SC__T *lanes = tm + c->lossl_off;
   int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
   int want_g = backward && J->want_g;
+#if SC__F32
+  /* the bf16 kernels' packed operands (this slice's area) */
+  uint32_t *bfs = J->bf16k ? ws->bf_scr + s * ws->bf_scr_stride : NULL;
+#endif
   /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
    * row (the batch gather, the loss, the folds) */
   sc__pcount *pf = profiling ? ws->prof + s * ws->prof_stride : NULL; /* this slice's set */
@@ -6426,6 +6651,18 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         sc_act fa = P->spec.act;
 #if SC__F32 && defined(SC__VEC_F32)
         if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
+#endif
+#if SC__F32
+        if (J->bf16k) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
+          size_t I2 = (P->in + 1) / 2;
+          sc__bf16_pack_rows(bfs, in, P->in, SC__TW);
+          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2,
+                      0);
+          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
         if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
           P->xfwd(in, W, a);
           vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
@@ -6518,6 +6755,21 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
 #if SC__F32
         if (J->bf16) sc__bf16_round_n(cur, P->out * SC__TW); /* after the bias gradient */
+        if (J->bf16k) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+          size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
+          if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
+            uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
+            sc__bf16_pack_lanes(dzb, cur, O, SC__TW);
+            sc__bf16_pack_lanes_t(xtp, xin, I, SC__TW);
+            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2, 1);
+          }
+          if (need_dx) { /* pairs of outputs (the packing reuses the area) */
+            sc__bf16_pack_rows(bfs, cur, O, SC__TW);
+            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs,
+                        SC__TW, I, SC__TW, O2, 0);
+          }
+          break;
+        }
 #endif
         if (want_g) {
           if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
@@ -6622,7 +6874,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       const sc__lplan *P = &c->L[l];
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
       if (P->dwl_off != SIZE_MAX &&
-          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot || J->bf16k)))
         SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;
@@ -7051,6 +7303,20 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
     if (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)
       sc__bf16_round_n(ws->bf_p + P->poff, P->np - (P->spec.bias ? P->oc : 0));
   }
+  if (ws->bf16k) /* the bf16 kernels' weight operands: pairs along the inputs and the outputs */
+    for (size_t l = 0; l < c->nlayers; l++) {
+      const sc__lplan *P = &c->L[l];
+      if (P->spec.kind != SC_LAYER_DENSE) continue;
+      const float *W = ws->bf_p + P->poff;
+      size_t I = P->in, O = P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+      uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
+      for (size_t o = 0; o < O; o++)
+        for (size_t k = 0; k < I2; k++)
+          wf[o * I2 + k] = sc__bf16_pair(W[o * I + 2 * k], 2 * k + 1 < I ? W[o * I + 2 * k + 1] : 0.0f);
+      for (size_t i = 0; i < I; i++)
+        for (size_t m = 0; m < O2; m++)
+          wd[i * O2 + m] = sc__bf16_pair(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0.0f);
+    }
   return ws->bf_p;
 }
 #endif
@@ -7059,6 +7325,7 @@ static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, d
 #if SC__F32
   if (J->ws->prec != SC_PRECISION_FP32) {
     J->bf16 = 1;
+    J->bf16k = J->ws->prec == SC_PRECISION_BF16 ? J->ws->bf16k : 0;
     J->p = sc__bf16_params(J->ws, J->p);
   }
 #endif
