@@ -435,16 +435,22 @@ static void test_compute_no_alloc(void **state) {
   assert_int_equal(live(), l0);
 }
 
-/* the emulated bf16 precision: training and the compute calls allocate nothing in the loop */
+/* the bf16 precisions: training and the compute calls allocate nothing in the loop, emulated
+ * and with the bf16 kernels (their portable model, SC_BF16_KERNELS=model: the same buffers as
+ * the AVX512_BF16 kernels, allocated by sc_workspace_set_precision) */
 static void test_bf16_no_alloc(void **state) {
   (void)state;
   long l0 = live();
-  run_prec = SC_PRECISION_BF16_EMULATED;
-  for (int th = 1; th <= 2; th++) {
-    train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
-    train_chain(1, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);
-    compute_loop(th, 0);
-    compute_loop(th, 1);
+  for (int kind = 0; kind < 2; kind++) {
+    run_prec = kind ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED;
+    if (kind) setenv("SC_BF16_KERNELS", "model", 1);
+    for (int th = 1; th <= 2; th++) {
+      train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
+      train_chain(1, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);
+      compute_loop(th, 0);
+      compute_loop(th, 1);
+    }
+    unsetenv("SC_BF16_KERNELS");
   }
   run_prec = SC_PRECISION_FP32;
   assert_int_equal(live(), l0);

@@ -72,6 +72,7 @@ static void test_convert(void **state) {
 
 static void test_precision_api(void **state) {
   (void)state;
+  unsetenv("SC_BF16_KERNELS"); /* the kernels' test hook: off here */
   sc_layer L[] = {sc_dense(4, SC_TANH), sc_dense(2, SC_IDENTITY)};
   sc_chain *c = NULL;
   sc_workspace *ws = NULL;
@@ -84,7 +85,9 @@ static void test_precision_api(void **state) {
   SC_EXPECT(SC_ERR_NULL, sc_workspace_precision(ws, NULL));
   SC_EXPECT(SC_ERR_ARG, sc_workspace_set_precision(ws, (sc_precision)3));
   assert_non_null(strstr(sc_last_error(), "precision = 3"));
-  /* native bf16: no kernels in this build yet, so refused on every CPU, naming why */
+  /* native bf16: refused on every CPU unless SC_BF16_KERNELS asks for a kind of kernel
+   * (without AVX512_BF16: the CPU lacks it; with it: the kernels await their check on such a
+   * CPU), naming why */
   SC_EXPECT(SC_ERR_UNSUPPORTED, sc_workspace_set_precision(ws, SC_PRECISION_BF16));
   assert_non_null(strstr(sc_last_error(), "AVX512_BF16"));
   assert_non_null(strstr(sc_last_error(), "EMULATED"));
@@ -312,6 +315,162 @@ static void test_emulated_conv(void **state) {
   free(x);
 }
 
+/* ------------------------------------------------------------ the bf16 kernels */
+/* SC_PRECISION_BF16's dense layers run a GEMM on bf16 pairs: "model" is portable code doing
+ * what vdpbf16ps does (any CPU), "native" the AVX512_BF16 kernel (only on a CPU with it; the
+ * test says so where it is skipped). Both are checked against the double reference on the
+ * same rounded operands (tight, as the emulation), against the emulation (the same operands,
+ * another summation order: tight), and native against the model. */
+static int kernels_on(const char *kind) {
+  setenv("SC_BF16_KERNELS", kind, 1);
+  sc_layer L[] = {sc_dense(2, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 2, L, 1));
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, 1));
+  sc_status st = sc_workspace_set_precision(ws, SC_PRECISION_BF16);
+  if (st != SC_OK) {
+    print_message("  [%s] bf16 kernels unavailable: %s\n", kind, sc_last_error());
+    assert_int_equal(st, SC_ERR_UNSUPPORTED);
+    assert_string_equal(kind, "native"); /* the model runs anywhere */
+  }
+  sc_workspace_destroy(ws);
+  sc_chain_destroy(c);
+  return st == SC_OK;
+}
+
+/* loss and gradient with the bf16 kernels (the kind set in SC_BF16_KERNELS) on 1 thread, and
+ * the same bits on 2 */
+static void bf16_kernels_run(const sc_chain *c, sc_loss loss, const float *p, const float *x,
+                             const void *t, size_t B, float *l, float *g) {
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *g2 = malloc(np * sizeof *g2), l2;
+  assert_non_null(g2);
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, l, g, NULL, ws));
+  SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, &l2, g2, NULL, ws));
+  assert_memory_equal(g, g2, np * sizeof *g);
+  assert_memory_equal(l, &l2, sizeof l2);
+  sc_workspace_destroy(ws);
+  free(g2);
+}
+
+static void test_kernels_reference(void **state) {
+  (void)state;
+  enum { B = 300 };
+  sc_layer L[NL];
+  for (int l = 0; l < NL; l++) L[l] = sc_dense(DIMS[l + 1], ACTS[l]);
+  uint64_t s = 7;
+  float x[B * 5], t[B * 3];
+  for (size_t k = 0; k < B * 5; k++) x[k] = (float)(2 * tu_unif(&s));
+  for (size_t k = 0; k < B * 3; k++) t[k] = (float)tu_unif(&s);
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, NL));
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *p = malloc(np * sizeof *p), *gm_ = malloc(np * sizeof *gm_), *g = malloc(np * sizeof *g);
+  float *ge = malloc(np * sizeof *ge), *gf = malloc(np * sizeof *gf);
+  double *gr = malloc(np * sizeof *gr);
+  assert_true(p && gm_ && g && ge && gf && gr);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
+  for (size_t k = 0; k < np; k++) p[k] += (float)(0.05 * tu_unif(&s));
+  float lf, le, lm = 0;
+  unsetenv("SC_BF16_KERNELS");
+  fp32_and_bf16(c, SC_LOSS_SQUARED, p, x, t, B, &lf, gf, &le, ge); /* the emulation */
+  double Lr = ref_valgrad(p, x, t, B, 1, gr), gmax = max_abs(gr, np);
+  const char *kinds[2] = {"model", "native"};
+  for (int kk = 0; kk < 2; kk++) {
+    if (!kernels_on(kinds[kk])) continue;
+    float lb;
+    bf16_kernels_run(c, SC_LOSS_SQUARED, p, x, t, B, &lb, g);
+    double e_r = 0, e_e = 0, e_m = 0;
+    int differs = 0;
+    for (size_t k = 0; k < np; k++) {
+      e_r = fmax(e_r, fabs(g[k] - gr[k]));
+      e_e = fmax(e_e, fabs((double)g[k] - ge[k]));
+      if (kk) e_m = fmax(e_m, fabs((double)g[k] - gm_[k]));
+      differs |= g[k] != gf[k];
+    }
+    e_r /= gmax, e_e /= gmax, e_m /= gmax;
+    print_message("  [%s kernels] loss %.7g (reference %.7g, emulation %.7g); max |g - x| / "
+                  "max|g|: %.2e against the reference, %.2e against the emulation%s",
+                  kinds[kk], (double)lb, Lr, (double)le, e_r, e_e, kk ? "" : "\n");
+    if (kk) print_message(", %.2e against the model\n", e_m);
+    assert_true(differs); /* bf16 operands, not the fp32 path */
+    assert_true(fabs(lb - Lr) <= 1e-5 * Lr);
+    assert_true(e_r <= 2e-5);
+    assert_true(e_e <= 2e-5);
+    if (kk) { /* native against the model: the same sums (Intel's definition of vdpbf16ps) */
+      assert_true(fabsf(lb - lm) <= 1e-6f * lm);
+      assert_true(e_m <= 1e-6);
+    } else {
+      memcpy(gm_, g, np * sizeof *g);
+      lm = lb;
+    }
+  }
+  unsetenv("SC_BF16_KERNELS");
+  sc_chain_destroy(c);
+  free(p), free(gm_), free(g), free(ge), free(gf), free(gr);
+}
+
+/* wider layers (odd widths, more than 32 inputs: the kernel's column tails) and a convnet
+ * (conv layers on the emulation's float kernels, dense ones on the bf16 kernels), each
+ * against the emulation */
+static void test_kernels_shapes(void **state) {
+  (void)state;
+  enum { B = 70 };
+  uint64_t s = 13;
+  float *x = malloc(B * 64 * sizeof *x), *t = malloc(B * 5 * sizeof *t);
+  int32_t lab[B];
+  assert_true(x && t);
+  for (size_t k = 0; k < B * 64; k++) x[k] = (float)tu_unif(&s);
+  for (size_t k = 0; k < B * 5; k++) t[k] = (float)tu_unif(&s);
+  for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
+  sc_layer mlp[] = {sc_dense(37, SC_TANH), sc_dense(33, SC_RELU), sc_dense(5, SC_IDENTITY)};
+  sc_layer cnn[] = {sc_conv2d(3, 3, 4, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
+                    sc_dense(10, SC_TANH), sc_dense(3, SC_IDENTITY)};
+  const char *kinds[2] = {"model", "native"};
+  for (int net = 0; net < 2; net++) {
+    sc_chain *c = NULL;
+    if (net == 0)
+      SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 3));
+    else
+      SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 8, 8, cnn, 5));
+    sc_loss loss = net ? SC_LOSS_LOGIT_CROSSENTROPY : SC_LOSS_SQUARED;
+    const void *tg = net ? (const void *)lab : (const void *)t;
+    size_t np;
+    SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *ge = malloc(np * sizeof *ge);
+    float *gf = malloc(np * sizeof *gf);
+    assert_true(p && g && ge && gf);
+    SC_OK_OR_FAIL(sc_params_init(c, p, np, 9));
+    float lf, le;
+    unsetenv("SC_BF16_KERNELS");
+    fp32_and_bf16(c, loss, p, x, tg, B, &lf, gf, &le, ge);
+    for (int kk = 0; kk < 2; kk++) {
+      if (!kernels_on(kinds[kk])) continue;
+      float lb;
+      bf16_kernels_run(c, loss, p, x, tg, B, &lb, g);
+      double gm = 0, d = 0;
+      for (size_t k = 0; k < np; k++) gm = fmax(gm, fabs(ge[k])), d = fmax(d, fabs(g[k] - ge[k]));
+      print_message("  [%s kernels, %s] loss %.7g (emulation %.7g), max |g - g_emul| / max|g| "
+                    "%.2e\n",
+                    kinds[kk], net ? "convnet" : "64 -> 37 -> 33 -> 5", (double)lb, (double)le,
+                    d / gm);
+      assert_true(fabsf(lb - le) <= 1e-5f * le);
+      assert_true(d <= 1e-4 * gm);
+    }
+    unsetenv("SC_BF16_KERNELS");
+    sc_chain_destroy(c);
+    free(p), free(g), free(ge), free(gf);
+  }
+  free(x), free(t);
+}
+
 /* training in the emulated precision learns what fp32 learns: 3 classes of points */
 static void test_emulated_training(void **state) {
   (void)state;
@@ -332,15 +491,16 @@ static void test_emulated_training(void **state) {
   SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
   float *p = malloc(np * sizeof *p);
   assert_non_null(p);
-  double acc[2];
-  for (int bf = 0; bf < 2; bf++) {
+  double acc[3];
+  for (int bf = 0; bf < 3; bf++) { /* fp32, emulated, the bf16 kernels' model */
+    if (bf == 2) setenv("SC_BF16_KERNELS", "model", 1);
     SC_OK_OR_FAIL(sc_params_init(c, p, np, 2));
     sc_train_opts o = sc_train_defaults();
     o.optim = sc_adam(1e-2);
     o.epochs = 150;
     o.batch_size = 64;
     o.seed = 3;
-    o.precision = bf ? SC_PRECISION_BF16_EMULATED : SC_PRECISION_FP32;
+    o.precision = bf == 2 ? SC_PRECISION_BF16 : bf ? SC_PRECISION_BF16_EMULATED : SC_PRECISION_FP32;
     sc_data d = {x, y, N};
     SC_OK_OR_FAIL(sc_train(c, SC_LOSS_LOGIT_CROSSENTROPY, p, &d, &o, NULL));
     sc_workspace *ws = NULL;
@@ -349,10 +509,13 @@ static void test_emulated_training(void **state) {
     SC_OK_OR_FAIL(sc_evaluate(c, p, x, y, N, NULL, &acc[bf], ws));
     sc_workspace_destroy(ws);
   }
-  print_message("  training accuracy after 150 epochs: fp32 %.2f %%, bf16-emulated %.2f %%\n",
-                100 * acc[0], 100 * acc[1]);
+  unsetenv("SC_BF16_KERNELS");
+  print_message("  training accuracy after 150 epochs: fp32 %.2f %%, bf16-emulated %.2f %%, bf16 "
+                "(the kernels' model) %.2f %%\n",
+                100 * acc[0], 100 * acc[1], 100 * acc[2]);
   assert_true(acc[0] >= 0.95);
   assert_true(acc[1] >= 0.95);
+  assert_true(acc[2] >= 0.95);
   free(p);
   sc_chain_destroy(c);
 }
@@ -363,6 +526,8 @@ int main(void) {
       cmocka_unit_test(test_precision_api),
       cmocka_unit_test(test_emulated_reference),
       cmocka_unit_test(test_emulated_conv),
+      cmocka_unit_test(test_kernels_reference),
+      cmocka_unit_test(test_kernels_shapes),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
