@@ -425,9 +425,13 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     A layer output that feeds another layer is rounded where it is stored, so that
  *     layer's activation derivative is taken from the rounded value. Master parameters,
  *     gradients, optimizer state, biases, the last layer's outputs and the losses stay
- *     float. Needs
- *     AVX512_BF16 (vdpbf16ps) and its kernels; this build has none yet, so it is
- *     SC_ERR_UNSUPPORTED on every CPU, naming the reason.
+ *     float. The dense layers' products run as bf16 GEMMs (vdpbf16ps: pairs of bf16
+ *     products added to a float); conv layers, for now, use the float kernels on the same
+ *     rounded operands. Needs AVX512_BF16; SC_ERR_UNSUPPORTED on a CPU without it. The
+ *     AVX512_BF16 kernels have not yet been run on such a CPU, so they are also refused
+ *     there (naming the reason) unless the environment variable SC_BF16_KERNELS=native asks
+ *     for them; SC_BF16_KERNELS=model runs a portable model of them on any CPU (slow: it is
+ *     what the tests compare the kernels with). Any other value of it is SC_ERR_ARG.
  *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float
  *     kernels on any CPU. A product of two bfloat16 numbers is exact in float, so this gives
  *     the bf16 kernels' results up to the order of the float additions: the reference the
@@ -436,8 +440,9 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  * Rounding is to nearest, ties to even, as VCVTNEPS2BF16 does it (sc_bf16_from_float): float
  * denormals become zeros of their sign, infinities stay, a NaN stays a (quiet) NaN. Results
  * stay bitwise identical across thread counts. The first switch to a bf16 precision
- * allocates a parameter-sized buffer (SC_ERR_NOMEM if that fails; a workspace in caller
- * memory must then be passed to sc_workspace_destroy). */
+ * allocates a parameter-sized buffer, and the first switch to SC_PRECISION_BF16 the kernels'
+ * packed weights and per-slice operand buffers (SC_ERR_NOMEM if that fails; a workspace in
+ * caller memory must then be passed to sc_workspace_destroy). */
 typedef enum sc_precision {
   SC_PRECISION_FP32 = 0,
   SC_PRECISION_BF16 = 1,
