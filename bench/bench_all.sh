@@ -117,6 +117,9 @@ done
 CPU_BF16=0
 grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null && CPU_BF16=1
 SC_BF16=$([ $CPU_BF16 = 1 ] && echo bf16 || echo bf16-emulated)
+# the AVX512_BF16 kernels run only when asked for until they have been checked on such a CPU
+# (simplechain.h); the benchmark asks (SC_BF16_KERNELS=model would time the portable model)
+[ $CPU_BF16 = 1 ] && export SC_BF16_KERNELS=${SC_BF16_KERNELS:-native}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 STAMP=$(date +%Y-%m-%d_%H%M%S)
@@ -190,7 +193,7 @@ header() {
   echo "sections: $SECTIONS; STEPS=$STEPS REPS=$REPS THREADS=\"$THREADS\" SAMPLES=$SAMPLES"
   if want lenet; then
     echo "          LENET_EPOCHS=$LENET_EPOCHS LENET_BATCHES=\"$LENET_BATCHES\" LENET_THREADS=\"$LENET_THREADS\" LENET_PT_THREADS=\"$LENET_PT_THREADS\" LENET_LIMIT=$LENET_LIMIT LENET_ACC=$LENET_ACC"
-    echo "          LENET_PRECISIONS=\"$LENET_PRECISIONS\" LENET_BF16_BATCHES=\"$LENET_BF16_BATCHES\" (simplechain's bf16: $SC_BF16)"
+    echo "          LENET_PRECISIONS=\"$LENET_PRECISIONS\" LENET_BF16_BATCHES=\"$LENET_BF16_BATCHES\" (simplechain's bf16: $SC_BF16${SC_BF16_KERNELS:+, SC_BF16_KERNELS=$SC_BF16_KERNELS})"
     echo "          FASHION_DIR=$FASHION_DIR MNIST_DIR=$MNIST_DIR"
   fi
   want ode && echo "          ODE_RUNS=$ODE_RUNS"
