@@ -256,9 +256,9 @@ struct sc_workspace {
    * SC__BF16K_MODEL (portable code computing what vdpbf16ps computes) or SC__BF16K_NATIVE */
   int bf16k;
   sc__bf16_gemm_fn bf_gemm; /* the GEMM of that kind */
-  uint32_t *bf_w;           /* dense layers' weights as bf16 pairs: per layer [O][I2] then [I][O2] */
-  size_t *bf_woff;          /* per layer: its offset in bf_w (dense layers only) */
-  uint32_t *bf_scr;         /* per slice: packed tile operands, bf_scr_stride words apart */
+  uint32_t *bf_w;   /* dense layers' weights as bf16 pairs: per layer [O][I2] then [I][O2] */
+  size_t *bf_woff;  /* per layer: its offset in bf_w (dense layers only) */
+  uint32_t *bf_scr; /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
 };
 
@@ -309,7 +309,8 @@ static inline void sc__bf16_pack_rows(uint32_t *restrict dst, const float *restr
 static inline void sc__bf16_pack_lanes_t(uint32_t *restrict dst, const float *restrict src,
                                          size_t R, size_t n) {
   for (size_t k = 0; 2 * k < n; k++)
-    for (size_t i = 0; i < R; i++) dst[k * R + i] = sc__bf16_pair(src[i * n + 2 * k], src[i * n + 2 * k + 1]);
+    for (size_t i = 0; i < R; i++)
+      dst[k * R + i] = sc__bf16_pair(src[i * n + 2 * k], src[i * n + 2 * k + 1]);
 }
 /* pairs along the lanes, in place of the rows: dst[o][k] = (src[o][2k], src[o][2k + 1]) */
 static inline void sc__bf16_pack_lanes(uint32_t *restrict dst, const float *restrict src, size_t R,
@@ -6459,7 +6460,7 @@ typedef struct SC__TT(sc__job) {
   int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
   size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
   int dist_rank, dist_ranks;
-  int bf16; /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
+  int bf16;  /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
   int bf16k; /* and the dense layers' products by the bf16 kernels (ws->bf16k) */
 } SC__TT(sc__job);
 #endif
@@ -6656,8 +6657,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (J->bf16k) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
           size_t I2 = (P->in + 1) / 2;
           sc__bf16_pack_rows(bfs, in, P->in, SC__TW);
-          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2,
-                      0);
+          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
           SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
           break;
         }
@@ -6765,8 +6765,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           }
           if (need_dx) { /* pairs of outputs (the packing reuses the area) */
             sc__bf16_pack_rows(bfs, cur, O, SC__TW);
-            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs,
-                        SC__TW, I, SC__TW, O2, 0);
+            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
+                        I, SC__TW, O2, 0);
           }
           break;
         }
@@ -7312,10 +7312,12 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
       for (size_t o = 0; o < O; o++)
         for (size_t k = 0; k < I2; k++)
-          wf[o * I2 + k] = sc__bf16_pair(W[o * I + 2 * k], 2 * k + 1 < I ? W[o * I + 2 * k + 1] : 0.0f);
+          wf[o * I2 + k] =
+              sc__bf16_pair(W[o * I + 2 * k], 2 * k + 1 < I ? W[o * I + 2 * k + 1] : 0.0f);
       for (size_t i = 0; i < I; i++)
         for (size_t m = 0; m < O2; m++)
-          wd[i * O2 + m] = sc__bf16_pair(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0.0f);
+          wd[i * O2 + m] =
+              sc__bf16_pair(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0.0f);
     }
   return ws->bf_p;
 }
