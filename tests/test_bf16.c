@@ -192,25 +192,35 @@ static double max_abs(const double *v, size_t n) {
   return m;
 }
 
-/* loss and gradient in fp32 (lf, gf) and emulated bf16 (lb, g) on a fresh workspace; the
- * emulated ones again on 2 threads must give the same bits */
-static void fp32_and_bf16(const sc_chain *c, sc_loss loss, const float *p, const float *x,
-                          const void *t, size_t B, float *lf, float *gf, float *lb, float *g) {
+/* loss and gradient in precision pr (l, g) on a fresh workspace on 1 thread; the same bits
+ * again on 2 threads */
+static void prec_run(const sc_chain *c, sc_loss loss, const float *p, const float *x, const void *t,
+                     size_t B, sc_precision pr, float *l, float *g) {
   size_t np;
   SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
-  float *g2 = malloc(np * sizeof *g2), lb2;
+  float *g2 = malloc(np * sizeof *g2), l2;
   assert_non_null(g2);
   sc_workspace *ws = NULL;
   SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
-  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, lf, gf, NULL, ws));
-  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16_EMULATED));
-  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, lb, g, NULL, ws));
+  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, pr));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, l, g, NULL, ws));
   SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
-  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, &lb2, g2, NULL, ws));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, &l2, g2, NULL, ws));
   assert_memory_equal(g, g2, np * sizeof *g);
-  assert_memory_equal(lb, &lb2, sizeof lb2);
+  assert_memory_equal(l, &l2, sizeof l2);
   sc_workspace_destroy(ws);
   free(g2);
+}
+
+/* loss and gradient in fp32 (lf, gf) and emulated bf16 (lb, g), the latter checked on 2
+ * threads */
+static void fp32_and_bf16(const sc_chain *c, sc_loss loss, const float *p, const float *x,
+                          const void *t, size_t B, float *lf, float *gf, float *lb, float *g) {
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, lf, gf, NULL, ws));
+  sc_workspace_destroy(ws);
+  prec_run(c, loss, p, x, t, B, SC_PRECISION_BF16_EMULATED, lb, g);
 }
 
 /* the emulated precision against the double reference (bf16 operands: tight), against the
@@ -339,26 +349,6 @@ static int kernels_on(const char *kind) {
   return st == SC_OK;
 }
 
-/* loss and gradient with the bf16 kernels (the kind set in SC_BF16_KERNELS) on 1 thread, and
- * the same bits on 2 */
-static void bf16_kernels_run(const sc_chain *c, sc_loss loss, const float *p, const float *x,
-                             const void *t, size_t B, float *l, float *g) {
-  size_t np;
-  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
-  float *g2 = malloc(np * sizeof *g2), l2;
-  assert_non_null(g2);
-  sc_workspace *ws = NULL;
-  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
-  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
-  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, l, g, NULL, ws));
-  SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
-  SC_OK_OR_FAIL(sc_valgrad(c, loss, p, x, t, B, &l2, g2, NULL, ws));
-  assert_memory_equal(g, g2, np * sizeof *g);
-  assert_memory_equal(l, &l2, sizeof l2);
-  sc_workspace_destroy(ws);
-  free(g2);
-}
-
 static void test_kernels_reference(void **state) {
   (void)state;
   enum { B = 300 };
@@ -386,7 +376,7 @@ static void test_kernels_reference(void **state) {
   for (int kk = 0; kk < 2; kk++) {
     if (!kernels_on(kinds[kk])) continue;
     float lb;
-    bf16_kernels_run(c, SC_LOSS_SQUARED, p, x, t, B, &lb, g);
+    prec_run(c, SC_LOSS_SQUARED, p, x, t, B, SC_PRECISION_BF16, &lb, g);
     double e_r = 0, e_e = 0, e_m = 0;
     int differs = 0;
     for (size_t k = 0; k < np; k++) {
@@ -454,7 +444,7 @@ static void test_kernels_shapes(void **state) {
     for (int kk = 0; kk < 2; kk++) {
       if (!kernels_on(kinds[kk])) continue;
       float lb;
-      bf16_kernels_run(c, loss, p, x, tg, B, &lb, g);
+      prec_run(c, loss, p, x, tg, B, SC_PRECISION_BF16, &lb, g);
       double gm = 0, d = 0;
       for (size_t k = 0; k < np; k++) gm = fmax(gm, fabs(ge[k])), d = fmax(d, fabs(g[k] - ge[k]));
       print_message("  [%s kernels, %s] loss %.7g (emulation %.7g), max |g - g_emul| / max|g| "
