@@ -223,18 +223,26 @@ static void fp32_and_bf16(const sc_chain *c, sc_loss loss, const float *p, const
   prec_run(c, loss, p, x, t, B, SC_PRECISION_BF16_EMULATED, lb, g);
 }
 
+/* the reference MLP's layers, REF_B samples of inputs x and targets t; returns the random
+ * state for what follows */
+#define REF_B 300 /* several tiles and slices */
+static uint64_t ref_setup(sc_layer *L, float *x, float *t) {
+  for (int l = 0; l < NL; l++) L[l] = sc_dense(DIMS[l + 1], ACTS[l]);
+  uint64_t s = 7;
+  for (size_t k = 0; k < REF_B * DIMS[0]; k++) x[k] = (float)(2 * tu_unif(&s));
+  for (size_t k = 0; k < REF_B * DIMS[NL]; k++) t[k] = (float)tu_unif(&s);
+  return s;
+}
+
 /* the emulated precision against the double reference (bf16 operands: tight), against the
  * reference without rounding (the fp32 path's numbers: loose), on every kernel set; the
  * same bits on 1 and 2 threads */
 static void test_emulated_reference(void **state) {
   (void)state;
-  enum { B = 300 }; /* several tiles and slices */
+  enum { B = REF_B };
   sc_layer L[NL];
-  for (int l = 0; l < NL; l++) L[l] = sc_dense(DIMS[l + 1], ACTS[l]);
-  uint64_t s = 7;
   float x[B * 5], t[B * 3];
-  for (size_t k = 0; k < B * 5; k++) x[k] = (float)(2 * tu_unif(&s));
-  for (size_t k = 0; k < B * 3; k++) t[k] = (float)tu_unif(&s);
+  uint64_t s = ref_setup(L, x, t);
   const char *isas[3];
   int nisa = tu_isas(isas);
   for (int is = 0; is < nisa; is++) {
@@ -351,13 +359,10 @@ static int kernels_on(const char *kind) {
 
 static void test_kernels_reference(void **state) {
   (void)state;
-  enum { B = 300 };
+  enum { B = REF_B };
   sc_layer L[NL];
-  for (int l = 0; l < NL; l++) L[l] = sc_dense(DIMS[l + 1], ACTS[l]);
-  uint64_t s = 7;
   float x[B * 5], t[B * 3];
-  for (size_t k = 0; k < B * 5; k++) x[k] = (float)(2 * tu_unif(&s));
-  for (size_t k = 0; k < B * 3; k++) t[k] = (float)tu_unif(&s);
+  uint64_t s = ref_setup(L, x, t);
   sc_chain *c = NULL;
   SC_OK_OR_FAIL(sc_chain_create(&c, 5, L, NL));
   size_t np;
