@@ -296,11 +296,12 @@ static inline uint32_t sc__bf16_pair(float lo, float hi) {
   return (uint32_t)sc__bf16_bits(lo) | (uint32_t)sc__bf16_bits(hi) << 16;
 }
 /* pairs along the rows: dst[k][t] = (src[2k][t], src[2k + 1][t]) for k < ceil(R / 2), t < n,
- * a missing last row as zeros. For the forward (pairs of inputs) and dx (pairs of outputs). */
+ * a missing last row as zeros (source rows lds apart). For the forward (pairs of inputs) and
+ * dx (pairs of outputs). */
 static inline void sc__bf16_pack_rows(uint32_t *restrict dst, const float *restrict src, size_t R,
-                                      size_t n) {
+                                      size_t n, size_t lds) {
   for (size_t k = 0; 2 * k < R; k++) {
-    const float *a = src + 2 * k * n, *b = 2 * k + 1 < R ? a + n : NULL;
+    const float *a = src + 2 * k * lds, *b = 2 * k + 1 < R ? a + lds : NULL;
     for (size_t t = 0; t < n; t++) dst[k * n + t] = sc__bf16_pair(a[t], b ? b[t] : 0.0f);
   }
 }
@@ -312,12 +313,67 @@ static inline void sc__bf16_pack_lanes_t(uint32_t *restrict dst, const float *re
     for (size_t i = 0; i < R; i++)
       dst[k * R + i] = sc__bf16_pair(src[i * n + 2 * k], src[i * n + 2 * k + 1]);
 }
-/* pairs along the lanes, in place of the rows: dst[o][k] = (src[o][2k], src[o][2k + 1]) */
+/* pairs along the lanes, in place of the rows: dst[o][k] = (src[o][2k], src[o][2k + 1])
+ * (source rows lds apart) */
 static inline void sc__bf16_pack_lanes(uint32_t *restrict dst, const float *restrict src, size_t R,
-                                       size_t n) {
+                                       size_t n, size_t lds) {
   for (size_t o = 0; o < R; o++)
     for (size_t k = 0; 2 * k < n; k++)
-      dst[o * (n / 2) + k] = sc__bf16_pair(src[o * n + 2 * k], src[o * n + 2 * k + 1]);
+      dst[o * (n / 2) + k] = sc__bf16_pair(src[o * lds + 2 * k], src[o * lds + 2 * k + 1]);
+}
+/* A conv layer's output row u as a dense layer (im2col, packed): its input x is the (padded)
+ * C x Hp x Wp tile, output position (u, v) reads tap r at row (u sh Wp + v sw + roff[r]); the
+ * row's lanes are (v, t), v < OW, t < TW. Taps paired: dst[k][v TW + t] = (tap 2k, tap 2k + 1),
+ * a missing last tap as zeros (the forward's B). */
+static inline void sc__bf16_pack_taps(uint32_t *restrict dst, const float *restrict x,
+                                      const sc__lplan *P, size_t u) {
+  size_t R = P->R, OW = P->ow, sw = P->spec.sw, n = OW * SC__TW;
+  const float *row = x + u * P->spec.sh * P->wp * SC__TW;
+  for (size_t k = 0; 2 * k < R; k++) {
+    const float *a = row + P->roff[2 * k] * SC__TW;
+    const float *b = 2 * k + 1 < R ? row + P->roff[2 * k + 1] * SC__TW : NULL;
+    for (size_t v = 0; v < OW; v++) {
+      uint32_t *d = dst + k * n + v * SC__TW;
+      const float *av = a + v * sw * SC__TW, *bv = b ? b + v * sw * SC__TW : NULL;
+      for (size_t t = 0; t < SC__TW; t++) d[t] = sc__bf16_pair(av[t], bv ? bv[t] : 0.0f);
+    }
+  }
+}
+/* the same row's taps with lanes paired, transposed: dst[m][r] = (lane 2m, lane 2m + 1) of tap
+ * r (dW's B) */
+static inline void sc__bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x,
+                                        const sc__lplan *P, size_t u) {
+  size_t R = P->R, OW = P->ow, sw = P->spec.sw;
+  const float *row = x + u * P->spec.sh * P->wp * SC__TW;
+  for (size_t v = 0; v < OW; v++)
+    for (size_t h = 0; h < SC__TW / 2; h++) {
+      uint32_t *d = dst + (v * (SC__TW / 2) + h) * R;
+      for (size_t r = 0; r < R; r++) {
+        const float *xr = row + (P->roff[r] + v * sw) * SC__TW;
+        d[r] = sc__bf16_pair(xr[2 * h], xr[2 * h + 1]);
+      }
+    }
+}
+/* conv dx of output row u: xg (the padded input's layout) += the taps' gradients
+ * dcol[r][v TW + t], tap by tap */
+static inline void sc__bf16_col2im(float *restrict xg, const float *restrict dcol,
+                                   const sc__lplan *P, size_t u) {
+  size_t OW = P->ow, sw = P->spec.sw;
+  float *row = xg + u * P->spec.sh * P->wp * SC__TW;
+  for (size_t r = 0; r < P->R; r++)
+    for (size_t v = 0; v < OW; v++) {
+      float *d = row + (P->roff[r] + v * sw) * SC__TW;
+      const float *c = dcol + (r * OW + v) * SC__TW;
+      for (size_t t = 0; t < SC__TW; t++) d[t] += c[t];
+    }
+}
+/* the unpadded C x H x W tile out of a padded one (sc__pad's inverse) */
+static inline void sc__bf16_crop(float *restrict x, const float *restrict xp, const sc__lplan *P) {
+  for (size_t c = 0; c < P->ic; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      memcpy(x + ((c * P->ih + y) * P->iw) * SC__TW,
+             xp + ((c * P->hp + y + P->spec.ph) * P->wp + P->spec.pw) * SC__TW,
+             P->iw * SC__TW * sizeof(float));
 }
 static inline uint64_t sc__dbits(double d) {
   uint64_t u;
@@ -3647,13 +3703,17 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
   for (size_t l = 0; l < L; l++) {
     const sc__lplan *P = &c->L[l];
     off[l] = SIZE_MAX;
-    if (P->spec.kind != SC_LAYER_DENSE) continue;
-    size_t I = P->in, O = P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+    int conv = P->spec.kind == SC_LAYER_CONV2D;
+    if (P->spec.kind != SC_LAYER_DENSE && !conv) continue;
+    /* a conv layer is a dense one (K outputs, R inputs) over the lanes of an output row */
+    size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+    size_t n = conv ? sc__mul(P->ow, SC__TW, &ok) : SC__TW;
     off[l] = words;
     words = sc__add(words, sc__add(sc__mul(O, I2, &ok), sc__mul(I, O2, &ok), &ok), &ok);
-    size_t f = sc__mul(I2, SC__TW, &ok);
-    size_t b = sc__add(sc__mul(O, SC__TW / 2, &ok), sc__mul(SC__TW / 2, I, &ok), &ok);
-    size_t d = sc__mul(O2, SC__TW, &ok);
+    size_t f = sc__mul(I2, n, &ok);
+    size_t b = sc__add(sc__mul(O, n / 2, &ok), sc__mul(n / 2, I, &ok), &ok);
+    size_t d = sc__mul(O2, n, &ok);
+    if (conv) d = sc__add(d, sc__mul(I, n, &ok), &ok); /* and the taps' float gradients */
     size_t m = f > b ? f : b;
     if (d > m) m = d;
     if (m > scr) scr = m;
@@ -6577,6 +6637,24 @@ static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, cons
 }
 #endif
 
+#if SC__F32
+/* a conv output's bias (per channel, over npos rows) and activation, in place */
+static void SC__TN(sc__conv_bias_act_tile)(float *restrict a, float *restrict z,
+                                           const float *restrict b, size_t K, size_t npos,
+                                           sc_act act) {
+#if defined(SC__VEC_F32)
+  vec_conv_bias_act_f32(a, z, b, K, npos, act);
+#else
+  for (size_t k = 0; k < K; k++)
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      float tmp[SC__TW];
+      for (int t = 0; t < SC__TW; t++) tmp[t] = a[q * SC__TW + (size_t)t] + (b ? b[k] : 0.0f);
+      SC__TN(sc__act_row)(a + q * SC__TW, z ? z + q * SC__TW : NULL, tmp, act);
+    }
+#endif
+}
+#endif
+
 /* The slice's work, instantiated twice by sc__run_slice: with the profile clock reads
  * (profiling = 1) and without (0: they compile away; read or not, they cost 9 % of a LeNet5
  * epoch when merely present) */
@@ -6620,7 +6698,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
-      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE) /* dense: see first */
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE && !J->bf16k) /* dense: first */
         memset(tm + P->dwl_off, 0,
                (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
     }
@@ -6656,7 +6734,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #if SC__F32
         if (J->bf16k) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
           size_t I2 = (P->in + 1) / 2;
-          sc__bf16_pack_rows(bfs, in, P->in, SC__TW);
+          sc__bf16_pack_rows(bfs, in, P->in, SC__TW, SC__TW);
           ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
           SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
           break;
@@ -6677,6 +6755,19 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           SC__TN(sc__pad)(tm + P->pad_off, in, P);
           in = tm + P->pad_off;
         }
+#if SC__F32
+        if (J->bf16k) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
+          size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
+          for (size_t u = 0; u < P->oh; u++) {
+            sc__bf16_pack_taps(bfs, in, P, u);
+            ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
+                        RW, R2, 0);
+          }
+          SC__TN(sc__conv_bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+#endif
 #if SC__F32 && defined(SC__VEC_F32)
         if (P->xconv) { /* libxsmm: im2col per output row, one GEMM per row, bias + act */
           size_t OW = P->ow, RW = OW * SC__TW, step = P->spec.sw * SC__TW;
@@ -6759,12 +6850,12 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
           if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
             uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
-            sc__bf16_pack_lanes(dzb, cur, O, SC__TW);
+            sc__bf16_pack_lanes(dzb, cur, O, SC__TW, SC__TW);
             sc__bf16_pack_lanes_t(xtp, xin, I, SC__TW);
             ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2, 1);
           }
           if (need_dx) { /* pairs of outputs (the packing reuses the area) */
-            sc__bf16_pack_rows(bfs, cur, O, SC__TW);
+            sc__bf16_pack_rows(bfs, cur, O, SC__TW, SC__TW);
             ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
                         I, SC__TW, O2, 0);
           }
@@ -6830,6 +6921,30 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         }
 #if SC__F32
         if (J->bf16) sc__bf16_round_n(cur, P->out * SC__TW); /* after the bias gradient */
+        if (J->bf16k) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
+          if (want_g)
+            for (size_t u = 0; u < P->oh; u++) {
+              uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
+              sc__bf16_pack_lanes(dzb, cur + u * RW, K, RW, ld);
+              sc__bf16_pack_taps_t(xt, xs, P, u);
+              ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
+            }
+          if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            float *dcol = (float *)(void *)(bfs + K2 * RW);
+            memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
+            for (size_t u = 0; u < P->oh; u++) {
+              sc__bf16_pack_rows(bfs, cur + u * RW, K, RW, ld);
+              ws->bf_gemm(dcol, RW, ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R,
+                          RW, K2, 0);
+              sc__bf16_col2im(xg, dcol, P, u);
+            }
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          }
+          break;
+        }
 #endif
         if (want_g)
           SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
@@ -6873,8 +6988,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
-      if (P->dwl_off != SIZE_MAX &&
-          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot || J->bf16k)))
+      if (P->dwl_off != SIZE_MAX && !J->bf16k &&
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
         SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
       const SC__T *bl = tm + P->lane_off;
@@ -7306,9 +7421,10 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
   if (ws->bf16k) /* the bf16 kernels' weight operands: pairs along the inputs and the outputs */
     for (size_t l = 0; l < c->nlayers; l++) {
       const sc__lplan *P = &c->L[l];
-      if (P->spec.kind != SC_LAYER_DENSE) continue;
-      const float *W = ws->bf_p + P->poff;
-      size_t I = P->in, O = P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+      int conv = P->spec.kind == SC_LAYER_CONV2D;
+      if (P->spec.kind != SC_LAYER_DENSE && !conv) continue;
+      const float *W = ws->bf_p + P->poff; /* conv: K x R, as a dense layer's O x I */
+      size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
       for (size_t o = 0; o < O; o++)
         for (size_t k = 0; k < I2; k++)

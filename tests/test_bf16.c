@@ -466,6 +466,57 @@ static void test_kernels_shapes(void **state) {
   free(x), free(t);
 }
 
+/* conv layers with padding and strides, odd tap and channel counts, the second conv's dx and
+ * the input gradient (gx: the first conv's dx too), bf16 kernels against the emulation */
+static void test_kernels_conv(void **state) {
+  (void)state;
+  enum { B = 40, IN = 81 };
+  sc_layer L[] = {sc_conv2d_ex(3, 3, 5, SC_RELU, 1, 1, 1, 1),     /* 1x9x9 -> 5x9x9, R = 9 */
+                  sc_conv2d_ex(3, 3, 3, SC_TANH, 2, 2, 1, 1),     /* -> 3x5x5, R = 45, K = 3 */
+                  sc_conv2d_nobias(2, 2, 4, SC_RELU, 1, 1, 0, 0), /* -> 4x4x4 */
+                  sc_flatten(), sc_dense(3, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 9, 9, L, 5));
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  uint64_t s = 17;
+  float *x = malloc(B * IN * sizeof *x), *p = malloc(np * sizeof *p);
+  float *g[2], *gx[2], l[2];
+  int32_t lab[B];
+  assert_true(x && p);
+  for (size_t k = 0; k < B * IN; k++) x[k] = (float)tu_unif(&s);
+  for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 4));
+  for (int m = 0; m < 2; m++) { /* 0: the emulation, 1: the kernels' model */
+    g[m] = malloc(np * sizeof *g[m]);
+    gx[m] = malloc(B * IN * sizeof *gx[m]);
+    assert_true(g[m] && gx[m]);
+    if (m) assert_true(kernels_on("model"));
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+    SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
+    SC_OK_OR_FAIL(
+        sc_workspace_set_precision(ws, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED));
+    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &l[m], g[m], gx[m], ws));
+    sc_workspace_destroy(ws);
+    unsetenv("SC_BF16_KERNELS");
+  }
+  double gm = 0, d = 0, xm = 0, dx = 0;
+  for (size_t k = 0; k < np; k++)
+    gm = fmax(gm, fabs(g[0][k])), d = fmax(d, fabs(g[1][k] - g[0][k]));
+  for (size_t k = 0; k < B * IN; k++)
+    xm = fmax(xm, fabs(gx[0][k])), dx = fmax(dx, fabs(gx[1][k] - gx[0][k]));
+  print_message("  [model kernels, padded/strided convs] loss %.7g (emulation %.7g); max |g - "
+                "g_emul| / max|g| %.2e, the same for gx %.2e\n",
+                (double)l[1], (double)l[0], d / gm, dx / xm);
+  assert_true(fabsf(l[1] - l[0]) <= 1e-5f * l[0]);
+  assert_true(d <= 1e-4 * gm);
+  assert_true(dx <= 1e-4 * xm && xm > 0);
+  for (int m = 0; m < 2; m++) free(g[m]), free(gx[m]);
+  free(x), free(p);
+  sc_chain_destroy(c);
+}
+
 /* training in the emulated precision learns what fp32 learns: 3 classes of points */
 static void test_emulated_training(void **state) {
   (void)state;
@@ -523,6 +574,7 @@ int main(void) {
       cmocka_unit_test(test_emulated_conv),
       cmocka_unit_test(test_kernels_reference),
       cmocka_unit_test(test_kernels_shapes),
+      cmocka_unit_test(test_kernels_conv),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
