@@ -425,9 +425,9 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     A layer output that feeds another layer is rounded where it is stored, so that
  *     layer's activation derivative is taken from the rounded value. Master parameters,
  *     gradients, optimizer state, biases, the last layer's outputs and the losses stay
- *     float. The dense layers' products run as bf16 GEMMs (vdpbf16ps: pairs of bf16
- *     products added to a float); conv layers, for now, use the float kernels on the same
- *     rounded operands. Needs AVX512_BF16; SC_ERR_UNSUPPORTED on a CPU without it. The
+ *     float. The dense and conv layers' products run as bf16 GEMMs (vdpbf16ps: pairs of
+ *     bf16 products added to a float; a conv layer one GEMM per output row). Needs
+ *     AVX512_BF16; SC_ERR_UNSUPPORTED on a CPU without it. The
  *     AVX512_BF16 kernels have not yet been run on such a CPU, so they are also refused
  *     there (naming the reason) unless the environment variable SC_BF16_KERNELS=native asks
  *     for them; SC_BF16_KERNELS=model runs a portable model of them on any CPU (slow: it is
