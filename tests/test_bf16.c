@@ -423,9 +423,9 @@ static void test_kernels_reference(void **state) {
   free(p), free(gm_), free(g), free(ge), free(gf), free(gr);
 }
 
-/* wider layers (odd widths, more than 32 inputs: the kernel's column tails) and a convnet
- * (conv layers on the emulation's float kernels, dense ones on the bf16 kernels), each
- * against the emulation */
+/* wider layers (odd widths, more than 32 inputs: the kernel's column tails; a layer without
+ * bias, with gelu's saved pre-activations) and a LeNet-like convnet, each against the
+ * emulation */
 static void test_kernels_shapes(void **state) {
   (void)state;
   enum { B = 70 };
@@ -436,7 +436,7 @@ static void test_kernels_shapes(void **state) {
   for (size_t k = 0; k < B * 64; k++) x[k] = (float)tu_unif(&s);
   for (size_t k = 0; k < B * 5; k++) t[k] = (float)tu_unif(&s);
   for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
-  sc_layer mlp[] = {sc_dense(37, SC_TANH), sc_dense(33, SC_RELU), sc_dense(5, SC_IDENTITY)};
+  sc_layer mlp[] = {sc_dense(37, SC_TANH), sc_dense_nobias(33, SC_GELU), sc_dense(5, SC_IDENTITY)};
   sc_layer cnn[] = {sc_conv2d(3, 3, 4, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
                     sc_dense(10, SC_TANH), sc_dense(3, SC_IDENTITY)};
   const char *kinds[2] = {"model", "native"};
