@@ -256,8 +256,8 @@ struct sc_workspace {
    * SC__BF16K_MODEL (portable code computing what vdpbf16ps computes) or SC__BF16K_NATIVE */
   int bf16k;
   sc__bf16_gemm_fn bf_gemm; /* the GEMM of that kind */
-  uint32_t *bf_w;   /* dense layers' weights as bf16 pairs: per layer [O][I2] then [I][O2] */
-  size_t *bf_woff;  /* per layer: its offset in bf_w (dense layers only) */
+  uint32_t *bf_w;   /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
+  size_t *bf_woff;  /* per layer: its offset in bf_w (dense and conv layers only) */
   uint32_t *bf_scr; /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
 };
@@ -313,13 +313,17 @@ static inline void sc__bf16_pack_lanes_t(uint32_t *restrict dst, const float *re
     for (size_t i = 0; i < R; i++)
       dst[k * R + i] = sc__bf16_pair(src[i * n + 2 * k], src[i * n + 2 * k + 1]);
 }
-/* pairs along the lanes, in place of the rows: dst[o][k] = (src[o][2k], src[o][2k + 1])
- * (source rows lds apart) */
+/* pairs along the columns, row by row: dst[o][k] = (src[o][2k], src[o][2k + 1]) for
+ * k < ceil(n / 2), a missing last column as zero (source rows lds apart). For dW's dz (pairs of
+ * samples) and the forward's weights (pairs of inputs). */
 static inline void sc__bf16_pack_lanes(uint32_t *restrict dst, const float *restrict src, size_t R,
                                        size_t n, size_t lds) {
-  for (size_t o = 0; o < R; o++)
-    for (size_t k = 0; 2 * k < n; k++)
-      dst[o * (n / 2) + k] = sc__bf16_pair(src[o * lds + 2 * k], src[o * lds + 2 * k + 1]);
+  size_t n2 = (n + 1) / 2;
+  for (size_t o = 0; o < R; o++) {
+    const float *r = src + o * lds;
+    for (size_t k = 0; k < n2; k++)
+      dst[o * n2 + k] = sc__bf16_pair(r[2 * k], 2 * k + 1 < n ? r[2 * k + 1] : 0.0f);
+  }
 }
 /* A conv layer's output row u as a dense layer (im2col, packed): its input x is the (padded)
  * C x Hp x Wp tile, output position (u, v) reads tap r at row (u sh Wp + v sw + roff[r]); the
@@ -3605,14 +3609,14 @@ const char *sc_precision_name(sc_precision precision) {
 }
 
 /* ---- the bf16 kernels: one GEMM on bf16 pairs (sc__bf16_gemm_fn) serves a dense layer's
- * forward (A: the weights paired along the inputs, B: the tile paired along the inputs), dx
- * (A: the weights paired along the outputs, B: dz paired along the outputs) and dW (A: dz
- * paired along the samples, B: the layer input paired along the samples, accumulated into
- * the slice's gradient). The model is portable code computing what vdpbf16ps computes (Intel
- * SDM: per pair, srcdest += hi * hi, then srcdest += lo * lo, in float with denormal inputs
- * read as zero and denormal results flushed to zero, round to nearest even; the products of
- * two bf16 are exact in float, so each step is one rounding); it runs on any CPU and is what
- * the tests compare the AVX512_BF16 kernel with. */
+ * (and, row by row, a conv layer's) forward (A: the weights paired along the inputs, B: the tile
+ * paired along the inputs), dx (A: the weights paired along the outputs, B: dz paired along the
+ * outputs) and dW (A: dz paired along the samples, B: the layer input paired along the samples,
+ * accumulated into the slice's gradient). The model is portable code computing what vdpbf16ps
+ * computes (Intel SDM: per pair, srcdest += hi * hi, then srcdest += lo * lo, in float with
+ * denormal inputs read as zero and denormal results flushed to zero, round to nearest even; the
+ * products of two bf16 are exact in float, so each step is one rounding); it runs on any CPU and is
+ * what the tests compare the AVX512_BF16 kernel with. */
 static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
 static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
 static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
@@ -3692,8 +3696,8 @@ static int sc__cpu_bf16(void) {
 #endif
 }
 
-/* the bf16 kernels' buffers: the packed dense weights (both pairings) and each slice's
- * packed tile operands (the largest of a dense layer's forward, dW and dx needs) */
+/* the bf16 kernels' buffers: the packed dense and conv weights (both pairings) and each
+ * slice's packed tile operands (the largest of a layer's forward, dW and dx needs) */
 static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
   const sc_chain *c = ws->chain;
   size_t L = c->nlayers, words = 0, scr = 0;
@@ -6521,7 +6525,7 @@ typedef struct SC__TT(sc__job) {
   size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
   int dist_rank, dist_ranks;
   int bf16;  /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
-  int bf16k; /* and the dense layers' products by the bf16 kernels (ws->bf16k) */
+  int bf16k; /* and the dense and conv layers' products by the bf16 kernels (ws->bf16k) */
 } SC__TT(sc__job);
 #endif
 
@@ -6621,27 +6625,10 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
 }
 
 #if SC__F32
-/* a = act(a + b) row by row, in place (after a bf16 GEMM wrote a = W x); z as in the
- * forward kernels */
+/* a = act(a + b) in place after a bf16 GEMM wrote a = W x: K channels of npos tile rows each
+ * (a dense layer: npos = 1), channel k's bias b[k]; z as in the forward kernels */
 static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, const float *restrict b,
-                                      size_t O, sc_act act) {
-#if defined(SC__VEC_F32)
-  vec_bias_act_f32(a, z, b, O, act);
-#else
-  for (size_t o = 0; o < O; o++) {
-    float tmp[SC__TW];
-    for (int t = 0; t < SC__TW; t++) tmp[t] = a[o * SC__TW + (size_t)t] + (b ? b[o] : 0.0f);
-    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, tmp, act);
-  }
-#endif
-}
-#endif
-
-#if SC__F32
-/* a conv output's bias (per channel, over npos rows) and activation, in place */
-static void SC__TN(sc__conv_bias_act_tile)(float *restrict a, float *restrict z,
-                                           const float *restrict b, size_t K, size_t npos,
-                                           sc_act act) {
+                                      size_t K, size_t npos, sc_act act) {
 #if defined(SC__VEC_F32)
   vec_conv_bias_act_f32(a, z, b, K, npos, act);
 #else
@@ -6736,7 +6723,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           size_t I2 = (P->in + 1) / 2;
           sc__bf16_pack_rows(bfs, in, P->in, SC__TW, SC__TW);
           ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
-          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
+          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, 1, fa);
           break;
         }
 #endif
@@ -6763,7 +6750,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
                         RW, R2, 0);
           }
-          SC__TN(sc__conv_bias_act_tile)
+          SC__TN(sc__bias_act_tile)
           (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
           break;
         }
@@ -7426,10 +7413,7 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
       const float *W = ws->bf_p + P->poff; /* conv: K x R, as a dense layer's O x I */
       size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
-      for (size_t o = 0; o < O; o++)
-        for (size_t k = 0; k < I2; k++)
-          wf[o * I2 + k] =
-              sc__bf16_pair(W[o * I + 2 * k], 2 * k + 1 < I ? W[o * I + 2 * k + 1] : 0.0f);
+      sc__bf16_pack_lanes(wf, W, O, I, I);
       for (size_t i = 0; i < I; i++)
         for (size_t m = 0; m < O2; m++)
           wd[i * O2 + m] =
