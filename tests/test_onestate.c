@@ -3,14 +3,14 @@
  *
  * Cases (layer_cases below): dense with and without bias and every activation (5 -> 17
  * act -> 3 act, and single layers 9 -> 4 act; widths off the vector lengths; a wide
- * 70 -> 130 softplus -> 33 gelu); conv2d valid, with strides, with paddings, mixed
- * (sh != sw, ph != pw), 1x1 and 5x5, without bias, every activation; maxpool2d (2x2 and
- * 3x2 windows, with trailing rows / columns that fill no window); flatten; dropout (on
- * features and on an image: the identity in this path); combinations of them (chains
- * that start with dropout or flatten, end in flatten, maxpool or dropout, widths of 1);
- * and the two mixed chains
- *     neural ODE  2 -> dense 50 tanh -> dense 2
- *     convnet     1x8x8 -> conv 3x3x4 pad 1 tanh -> maxpool 2 -> conv 3x3x3 relu stride 2
+ * 70 -> 130 softplus -> 33 gelu; a narrow 1 -> 7 -> 3 -> 4 -> 2 -> 13 -> 1 with layers of
+ * 1, 2, 3 and 4 inputs, which the vector one-state kernels of the x86 sets treat apart); conv2d
+ * valid, with strides, with paddings, mixed (sh != sw, ph != pw), 1x1 and 5x5, without bias, every
+ * activation; maxpool2d (2x2 and 3x2 windows, with trailing rows / columns that fill no window);
+ * flatten; dropout (on features and on an image: the identity in this path); combinations of them
+ * (chains that start with dropout or flatten, end in flatten, maxpool or dropout, widths of 1); and
+ * the two mixed chains neural ODE  2 -> dense 50 tanh -> dense 2 convnet     1x8x8 -> conv 3x3x4
+ * pad 1 tanh -> maxpool 2 -> conv 3x3x3 relu stride 2
  *                 -> flatten -> dense 3
  * (and a variant of the convnet whose second conv has padding 1 and gives 3x2x2), each
  * with two draws of parameters and states.
@@ -155,6 +155,21 @@ static size_t layer_cases(int group, ocase *out, size_t cap) {
       ocase o = oc_new("70 -> dense 130 softplus -> dense 33 gelu", 70, 0, 0);
       oc_add(&o, sc_dense(130, SC_SOFTPLUS));
       oc_add(&o, sc_dense(33, SC_GELU));
+      assert_true(n < cap);
+      out[n++] = o;
+    }
+    /* narrow layers: 1, 2, 3 and 4 inputs, and outputs off the vector length (the vector
+     * one-state kernels take 1 and 2 inputs apart and write outputs in blocks of 4) */
+    {
+      ocase o = oc_new("1 -> dense 7 tanh -> dense 3 sigmoid -> dense 4 softplus -> dense 2 "
+                       "identity -> dense 13 gelu -> dense 1",
+                       1, 0, 0);
+      oc_add(&o, sc_dense(7, SC_TANH));
+      oc_add(&o, sc_dense(3, SC_SIGMOID));
+      oc_add(&o, sc_dense(4, SC_SOFTPLUS));
+      oc_add(&o, sc_dense_nobias(2, SC_IDENTITY));
+      oc_add(&o, sc_dense(13, SC_GELU));
+      oc_add(&o, sc_dense(1, SC_IDENTITY));
       assert_true(n < cap);
       out[n++] = o;
     }
@@ -781,7 +796,7 @@ static void test_dense(void **state) {
   (void)state;
   ocase cs[32];
   size_t k = layer_cases(0, cs, 32);
-  assert_int_equal(k, 19);
+  assert_int_equal(k, 20);
   run_cases(cs, k, 100, "dense");
 }
 
