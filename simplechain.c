@@ -90,7 +90,9 @@ static inline uint64_t sc__ns(void) {
  * fewer when one tile is already a lot of work, as in a convnet) and there are at most
  * SC__MAX_SLICES slices. Both depend only on the chain and the batch size, never on
  * the thread count. */
+#ifndef SC__MAX_SLICES
 #define SC__MAX_SLICES 16
+#endif
 #define SC__MIN_TILES 4
 #define SC__ALIGN 64
 /* layers with at most this many weights accumulate dW in lane form (see sc__lplan) */
@@ -5982,12 +5984,43 @@ static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
 }
 #endif
 
-/* gw[k] += the VW lanes of wl[k], summed in lane order (once per slice) */
+/* gw[k] += the VW lanes of wl[k] (once per slice), summed as a fixed tree: on AVX-512 lane l
+ * and lane l + 8 first, then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). Eight weights
+ * at a time with horizontal adds (no transposes), the rest one by one with the same sums,
+ * so the result does not depend on where a weight falls. The lane-order chain it replaces
+ * took 947 ns for the toy's 752 weights on the AVX2 host (16 slices a step: 1.7 % of it). */
+static inline float vec_fold8(const float *l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+static inline __m256 vec_fold8x8(const __m256 *v) {
+  __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
+}
 static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_t n) {
-  for (size_t k = 0; k < n; k++) {
-    float s = 0;
-    for (int l = 0; l < VW; l++) s += wl[k * VW + (size_t)l];
-    gw[k] += s;
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 v[8];
+    for (int j = 0; j < 8; j++) {
+      const float *w = wl + (k + (size_t)j) * VW;
+#if VW == 16
+      __m512 x = _mm512_loadu_ps(w);
+      v[j] = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+#else
+      v[j] = _mm256_loadu_ps(w);
+#endif
+    }
+    _mm256_storeu_ps(gw + k, _mm256_add_ps(_mm256_loadu_ps(gw + k), vec_fold8x8(v)));
+  }
+  for (; k < n; k++) {
+    const float *w = wl + k * VW;
+#if VW == 16
+    float u[8];
+    for (int l = 0; l < 8; l++) u[l] = w[l] + w[l + 8];
+    gw[k] += vec_fold8(u);
+#else
+    gw[k] += vec_fold8(w);
+#endif
   }
 }
 
