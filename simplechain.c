@@ -5872,9 +5872,10 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
   V_DW_BLOCK(1)
 }
 
-/* dx[i][t] = sum_o W[o][i] dz[o][t]: NB input rows x NVB vectors per register block */
-#define V_DX_BLOCK(NB)                                                                             \
-  for (; i + NB <= I; i += NB)                                                                     \
+/* dx[i][t] = sum_o W[o][i] dz[o][t]: exactly NB input rows starting at i, NVB vectors per
+ * register block; i += NB */
+#define V_DX_BODY(NB)                                                                              \
+  {                                                                                                \
     for (int jc = 0; jc < NV; jc += NVB) {                                                         \
       sc_vf acc[NB][NVB];                                                                          \
       _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
@@ -5902,7 +5903,9 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
         V_ROWW(dx + (i + k) * SC__TW, jc + j) = v;                                                 \
         if (bl) V_ROWW(bl + (i + k) * SC__TW, jc + j) = V_ROW(bl + (i + k) * SC__TW, jc + j) + v;  \
       }                                                                                            \
-    }
+    }                                                                                              \
+    i += NB;                                                                                       \
+  }
 
 /* dx = W^T dz, then, for the dense layer below whose output xa is this layer's input,
  * its activation pullback dx *= act'(xa) (identity, relu, tanh, sigmoid: the same
@@ -5911,12 +5914,29 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
 static inline __attribute__((always_inline)) void
 vec_dense_dx_body(float *restrict dx, const float *restrict W, const float *restrict dz, size_t O,
                   size_t I, sc_act act, const float *restrict xa, float *restrict bl) {
-  size_t i = 0;
-  V_DX_BLOCK(VOB)
+  /* the I rows in ceil(I / VOB) blocks of nearly equal size, as in vec_dense_fwd_f32 (32
+   * rows on AVX2: 6 6 5 5 5 5, not 6 6 6 6 6 1 1, whose one-row blocks wait on FMA latency);
+   * each sum runs over o in the same order whatever the blocking: the same bits */
+  size_t nb = (I + VOB - 1) / VOB, base = I / nb, extra = I % nb, i = 0;
+  if (extra == 0 && base == VOB) {
+    while (i < I) V_DX_BODY(VOB)
+    return;
+  }
+  for (size_t bi = 0; bi < nb; bi++) {
+    switch (base + (bi < extra ? 1 : 0)) {
+    case 1: V_DX_BODY(1) break;
+    case 2: V_DX_BODY(2) break;
+    case 3: V_DX_BODY(3) break;
+    case 4: V_DX_BODY(4) break;
 #if VOB > 4
-  V_DX_BLOCK(4)
+    case 5: V_DX_BODY(5) break;
+    case 6: V_DX_BODY(6) break;
+    case 7: V_DX_BODY(7) break;
+    case 8: V_DX_BODY(8) break;
 #endif
-  V_DX_BLOCK(1)
+    default: break; /* not reached: blocks hold 1..VOB rows */
+    }
+  }
 }
 static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
                              size_t O, size_t I) {
@@ -6428,7 +6448,7 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
 
 #undef V_FWD_BODY
 #undef V_DW_BLOCK
-#undef V_DX_BLOCK
+#undef V_DX_BODY
 #endif
 #define SC__K_FWD vec_dense_fwd_f32
 #define SC__K_DW vec_dense_dw_f32
