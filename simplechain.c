@@ -6408,7 +6408,7 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
         __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nc), lane);
         __m256 R[8];
         for (int r = 0; r < 8; r++)
-          R[r] = !row[r]   ? _mm256_setzero_ps()
+          R[r] = !row[r] ? _mm256_setzero_ps()
                  : nc == 8 ? _mm256_loadu_ps(row[r] + c0)
                            : _mm256_maskload_ps(row[r] + c0, m);
         v_transpose8(R);
