@@ -3330,7 +3330,16 @@ typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
 #if SC__THREADS
 #include <sched.h>
 #include <stdatomic.h>
-#define SC__SPIN 20000 /* polls before a worker sleeps (tens of microseconds) */
+#define SC__SPIN 20000 /* polls before a waiting thread starts yielding */
+/* How long a worker polls for the next run before it sleeps on the condition variable. The
+ * serial part of a training step (LeNet5: ADAM on 44,426 parameters, the guard's scan, the
+ * slices' reduction) takes tens of microseconds; a worker that had gone to sleep by then
+ * needed a futex wake (a system call, and an inter-processor interrupt under a hypervisor)
+ * and started each step late: LeNet5 at batch 64 on 2 threads made 3 futex calls and 30
+ * sched_yield calls per step (the caller waiting for the late worker). 20,000 polls
+ * (about 10 us) was the limit before; now the worker polls that often, then yields between
+ * polls until SC__SPIN_NS have passed. */
+#define SC__SPIN_NS 1000000u /* 1 ms */
 #endif
 
 typedef struct sc__pool {
@@ -3360,10 +3369,20 @@ static void *sc__worker_main(void *vp) {
   int id = wa->id;
   unsigned long seen = 0;
   for (;;) {
-    int spins = 0;
+    unsigned spins = 0;
+    uint64_t until = 0;
     while (atomic_load_explicit(&P->gen, memory_order_acquire) == seen &&
-           !atomic_load_explicit(&P->stop, memory_order_acquire) && spins < SC__SPIN)
-      spins++;
+           !atomic_load_explicit(&P->stop, memory_order_acquire)) {
+      if (++spins < SC__SPIN) continue;
+      /* then yield between polls, so that a thread with work on this CPU (more threads
+       * than CPUs) gets it, until the time is up */
+      uint64_t now = sc__ns();
+      if (!until)
+        until = now + SC__SPIN_NS;
+      else if (now > until)
+        break;
+      sched_yield();
+    }
     if (atomic_load_explicit(&P->gen, memory_order_acquire) == seen &&
         !atomic_load_explicit(&P->stop, memory_order_acquire)) {
       pthread_mutex_lock(&P->mu);
