@@ -23,8 +23,13 @@ static void mk_data(float *x, float *y, int32_t *lab, size_t n) {
   }
 }
 
+/* wide: 5 -> 200 -> 90 -> out, 19,382 parameters (with out = 2): above SC__OPT_PAR_MIN
+ * (16,384), so sc_train's ADAM step runs on the threads, in parts that end at multiples of
+ * 64 but the last (19,382 = 302 x 64 + 54) */
+static int wide_chain;
 static sc_chain *mk_chain(size_t out, sc_act last) {
-  sc_layer L[3] = {sc_dense(16, SC_TANH), sc_dense_nobias(17, SC_GELU), sc_dense(out, last)};
+  sc_layer L[3] = {sc_dense(wide_chain ? 200 : 16, SC_TANH),
+                   sc_dense_nobias(wide_chain ? 90 : 17, SC_GELU), sc_dense(out, last)};
   sc_chain *c = NULL;
   SC_OK_OR_FAIL(sc_chain_create(&c, NIN, L, 3));
   return c;
@@ -129,6 +134,15 @@ static void test_train_fullbatch(void **state) {
 static void test_train_crossentropy(void **state) {
   (void)state;
   check_train(SC_LOSS_LOGIT_CROSSENTROPY, 200, 5, sc_sgd(0.1, 0.9));
+}
+/* the ADAM / AdamW step and the NaN guard on the threads (a chain with more than 16,384
+ * parameters): the same bits as the one-pass step of 1 thread */
+static void test_train_wide_adam(void **state) {
+  (void)state;
+  wide_chain = 1;
+  check_train(SC_LOSS_SQUARED, 200, 2, sc_adam(1e-3));
+  check_train(SC_LOSS_LOGIT_CROSSENTROPY, 0, 8, sc_adamw(1e-3, 1e-2));
+  wide_chain = 0;
 }
 
 /* sc_valgrad / sc_forward / sc_pullback on a workspace with 1, 2, 3 threads, float and
@@ -271,6 +285,7 @@ int main(void) {
       cmocka_unit_test(test_train_minibatch_odd_batch),
       cmocka_unit_test(test_train_fullbatch),
       cmocka_unit_test(test_train_crossentropy),
+      cmocka_unit_test(test_train_wide_adam),
       cmocka_unit_test(test_workspace_threads),
       cmocka_unit_test(test_set_threads_changes),
   };
