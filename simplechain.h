@@ -379,7 +379,9 @@ sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t ma
  * cost more than it gave. On Linux the workers are pinned, worker k to the k-th CPU
  * (cyclically) of those the process may use; SC_PIN=0 in the environment turns that off
  * (do so when several multi-threaded processes share the CPUs, e.g. MPI ranks started
- * with --bind-to none). Returns SC_ERR_UNSUPPORTED when the library was built without
+ * with --bind-to none). Between calls an idle worker polls for the next one, yielding the CPU
+ * between polls, for up to 1 ms before it sleeps, so that the serial part of a training step
+ * does not cost a wake-up. Returns SC_ERR_UNSUPPORTED when the library was built without
  * threads (SC_NO_THREADS). */
 sc_status sc_workspace_set_threads(sc_workspace *ws, int threads);
 
