@@ -5880,6 +5880,38 @@ static void vec_conv_bias_act_f32(float *restrict a, float *restrict z, const fl
   }
 }
 
+/* BODY(NB) for n rows cut into ceil(n / VOB) blocks of nearly equal size (BODY advances its
+ * own row counter): whole blocks of VOB rows when they fit exactly, else e.g. 84 rows as
+ * 7 x 8 + 4 x 7 and 10 as 2 x 5, so that no block is left with a few accumulators waiting on
+ * FMA latency */
+#if VOB > 4
+#define V_BLOCKS_5_8(BODY)                                                                         \
+  case 5: BODY(5) break;                                                                           \
+  case 6: BODY(6) break;                                                                           \
+  case 7: BODY(7) break;                                                                           \
+  case 8:                                                                                          \
+    BODY(8) break;
+#else
+#define V_BLOCKS_5_8(BODY)
+#endif
+#define V_BLOCKS(n, BODY)                                                                          \
+  do {                                                                                             \
+    size_t nb_ = ((n) + VOB - 1) / VOB, base_ = (n) / nb_, extra_ = (n) % nb_;                     \
+    if (extra_ == 0 && base_ == VOB) {                                                             \
+      for (size_t bi_ = 0; bi_ < nb_; bi_++) BODY(VOB)                                             \
+      break;                                                                                       \
+    }                                                                                              \
+    for (size_t bi_ = 0; bi_ < nb_; bi_++) {                                                       \
+      switch (base_ + (bi_ < extra_ ? 1 : 0)) {                                                    \
+      case 1: BODY(1) break;                                                                       \
+      case 2: BODY(2) break;                                                                       \
+      case 3: BODY(3) break;                                                                       \
+      case 4: BODY(4) break; V_BLOCKS_5_8(BODY)                                                    \
+      default: break; /* not reached: blocks hold 1..VOB rows */                                   \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
 /* a = act(W x + b). The O rows are cut into ceil(O / VOB) blocks of nearly equal size
  * (84 rows: 7 x 8 + 4 x 7, 10 rows: 2 x 5), so no block is left with a few accumulators
  * waiting on FMA latency. Each output's sum runs over i in the same order whatever the
@@ -5887,27 +5919,8 @@ static void vec_conv_bias_act_f32(float *restrict a, float *restrict z, const fl
 static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
                               const float *restrict b, const float *restrict x, size_t O, size_t I,
                               sc_act act) {
-  size_t nb = (O + VOB - 1) / VOB, base = O / nb, extra = O % nb, o = 0;
-  if (extra == 0 && base == VOB) { /* the common case: whole blocks of VOB rows */
-    while (o < O) V_FWD_BODY(VOB)
-    v_act_rows(a, z, O, act);
-    return;
-  }
-  for (size_t bi = 0; bi < nb; bi++) {
-    switch (base + (bi < extra ? 1 : 0)) {
-    case 1: V_FWD_BODY(1) break;
-    case 2: V_FWD_BODY(2) break;
-    case 3: V_FWD_BODY(3) break;
-    case 4: V_FWD_BODY(4) break;
-#if VOB > 4
-    case 5: V_FWD_BODY(5) break;
-    case 6: V_FWD_BODY(6) break;
-    case 7: V_FWD_BODY(7) break;
-    case 8: V_FWD_BODY(8) break;
-#endif
-    default: break; /* not reached: blocks hold 1..VOB rows */
-    }
-  }
+  size_t o = 0;
+  V_BLOCKS(O, V_FWD_BODY);
   v_act_rows(a, z, O, act);
 }
 
@@ -5995,26 +6008,8 @@ vec_dense_dx_body(float *restrict dx, const float *restrict W, const float *rest
   /* the I rows in ceil(I / VOB) blocks of nearly equal size, as in vec_dense_fwd_f32 (32
    * rows on AVX2: 6 6 5 5 5 5, not 6 6 6 6 6 1 1, whose one-row blocks wait on FMA latency);
    * each sum runs over o in the same order whatever the blocking: the same bits */
-  size_t nb = (I + VOB - 1) / VOB, base = I / nb, extra = I % nb, i = 0;
-  if (extra == 0 && base == VOB) {
-    while (i < I) V_DX_BODY(VOB)
-    return;
-  }
-  for (size_t bi = 0; bi < nb; bi++) {
-    switch (base + (bi < extra ? 1 : 0)) {
-    case 1: V_DX_BODY(1) break;
-    case 2: V_DX_BODY(2) break;
-    case 3: V_DX_BODY(3) break;
-    case 4: V_DX_BODY(4) break;
-#if VOB > 4
-    case 5: V_DX_BODY(5) break;
-    case 6: V_DX_BODY(6) break;
-    case 7: V_DX_BODY(7) break;
-    case 8: V_DX_BODY(8) break;
-#endif
-    default: break; /* not reached: blocks hold 1..VOB rows */
-    }
-  }
+  size_t i = 0;
+  V_BLOCKS(I, V_DX_BODY);
 }
 static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
                              size_t O, size_t I) {
@@ -6527,6 +6522,8 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
 #undef V_FWD_BODY
 #undef V_DW_BLOCK
 #undef V_DX_BODY
+#undef V_BLOCKS
+#undef V_BLOCKS_5_8
 #endif
 #define SC__K_FWD vec_dense_fwd_f32
 #define SC__K_DW vec_dense_dw_f32
