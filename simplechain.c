@@ -3331,6 +3331,17 @@ sc_status sc_idx_load_labels(const char *path, int32_t **labels, size_t *n, size
  * start a step) and only then sleeps on the condition variable. */
 typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
 
+/* Elementwise work on n elements split over the workers: part w of `parts` (at most
+ * SC__OPT_PARTS) is [*k0, *k1), cut at multiples of 64 but for the end, so that every element
+ * gets the same operations whatever the split (vector bodies, not tails) */
+static size_t sc__parts(int nworkers) {
+  return (size_t)nworkers < SC__OPT_PARTS ? (size_t)nworkers : SC__OPT_PARTS;
+}
+static void sc__part_range(size_t w, size_t parts, size_t n, size_t *k0, size_t *k1) {
+  *k0 = (w * n / parts) & ~(size_t)63;
+  *k1 = w + 1 < parts ? ((w + 1) * n / parts) & ~(size_t)63 : n;
+}
+
 #if SC__THREADS
 #include <sched.h>
 #include <stdatomic.h>
@@ -4179,12 +4190,12 @@ static void sc__adam_coefs(const sc_optimizer *opt, sc__adam_coef *k) {
   k->l2 = c->kind == SC_ADAM ? (float)c->weight_decay : 0.0f;
 }
 
-/* sc_train's float ADAM step and NaN guard on the workspace's threads: each worker copies its
- * part of p to pbak, updates it and scans it; the first non-finite index over all parts is
- * kept. Every element gets the same operations as in one pass (the update is elementwise, the
- * parts start at multiples of 64), so the result does not depend on the thread count. At 2
- * threads this was LeNet5's serial part: 52 us of ADAM and guard on 44,426 parameters per
- * step at batch 64, with the other thread waiting. */
+/* sc_train's float ADAM step and NaN guard, on the workspace's threads for large chains
+ * (pool NULL: on the caller alone): each worker copies its part of p (sc__part_range) to
+ * pbak, updates it and scans it; the first non-finite index over all parts is kept. Every
+ * element gets the same operations as in one pass, so the result does not depend on the
+ * thread count. At 2 threads this was LeNet5's serial part: 52 us of ADAM and guard on 44,426
+ * parameters per step at batch 64, with the other thread waiting. */
 typedef struct sc__optjob {
   const sc__kt_f32 *kf;
   const sc__adam_coef *k;
@@ -4196,11 +4207,9 @@ typedef struct sc__optjob {
 
 static void sc__optjob_task(void *arg, int worker, int nworkers) {
   sc__optjob *J = arg;
-  size_t parts = (size_t)nworkers < SC__OPT_PARTS ? (size_t)nworkers : SC__OPT_PARTS;
+  size_t parts = sc__parts(nworkers), k0, k1;
   for (size_t w = (size_t)worker; w < parts; w += (size_t)nworkers) {
-    size_t k0 = (w * J->n / parts) & ~(size_t)63, k1 = (w + 1) * J->n / parts;
-    if (w + 1 < parts) k1 &= ~(size_t)63;
-    J->bad[w] = J->n;
+    sc__part_range(w, parts, J->n, &k0, &k1);
     if (k1 <= k0) continue;
     memcpy(J->pbak + k0, J->p + k0, (k1 - k0) * sizeof(float));
     J->kf->adam(J->p + k0, J->g + k0, J->m + k0, J->v + k0, k1 - k0, J->k);
@@ -4915,9 +4924,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
         opt->cfg.lr =
             opts->lr_min + (opts->optim.lr - opts->lr_min) * 0.5 *
                                (1 + cos(3.14159265358979323846 * (double)step / (double)total));
-      if (!f64 && opts->optim.kind != SC_SGD && ws->pool && ws->pool->nthreads > 1 &&
-          np >= SC__OPT_PAR_MIN)
-        bad = sc__train_adam_f32(opt, ws->pool, p32, pbak, g, np); /* pbak saved in it */
+      if (!f64 && opts->optim.kind != SC_SGD) /* pbak is saved in it */
+        bad = sc__train_adam_f32(opt, np >= SC__OPT_PAR_MIN ? ws->pool : NULL, p32, pbak, g, np);
       else {
         memcpy(pbak, pv, np * es);
         if (f64) {
@@ -7776,10 +7784,11 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
 }
 #endif
 
-/* The slices' gradients summed into g on the workspace's threads (large chains: LeNet5's
- * 44,426 parameters from 2 slices at batch 64): each worker takes a part of the elements (at
- * multiples of 64) and adds the slices in index order, in blocks that stay in L1. The same
- * additions in the same order for every element as the one-thread loop below. */
+/* The slices' gradients summed into g (overwritten, or added to with accumulate): each
+ * worker takes a part of the elements (sc__part_range) and adds the slices in index order, in
+ * blocks that stay in L1, so every element gets the same additions in the same order on any
+ * number of threads. Large chains run it on the workspace's threads (LeNet5's 44,426
+ * parameters from 2 slices at batch 64), others on the caller alone. */
 typedef struct SC__TT(sc__redjob) {
   sc_workspace *ws;
   SC__T *g;
@@ -7789,10 +7798,9 @@ typedef struct SC__TT(sc__redjob) {
 
 static void SC__TN(sc__reduce_task)(void *arg, int worker, int nworkers) {
   const SC__TT(sc__redjob) *R = arg;
-  size_t parts = (size_t)nworkers < SC__OPT_PARTS ? (size_t)nworkers : SC__OPT_PARTS;
+  size_t parts = sc__parts(nworkers), k0, k1;
   for (size_t w = (size_t)worker; w < parts; w += (size_t)nworkers) {
-    size_t k0 = (w * R->np / parts) & ~(size_t)63, k1 = (w + 1) * R->np / parts;
-    if (w + 1 < parts) k1 &= ~(size_t)63;
+    sc__part_range(w, parts, R->np, &k0, &k1);
     for (size_t b0 = k0; b0 < k1; b0 += 1024) {
       size_t b1 = k1 - b0 < 1024 ? k1 : b0 + 1024;
       SC__T *restrict g = R->g;
@@ -7843,21 +7851,11 @@ static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, d
   if (g && J->want_g) {
     sc_workspace *ws = J->ws;
     size_t np = J->c->nparams;
-    if (np >= SC__OPT_PAR_MIN && J->nslices > 1 && ws->pool && ws->pool->nthreads > 1) {
-      SC__TT(sc__redjob) R = {ws, g, np, J->nslices, accumulate};
+    SC__TT(sc__redjob) R = {ws, g, np, J->nslices, accumulate};
+    if (np >= SC__OPT_PAR_MIN && J->nslices > 1)
       sc__pool_run(ws->pool, SC__TN(sc__reduce_task), &R);
-      return;
-    }
-    const SC__T *g0 = (const SC__T *)(const void *)(ws->slices + ws->tile_bytes);
-    if (!accumulate)
-      memcpy(g, g0, np * sizeof(SC__T));
-    else
-      for (size_t k = 0; k < np; k++) g[k] += g0[k];
-    for (size_t s = 1; s < J->nslices; s++) {
-      const SC__T *gsl =
-          (const SC__T *)(const void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
-      for (size_t k = 0; k < np; k++) g[k] += gsl[k];
-    }
+    else /* small: waking the pool would cost more */
+      SC__TN(sc__reduce_task)(&R, 0, 1);
   }
 }
 
