@@ -365,12 +365,17 @@ bench-tanh: $(BUILD)/tanh_speed $(BUILD)/tanh_speed_avx2
 	if grep -q avx512f /proc/cpuinfo; then ./$(BUILD)/tanh_speed; fi
 	./$(BUILD)/tanh_speed_avx2
 
-# the toy's dense kernels one by one (bench/kernels_speed.c); needs an AVX-512 CPU
+# the toy's dense kernels one by one (bench/kernels_speed.c): the AVX-512 build where the CPU
+# has AVX-512, then the AVX2 build
 $(BUILD)/kernels_speed: bench/kernels_speed.c bench/bench_time.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O3 $(AVX512_FLAGS) -I. $< -o $@ $(LDLIBS)
-bench-kernels: $(BUILD)/kernels_speed
-	./$(BUILD)/kernels_speed
+$(BUILD)/kernels_speed_avx2: bench/kernels_speed.c bench/bench_time.h simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(AVX2_FLAGS) -I. $< -o $@ $(LDLIBS)
+bench-kernels: $(BUILD)/kernels_speed $(BUILD)/kernels_speed_avx2
+	if grep -q avx512f /proc/cpuinfo; then ./$(BUILD)/kernels_speed; fi
+	./$(BUILD)/kernels_speed_avx2
 
 deps:
 	bash scripts/install-deps.sh all
