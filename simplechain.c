@@ -240,6 +240,8 @@ typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t
                                  int acc);
 #define SC__BF16K_MODEL 1
 #define SC__BF16K_NATIVE 2
+#define SC__BF16K_AMX 3
+#define SC__BF16K_AMX_MODEL 4
 
 struct sc_workspace {
   const sc_chain *chain;
@@ -259,7 +261,8 @@ struct sc_workspace {
   int prec;                      /* sc_precision */
   float *bf_p;                   /* bf16: the parameters with rounded weights (malloc'ed) */
   /* bf16 kernels (SC_PRECISION_BF16): 0 none (the float kernels on rounded operands),
-   * SC__BF16K_MODEL (portable code computing what vdpbf16ps computes) or SC__BF16K_NATIVE */
+   * SC__BF16K_MODEL (portable code computing what vdpbf16ps computes), SC__BF16K_NATIVE, or
+   * the AMX GEMM: SC__BF16K_AMX, SC__BF16K_AMX_MODEL (its portable model) */
   int bf16k;
   sc__bf16_gemm_fn bf_gemm; /* the GEMM of that kind */
   uint32_t *bf_w;   /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
@@ -3716,6 +3719,203 @@ sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda, const 
 #undef SC__BF16_ROWS
 #endif
 
+/* ---- the AMX-BF16 GEMM (Intel: 8 tile registers of up to 16 rows x 64 bytes; TDPBF16PS
+ * C += A B with A a 16 x 16-pair tile, B a 16 x 16-pair tile, C 16 x 16 floats). The operand
+ * layouts are ours already: a row of A holds pairs along k, a row of B holds the pairs of k
+ * for 16 columns (Intel's "VNNI" layout of B). Blocks of 32 x 32 of C in four tiles (tmm0..3),
+ * two tiles of A (tmm4, 5) and two of B (tmm6, 7), k in steps of 16 pairs. Every tile is
+ * configured 16 x 64 bytes; a block at an edge of C, A or B goes through a zero-padded copy
+ * (padded pairs add 0 x 0 = +0, padded rows and columns are dropped). Each call loads the
+ * configuration and releases the tiles at its end (the tile state is per thread; a call
+ * costs one LDTILECFG). Intel's pseudocode of TDPBF16PS (the intrinsics guide) adds the two
+ * products of a pair one after the other, the even element first, each step a float FMA
+ * with denormals read as and flushed to zero, round to nearest even; the SDM's newer text
+ * accumulates the even and odd products apart and adds them at the end. The tests compare
+ * the kernel with the double reference on the same operands (tight tolerance), not bit for
+ * bit. The body is written once over tile operations (SC__T_*) and compiled twice: with the
+ * AMX instructions (sc__bf16_gemm_amx) and with a portable model of the tiles
+ * (sc__bf16_gemm_amx_model, the intrinsics guide's order) that runs on any CPU, so the
+ * blocking, the edges and the strides are tested where AMX is not. */
+typedef struct {
+  uint8_t palette, start_row, reserved0[14];
+  uint16_t colsb[8], reserved1[8];
+  uint8_t rows[8], reserved2[8];
+} sc__amx_cfg; /* LDTILECFG's 64 bytes */
+typedef struct {
+  uint32_t t[8][16][16];
+} sc__amx_tiles; /* the portable model's tile registers */
+static inline void sc__amx_m_load(sc__amx_tiles *T, int t, const void *p, size_t stride) {
+  for (int r = 0; r < 16; r++) memcpy(T->t[t][r], (const char *)p + (size_t)r * stride, 64);
+}
+static inline void sc__amx_m_store(const sc__amx_tiles *T, int t, void *p, size_t stride) {
+  for (int r = 0; r < 16; r++) memcpy((char *)p + (size_t)r * stride, T->t[t][r], 64);
+}
+static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
+  for (int m = 0; m < 16; m++)
+    for (int n = 0; n < 16; n++) {
+      float acc = sc__ftz(sc__fof(T->t[c][m][n]));
+      for (int k = 0; k < 16; k++) {
+        uint32_t x = T->t[a][m][k], y = T->t[b][k][n];
+        acc = sc__ftz(acc + sc__bf16_lo_f(x) * sc__bf16_lo_f(y));
+        acc = sc__ftz(acc + sc__bf16_hi_f(x) * sc__bf16_hi_f(y));
+      }
+      T->t[c][m][n] = sc__fbits(acc);
+    }
+}
+/* a rows x cols block of 32-bit words (row stride ld) into a 16 x 16 zero-padded copy */
+static inline void sc__amx_pad(uint32_t *restrict dst, const void *src, size_t ld, size_t rows,
+                               size_t cols) {
+  memset(dst, 0, 1024);
+  for (size_t r = 0; r < rows; r++) memcpy(dst + 16 * r, (const uint32_t *)src + r * ld, cols * 4);
+}
+/* tile T of C: loaded (acc) or zeroed; at an edge through the padded copy pc */
+#define SC__AMX_CLOAD(TT, i, j)                                                                    \
+  if (mr[i] && nc[j]) {                                                                            \
+    float *cp = C + (m0 + 16 * (i)) * ldc + n0 + 16 * (j);                                         \
+    if (!acc)                                                                                      \
+      SC__T_ZERO(TT);                                                                              \
+    else if (mr[i] == 16 && nc[j] == 16)                                                           \
+      SC__T_LOAD(TT, cp, ldc * 4);                                                                 \
+    else {                                                                                         \
+      sc__amx_pad(pc[TT], cp, ldc, mr[i], nc[j]);                                                  \
+      __asm__ volatile("" ::: "memory");                                                           \
+      SC__T_LOAD(TT, pc[TT], 64);                                                                  \
+    }                                                                                              \
+  }
+#define SC__AMX_CSTORE(TT, i, j)                                                                   \
+  if (mr[i] && nc[j]) {                                                                            \
+    float *cp = C + (m0 + 16 * (i)) * ldc + n0 + 16 * (j);                                         \
+    if (mr[i] == 16 && nc[j] == 16)                                                                \
+      SC__T_STORE(TT, cp, ldc * 4);                                                                \
+    else {                                                                                         \
+      SC__T_STORE(TT, pc[TT], 64);                                                                 \
+      __asm__ volatile("" ::: "memory");                                                           \
+      for (size_t r = 0; r < mr[i]; r++) memcpy(cp + r * ldc, pc[TT] + 16 * r, nc[j] * 4);         \
+    }                                                                                              \
+  }
+/* an operand tile: rows x cols words at src (row stride ld), directly or padded into buf */
+#define SC__AMX_OLOAD(TT, src, ld, rows, cols, buf)                                                \
+  if ((rows) == 16 && (cols) == 16)                                                                \
+    SC__T_LOAD(TT, src, (ld)*4);                                                                   \
+  else {                                                                                           \
+    sc__amx_pad(buf, src, ld, rows, cols);                                                         \
+    __asm__ volatile("" ::: "memory");                                                             \
+    SC__T_LOAD(TT, buf, 64);                                                                       \
+  }
+#define SC__AMX_GEMM_BODY                                                                          \
+  {                                                                                                \
+    sc__amx_cfg cfg;                                                                               \
+    memset(&cfg, 0, sizeof cfg);                                                                   \
+    cfg.palette = 1;                                                                               \
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;                               \
+    uint32_t pa[2][256] __attribute__((aligned(64))), pb[2][256] __attribute__((aligned(64)));     \
+    uint32_t pc[4][256] __attribute__((aligned(64)));                                              \
+    __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */            \
+    SC__T_CFG(&cfg);                                                                               \
+    for (size_t m0 = 0; m0 < M; m0 += 32)                                                          \
+      for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
+        size_t mr[2], nc[2];                                                                       \
+        for (int h = 0; h < 2; h++) {                                                              \
+          size_t ml = M - m0 > 16 * (size_t)h ? M - m0 - 16 * (size_t)h : 0;                       \
+          size_t nl = N - n0 > 16 * (size_t)h ? N - n0 - 16 * (size_t)h : 0;                       \
+          mr[h] = ml < 16 ? ml : 16, nc[h] = nl < 16 ? nl : 16;                                    \
+        }                                                                                          \
+        SC__AMX_CLOAD(0, 0, 0)                                                                     \
+        SC__AMX_CLOAD(1, 0, 1)                                                                     \
+        SC__AMX_CLOAD(2, 1, 0)                                                                     \
+        SC__AMX_CLOAD(3, 1, 1)                                                                     \
+        for (size_t k0 = 0; k0 < K2; k0 += 16) {                                                   \
+          size_t kr = K2 - k0 < 16 ? K2 - k0 : 16;                                                 \
+          SC__AMX_OLOAD(4, A + m0 * lda + k0, lda, mr[0], kr, pa[0])                               \
+          if (mr[1]) {                                                                             \
+            SC__AMX_OLOAD(5, A + (m0 + 16) * lda + k0, lda, mr[1], kr, pa[1])                      \
+          }                                                                                        \
+          SC__AMX_OLOAD(6, B + k0 * ldb + n0, ldb, kr, nc[0], pb[0])                               \
+          if (nc[1]) {                                                                             \
+            SC__AMX_OLOAD(7, B + k0 * ldb + n0 + 16, ldb, kr, nc[1], pb[1])                        \
+          }                                                                                        \
+          SC__T_DP(0, 4, 6);                                                                       \
+          if (nc[1]) SC__T_DP(1, 4, 7);                                                            \
+          if (mr[1]) SC__T_DP(2, 5, 6);                                                            \
+          if (mr[1] && nc[1]) SC__T_DP(3, 5, 7);                                                   \
+        }                                                                                          \
+        SC__AMX_CSTORE(0, 0, 0)                                                                    \
+        SC__AMX_CSTORE(1, 0, 1)                                                                    \
+        SC__AMX_CSTORE(2, 1, 0)                                                                    \
+        SC__AMX_CSTORE(3, 1, 1)                                                                    \
+      }                                                                                            \
+    SC__T_RELEASE();                                                                               \
+    __asm__ volatile("" ::: "memory"); /* the tile stores wrote C */                               \
+  }
+
+/* the portable model of the AMX GEMM (SC_BF16_KERNELS=amx-model: any CPU, slow) */
+#define SC__T_CFG(c) (void)(c)
+#define SC__T_ZERO(i) memset(T.t[i], 0, sizeof T.t[i])
+#define SC__T_LOAD(t, p, s) sc__amx_m_load(&T, t, p, s)
+#define SC__T_STORE(t, p, s) sc__amx_m_store(&T, t, p, s)
+#define SC__T_DP(c, a, b) sc__amx_m_dp(&T, c, a, b)
+#define SC__T_RELEASE() (void)0
+static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                    const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                    int acc) {
+  static _Thread_local sc__amx_tiles T; /* 8 KB: off the stack */
+  SC__AMX_GEMM_BODY
+}
+#undef SC__T_CFG
+#undef SC__T_ZERO
+#undef SC__T_LOAD
+#undef SC__T_STORE
+#undef SC__T_DP
+#undef SC__T_RELEASE
+
+#if defined(__x86_64__) && defined(__linux__) &&                                                   \
+    ((defined(__clang__) && __clang_major__ >= 12) ||                                              \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define SC__HAVE_AMX 1
+#include <sys/syscall.h>
+/* the AMX GEMM itself (SC_BF16_KERNELS=amx, on a CPU with AMX-BF16); written from Intel's
+ * documentation and checked through the model above, not yet run on an AMX CPU */
+#define SC__T_CFG(c) _tile_loadconfig(c)
+#define SC__T_ZERO(t) _tile_zero(t)
+#define SC__T_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))
+#define SC__T_STORE(t, p, s) _tile_stored(t, p, (long)(s))
+#define SC__T_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define SC__T_RELEASE() _tile_release()
+__attribute__((target("amx-tile,amx-bf16"))) static void
+sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
+                  size_t ldb, size_t M, size_t N, size_t K2, int acc) {
+  SC__AMX_GEMM_BODY
+}
+#undef SC__T_CFG
+#undef SC__T_ZERO
+#undef SC__T_LOAD
+#undef SC__T_STORE
+#undef SC__T_DP
+#undef SC__T_RELEASE
+
+/* AMX-BF16 usable here: the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7 subleaf 0, EDX bits 24
+ * and 22), the OS enables the tile state (XCR0 bits 17 and 18), and Linux grants this process
+ * the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; asking again is
+ * harmless) */
+static int sc__cpu_amx(void) {
+  unsigned a, b, c, d;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0u), "c"(0u));
+  if (a < 7) return 0;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1u), "c"(0u));
+  if (!((c >> 27) & 1u)) return 0; /* OSXSAVE: xgetbv usable */
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7u), "c"(0u));
+  if (!((d >> 24) & 1u) || !((d >> 22) & 1u)) return 0;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
+  if ((lo & (3u << 17)) != (3u << 17)) return 0;
+  return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
+#endif
+#undef SC__AMX_CLOAD
+#undef SC__AMX_CSTORE
+#undef SC__AMX_OLOAD
+#undef SC__AMX_GEMM_BODY
+
 /* AVX512_BF16 usable here: the CPU has it (CPUID leaf 7 subleaf 1, EAX bit 5) and the OS
  * saves the AVX-512 state (what __builtin_cpu_supports("avx512f") checks) */
 static int sc__cpu_bf16(void) {
@@ -3793,13 +3993,33 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   int kind = 0;
   if (precision == SC_PRECISION_BF16) {
     /* SC_BF16_KERNELS=model: the portable model of the kernels, on any CPU (slow: for the
-     * tests); =native: the AVX512_BF16 kernels, which wait for a check on such a CPU */
+     * tests); =native: the AVX512_BF16 kernels, which wait for a check on such a CPU; =amx:
+     * the AMX-BF16 GEMM (the same wait); =amx-model: its portable model (tests) */
     const char *e = getenv("SC_BF16_KERNELS");
-    if (e && *e && strcmp(e, "model") != 0 && strcmp(e, "native") != 0)
-      return SC__FAIL(SC_ERR_ARG, "SC_BF16_KERNELS='%s' is neither 'model' nor 'native'", e);
+    if (e && *e && strcmp(e, "model") != 0 && strcmp(e, "native") != 0 && strcmp(e, "amx") != 0 &&
+        strcmp(e, "amx-model") != 0)
+      return SC__FAIL(SC_ERR_ARG,
+                      "SC_BF16_KERNELS='%s' is not 'model', 'native', 'amx' or 'amx-model'", e);
     if (e && !strcmp(e, "model"))
       kind = SC__BF16K_MODEL;
-    else if (!sc__cpu_bf16())
+    else if (e && !strcmp(e, "amx-model"))
+      kind = SC__BF16K_AMX_MODEL;
+    else if (e && !strcmp(e, "amx")) {
+#ifdef SC__HAVE_AMX
+      if (!sc__cpu_amx())
+        return SC__FAIL(SC_ERR_UNSUPPORTED,
+                        "SC_BF16_KERNELS=amx needs AMX-BF16 (Intel Sapphire Rapids or later) and "
+                        "Linux's permission for the tile state, which this CPU or system does not "
+                        "give; SC_PRECISION_BF16_EMULATED computes the same rounding with the "
+                        "float kernels");
+      kind = SC__BF16K_AMX;
+#else
+      return SC__FAIL(SC_ERR_UNSUPPORTED,
+                      "SC_BF16_KERNELS=amx: this build has no AMX kernels (they need x86-64 "
+                      "Linux and GCC 11 or clang 12 or later); SC_PRECISION_BF16_EMULATED "
+                      "computes the same rounding with the float kernels");
+#endif
+    } else if (!sc__cpu_bf16())
       return SC__FAIL(SC_ERR_UNSUPPORTED,
                       "bf16 needs AVX512_BF16 (vdpbf16ps), which this CPU does not have; "
                       "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
@@ -3832,9 +4052,12 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
     if (st) return st;
   }
   ws->bf16k = kind;
-  ws->bf_gemm = sc__bf16_gemm_model;
+  ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
 #ifdef SC__HAVE_BF16_NATIVE
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
+#endif
+#ifdef SC__HAVE_AMX
+  if (kind == SC__BF16K_AMX) ws->bf_gemm = sc__bf16_gemm_amx;
 #endif
   ws->prec = (int)precision;
   return SC_OK;

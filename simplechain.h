@@ -433,7 +433,14 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     AVX512_BF16 kernels have not yet been run on such a CPU, so they are also refused
  *     there (naming the reason) unless the environment variable SC_BF16_KERNELS=native asks
  *     for them; SC_BF16_KERNELS=model runs a portable model of them on any CPU (slow: it is
- *     what the tests compare the kernels with). Any other value of it is SC_ERR_ARG.
+ *     what the tests compare the kernels with). SC_BF16_KERNELS=amx runs the products on
+ *     AMX-BF16 tiles instead (Intel Sapphire Rapids and later, Linux on x86-64, built with GCC
+ *     11 or clang 12 or later; SC_ERR_UNSUPPORTED elsewhere, naming why); it too has not yet
+ *     run on such a CPU, and SC_BF16_KERNELS=amx-model runs its blocking on a portable model
+ *     of the tiles, on any CPU. AMX may add a pair's two products in another order than
+ *     vdpbf16ps (Intel documents two), so its results may differ in the last bits from the
+ *     AVX512_BF16 kernels'; across thread counts they stay the same. Any other value of
+ *     SC_BF16_KERNELS is SC_ERR_ARG.
  *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float
  *     kernels on any CPU. A product of two bfloat16 numbers is exact in float, so this gives
  *     the bf16 kernels' results up to the order of the float additions: the reference the

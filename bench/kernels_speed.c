@@ -1,9 +1,9 @@
-/* bench/kernels_speed.c — the float dense kernels one by one (AVX-512 or AVX2 build), on the toy's layer
- * shapes (4 -> 32 tanh -> 16 tanh -> 4), one 32-sample tile per call, operands in L1:
- * ns per call and GFLOP/s (2 O I TW flops; the tanh rows: the forward with tanh, whose
- * difference to the identity forward is the tanh pass). Median of 7 runs.
- *   make bench-kernels   (the AVX-512 build where the CPU has it, then the AVX2 build)
- * These are the figures behind the time breakdown of the toy in bench/RESULTS.md. */
+/* bench/kernels_speed.c — the float dense kernels one by one (AVX-512 or AVX2 build), on the toy's
+ * layer shapes (4 -> 32 tanh -> 16 tanh -> 4), one 32-sample tile per call, operands in L1: ns per
+ * call and GFLOP/s (2 O I TW flops; the tanh rows: the forward with tanh, whose difference to the
+ * identity forward is the tanh pass). Median of 7 runs. make bench-kernels   (the AVX-512 build
+ * where the CPU has it, then the AVX2 build) These are the figures behind the time breakdown of the
+ * toy in bench/RESULTS.md. */
 #define SC__KERNELS_ONLY 1
 #define SC__ISA_NAME "kernels-bench"
 #define SC__KT_EXPORT_F32 sc__kt_f32_kernels_bench

@@ -436,14 +436,15 @@ static void test_compute_no_alloc(void **state) {
 }
 
 /* the bf16 precisions: training and the compute calls allocate nothing in the loop, emulated
- * and with the bf16 kernels (their portable model, SC_BF16_KERNELS=model: the same buffers as
- * the AVX512_BF16 kernels, allocated by sc_workspace_set_precision) */
+ * and with the bf16 kernels (their portable models, SC_BF16_KERNELS=model and amx-model: the
+ * same buffers as the AVX512_BF16 and AMX kernels, allocated by sc_workspace_set_precision;
+ * the AMX GEMM's padded blocks are on its stack) */
 static void test_bf16_no_alloc(void **state) {
   (void)state;
   long l0 = live();
-  for (int kind = 0; kind < 2; kind++) {
+  for (int kind = 0; kind < 3; kind++) {
     run_prec = kind ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED;
-    if (kind) setenv("SC_BF16_KERNELS", "model", 1);
+    if (kind) setenv("SC_BF16_KERNELS", kind == 1 ? "model" : "amx-model", 1);
     for (int th = 1; th <= 2; th++) {
       train_case(SC_LOSS_SQUARED, 95, 20, 10, th, 1);
       train_chain(1, SC_LOSS_LOGIT_CROSSENTROPY, 90, 50, 25, th, 1);

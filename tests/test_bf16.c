@@ -93,6 +93,16 @@ static void test_precision_api(void **state) {
   assert_non_null(strstr(sc_last_error(), "EMULATED"));
   SC_OK_OR_FAIL(sc_workspace_precision(ws, &pr));
   assert_int_equal(pr, SC_PRECISION_FP32); /* unchanged by the refusal */
+  setenv("SC_BF16_KERNELS", "tiles", 1);   /* not a kind of kernel */
+  SC_EXPECT(SC_ERR_ARG, sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+  assert_non_null(strstr(sc_last_error(), "'tiles'"));
+  setenv("SC_BF16_KERNELS", "amx", 1); /* the AMX GEMM: refused where the CPU lacks AMX */
+  if (sc_workspace_set_precision(ws, SC_PRECISION_BF16) != SC_OK) {
+    assert_non_null(strstr(sc_last_error(), "AMX"));
+    print_message("  SC_BF16_KERNELS=amx refused here: %s\n", sc_last_error());
+  }
+  unsetenv("SC_BF16_KERNELS");
+  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_FP32));
   SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16_EMULATED));
   SC_OK_OR_FAIL(sc_workspace_precision(ws, &pr));
   assert_int_equal(pr, SC_PRECISION_BF16_EMULATED);
@@ -347,9 +357,13 @@ static void test_emulated_conv(void **state) {
 /* ------------------------------------------------------------ the bf16 kernels */
 /* SC_PRECISION_BF16's dense layers run a GEMM on bf16 pairs: "model" is portable code doing
  * what vdpbf16ps does (any CPU), "native" the AVX512_BF16 kernel (only on a CPU with it; the
- * test says so where it is skipped). Both are checked against the double reference on the
- * same rounded operands (tight, as the emulation), against the emulation (the same operands,
- * another summation order: tight), and native against the model. */
+ * test says so where it is skipped), "amx" the AMX-BF16 GEMM (tiles of 16 x 16; only on a CPU
+ * with AMX) and "amx-model" that GEMM's blocking on a portable model of the tiles (any CPU).
+ * Each is checked against the double reference on the same rounded operands (tight, as the
+ * emulation), against the emulation (the same operands, another summation order: tight), and
+ * native against the model, amx against its model (Intel documents two orders of a pair's
+ * additions for TDPBF16PS: tight, not the same bits). */
+static const char *const KINDS[4] = {"model", "native", "amx-model", "amx"};
 static int kernels_on(const char *kind) {
   setenv("SC_BF16_KERNELS", kind, 1);
   sc_layer L[] = {sc_dense(2, SC_IDENTITY)};
@@ -361,7 +375,7 @@ static int kernels_on(const char *kind) {
   if (st != SC_OK) {
     print_message("  [%s] bf16 kernels unavailable: %s\n", kind, sc_last_error());
     assert_int_equal(st, SC_ERR_UNSUPPORTED);
-    assert_string_equal(kind, "native"); /* the model runs anywhere */
+    assert_true(!strcmp(kind, "native") || !strcmp(kind, "amx")); /* the models run anywhere */
   }
   sc_workspace_destroy(ws);
   sc_chain_destroy(c);
@@ -388,9 +402,9 @@ static void test_kernels_reference(void **state) {
   unsetenv("SC_BF16_KERNELS");
   fp32_and_bf16(c, SC_LOSS_SQUARED, p, x, t, B, &lf, gf, &le, ge); /* the emulation */
   double Lr = ref_valgrad(p, x, t, B, 1, gr), gmax = max_abs(gr, np);
-  const char *kinds[2] = {"model", "native"};
-  for (int kk = 0; kk < 2; kk++) {
-    if (!kernels_on(kinds[kk])) continue;
+  for (int kk = 0; kk < 4; kk++) {
+    if (!kernels_on(KINDS[kk])) continue;
+    int hw = kk & 1; /* native, amx: compared with the model before them */
     float lb;
     prec_run(c, SC_LOSS_SQUARED, p, x, t, B, SC_PRECISION_BF16, &lb, g);
     double e_r = 0, e_e = 0, e_m = 0;
@@ -398,21 +412,24 @@ static void test_kernels_reference(void **state) {
     for (size_t k = 0; k < np; k++) {
       e_r = fmax(e_r, fabs(g[k] - gr[k]));
       e_e = fmax(e_e, fabs((double)g[k] - ge[k]));
-      if (kk) e_m = fmax(e_m, fabs((double)g[k] - gm_[k]));
+      if (hw) e_m = fmax(e_m, fabs((double)g[k] - gm_[k]));
       differs |= g[k] != gf[k];
     }
     e_r /= gmax, e_e /= gmax, e_m /= gmax;
     print_message("  [%s kernels] loss %.7g (reference %.7g, emulation %.7g); max |g - x| / "
                   "max|g|: %.2e against the reference, %.2e against the emulation%s",
-                  kinds[kk], (double)lb, Lr, (double)le, e_r, e_e, kk ? "" : "\n");
-    if (kk) print_message(", %.2e against the model\n", e_m);
+                  KINDS[kk], (double)lb, Lr, (double)le, e_r, e_e, hw ? "" : "\n");
+    if (hw) print_message(", %.2e against its model\n", e_m);
     assert_true(differs); /* bf16 operands, not the fp32 path */
     assert_true(fabs(lb - Lr) <= 1e-5 * Lr);
     assert_true(e_r <= 2e-5);
     assert_true(e_e <= 2e-5);
-    if (kk) { /* native against the model: the same sums (Intel's definition of vdpbf16ps) */
+    if (kk == 1) { /* native against the model: the same sums (Intel's definition of vdpbf16ps) */
       assert_true(fabsf(lb - lm) <= 1e-6f * lm);
       assert_true(e_m <= 1e-6);
+    } else if (kk == 3) { /* amx against its model: the same products, maybe another order */
+      assert_true(fabsf(lb - lm) <= 1e-5f * lm);
+      assert_true(e_m <= 2e-5);
     } else {
       memcpy(gm_, g, np * sizeof *g);
       lm = lb;
@@ -439,7 +456,6 @@ static void test_kernels_shapes(void **state) {
   sc_layer mlp[] = {sc_dense(37, SC_TANH), sc_dense_nobias(33, SC_GELU), sc_dense(5, SC_IDENTITY)};
   sc_layer cnn[] = {sc_conv2d(3, 3, 4, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
                     sc_dense(10, SC_TANH), sc_dense(3, SC_IDENTITY)};
-  const char *kinds[2] = {"model", "native"};
   for (int net = 0; net < 2; net++) {
     sc_chain *c = NULL;
     if (net == 0)
@@ -457,14 +473,14 @@ static void test_kernels_shapes(void **state) {
     float lf, le;
     unsetenv("SC_BF16_KERNELS");
     fp32_and_bf16(c, loss, p, x, tg, B, &lf, gf, &le, ge);
-    for (int kk = 0; kk < 2; kk++) {
-      if (!kernels_on(kinds[kk])) continue;
+    for (int kk = 0; kk < 4; kk++) {
+      if (!kernels_on(KINDS[kk])) continue;
       float lb;
       prec_run(c, loss, p, x, tg, B, SC_PRECISION_BF16, &lb, g);
       double gm = max_diff(ge, NULL, np), d = max_diff(g, ge, np);
       print_message("  [%s kernels, %s] loss %.7g (emulation %.7g), max |g - g_emul| / max|g| "
                     "%.2e\n",
-                    kinds[kk], net ? "convnet" : "64 -> 37 -> 33 -> 5", (double)lb, (double)le,
+                    KINDS[kk], net ? "convnet" : "64 -> 37 -> 33 -> 5", (double)lb, (double)le,
                     d / gm);
       assert_true(fabsf(lb - le) <= 1e-5f * le);
       assert_true(d <= 1e-4 * gm);
@@ -491,17 +507,19 @@ static void test_kernels_conv(void **state) {
   SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
   uint64_t s = 17;
   float *x = malloc(B * IN * sizeof *x), *p = malloc(np * sizeof *p);
-  float *g[2], *gx[2], l[2];
+  float *g[5], *gx[5], l[5];
   int32_t lab[B];
   assert_true(x && p);
   for (size_t k = 0; k < B * IN; k++) x[k] = (float)tu_unif(&s);
   for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 4));
-  for (int m = 0; m < 2; m++) { /* 0: the emulation, 1: the kernels' model */
+  int ran[5] = {1, 0, 0, 0, 0};
+  for (int m = 0; m < 5; m++) { /* 0: the emulation, then the kernels KINDS[m - 1] */
     g[m] = malloc(np * sizeof *g[m]);
     gx[m] = malloc(B * IN * sizeof *gx[m]);
     assert_true(g[m] && gx[m]);
-    if (m) assert_true(kernels_on("model"));
+    if (m && !kernels_on(KINDS[m - 1])) continue;
+    ran[m] = 1;
     sc_workspace *ws = NULL;
     SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
     SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
@@ -511,15 +529,19 @@ static void test_kernels_conv(void **state) {
     sc_workspace_destroy(ws);
     unsetenv("SC_BF16_KERNELS");
   }
-  double gm = max_diff(g[0], NULL, np), d = max_diff(g[1], g[0], np);
-  double xm = max_diff(gx[0], NULL, B * IN), dx = max_diff(gx[1], gx[0], B * IN);
-  print_message("  [model kernels, padded/strided convs] loss %.7g (emulation %.7g); max |g - "
-                "g_emul| / max|g| %.2e, the same for gx %.2e\n",
-                (double)l[1], (double)l[0], d / gm, dx / xm);
-  assert_true(fabsf(l[1] - l[0]) <= 1e-5f * l[0]);
-  assert_true(d <= 1e-4 * gm);
-  assert_true(dx <= 1e-4 * xm && xm > 0);
-  for (int m = 0; m < 2; m++) free(g[m]), free(gx[m]);
+  assert_true(ran[1] && ran[3]); /* the two models run anywhere */
+  double gm = max_diff(g[0], NULL, np), xm = max_diff(gx[0], NULL, B * IN);
+  for (int m = 1; m < 5; m++) {
+    if (!ran[m]) continue;
+    double d = max_diff(g[m], g[0], np), dx = max_diff(gx[m], gx[0], B * IN);
+    print_message("  [%s kernels, padded/strided convs] loss %.7g (emulation %.7g); max |g - "
+                  "g_emul| / max|g| %.2e, the same for gx %.2e\n",
+                  KINDS[m - 1], (double)l[m], (double)l[0], d / gm, dx / xm);
+    assert_true(fabsf(l[m] - l[0]) <= 1e-5f * l[0]);
+    assert_true(d <= 1e-4 * gm);
+    assert_true(dx <= 1e-4 * xm && xm > 0);
+  }
+  for (int m = 0; m < 5; m++) free(g[m]), free(gx[m]);
   free(x), free(p);
   sc_chain_destroy(c);
 }
