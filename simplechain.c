@@ -3732,7 +3732,7 @@ sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda, const 
  * with denormals read as and flushed to zero, round to nearest even; the SDM's newer text
  * accumulates the even and odd products apart and adds them at the end. The tests compare
  * the kernel with the double reference on the same operands (tight tolerance), not bit for
- * bit. The body is written once over tile operations (SC__T_*) and compiled twice: with the
+ * bit. The body is written once over tile operations (OPS##_LOAD etc.) and compiled twice: with the
  * AMX instructions (sc__bf16_gemm_amx) and with a portable model of the tiles
  * (sc__bf16_gemm_amx_model, the intrinsics guide's order) that runs on any CPU, so the
  * blocking, the edges and the strides are tested where AMX is not. */
@@ -3769,40 +3769,40 @@ static inline void sc__amx_pad(uint32_t *restrict dst, const void *src, size_t l
   for (size_t r = 0; r < rows; r++) memcpy(dst + 16 * r, (const uint32_t *)src + r * ld, cols * 4);
 }
 /* tile T of C: loaded (acc) or zeroed; at an edge through the padded copy pc */
-#define SC__AMX_CLOAD(TT, i, j)                                                                    \
+#define SC__AMX_CLOAD(OPS, TT, i, j)                                                               \
   if (mr[i] && nc[j]) {                                                                            \
     float *cp = C + (m0 + 16 * (i)) * ldc + n0 + 16 * (j);                                         \
     if (!acc)                                                                                      \
-      SC__T_ZERO(TT);                                                                              \
+      OPS##_ZERO(TT);                                                                              \
     else if (mr[i] == 16 && nc[j] == 16)                                                           \
-      SC__T_LOAD(TT, cp, ldc * 4);                                                                 \
+      OPS##_LOAD(TT, cp, ldc * 4);                                                                 \
     else {                                                                                         \
       sc__amx_pad(pc[TT], cp, ldc, mr[i], nc[j]);                                                  \
       __asm__ volatile("" ::: "memory");                                                           \
-      SC__T_LOAD(TT, pc[TT], 64);                                                                  \
+      OPS##_LOAD(TT, pc[TT], 64);                                                                  \
     }                                                                                              \
   }
-#define SC__AMX_CSTORE(TT, i, j)                                                                   \
+#define SC__AMX_CSTORE(OPS, TT, i, j)                                                              \
   if (mr[i] && nc[j]) {                                                                            \
     float *cp = C + (m0 + 16 * (i)) * ldc + n0 + 16 * (j);                                         \
     if (mr[i] == 16 && nc[j] == 16)                                                                \
-      SC__T_STORE(TT, cp, ldc * 4);                                                                \
+      OPS##_STORE(TT, cp, ldc * 4);                                                                \
     else {                                                                                         \
-      SC__T_STORE(TT, pc[TT], 64);                                                                 \
+      OPS##_STORE(TT, pc[TT], 64);                                                                 \
       __asm__ volatile("" ::: "memory");                                                           \
       for (size_t r = 0; r < mr[i]; r++) memcpy(cp + r * ldc, pc[TT] + 16 * r, nc[j] * 4);         \
     }                                                                                              \
   }
 /* an operand tile: rows x cols words at src (row stride ld), directly or padded into buf */
-#define SC__AMX_OLOAD(TT, src, ld, rows, cols, buf)                                                \
+#define SC__AMX_OLOAD(OPS, TT, src, ld, rows, cols, buf)                                           \
   if ((rows) == 16 && (cols) == 16)                                                                \
-    SC__T_LOAD(TT, src, (ld)*4);                                                                   \
+    OPS##_LOAD(TT, src, (ld)*4);                                                                   \
   else {                                                                                           \
     sc__amx_pad(buf, src, ld, rows, cols);                                                         \
     __asm__ volatile("" ::: "memory");                                                             \
-    SC__T_LOAD(TT, buf, 64);                                                                       \
+    OPS##_LOAD(TT, buf, 64);                                                                       \
   }
-#define SC__AMX_GEMM_BODY                                                                          \
+#define SC__AMX_GEMM_BODY(OPS)                                                                     \
   {                                                                                                \
     sc__amx_cfg cfg;                                                                               \
     memset(&cfg, 0, sizeof cfg);                                                                   \
@@ -3811,7 +3811,7 @@ static inline void sc__amx_pad(uint32_t *restrict dst, const void *src, size_t l
     uint32_t pa[2][256] __attribute__((aligned(64))), pb[2][256] __attribute__((aligned(64)));     \
     uint32_t pc[4][256] __attribute__((aligned(64)));                                              \
     __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */            \
-    SC__T_CFG(&cfg);                                                                               \
+    OPS##_CFG(&cfg);                                                                               \
     for (size_t m0 = 0; m0 < M; m0 += 32)                                                          \
       for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
         size_t mr[2], nc[2];                                                                       \
@@ -3820,53 +3820,47 @@ static inline void sc__amx_pad(uint32_t *restrict dst, const void *src, size_t l
           size_t nl = N - n0 > 16 * (size_t)h ? N - n0 - 16 * (size_t)h : 0;                       \
           mr[h] = ml < 16 ? ml : 16, nc[h] = nl < 16 ? nl : 16;                                    \
         }                                                                                          \
-        SC__AMX_CLOAD(0, 0, 0)                                                                     \
-        SC__AMX_CLOAD(1, 0, 1)                                                                     \
-        SC__AMX_CLOAD(2, 1, 0)                                                                     \
-        SC__AMX_CLOAD(3, 1, 1)                                                                     \
+        SC__AMX_CLOAD(OPS, 0, 0, 0)                                                                \
+        SC__AMX_CLOAD(OPS, 1, 0, 1)                                                                \
+        SC__AMX_CLOAD(OPS, 2, 1, 0)                                                                \
+        SC__AMX_CLOAD(OPS, 3, 1, 1)                                                                \
         for (size_t k0 = 0; k0 < K2; k0 += 16) {                                                   \
           size_t kr = K2 - k0 < 16 ? K2 - k0 : 16;                                                 \
-          SC__AMX_OLOAD(4, A + m0 * lda + k0, lda, mr[0], kr, pa[0])                               \
+          SC__AMX_OLOAD(OPS, 4, A + m0 * lda + k0, lda, mr[0], kr, pa[0])                          \
           if (mr[1]) {                                                                             \
-            SC__AMX_OLOAD(5, A + (m0 + 16) * lda + k0, lda, mr[1], kr, pa[1])                      \
+            SC__AMX_OLOAD(OPS, 5, A + (m0 + 16) * lda + k0, lda, mr[1], kr, pa[1])                 \
           }                                                                                        \
-          SC__AMX_OLOAD(6, B + k0 * ldb + n0, ldb, kr, nc[0], pb[0])                               \
+          SC__AMX_OLOAD(OPS, 6, B + k0 * ldb + n0, ldb, kr, nc[0], pb[0])                          \
           if (nc[1]) {                                                                             \
-            SC__AMX_OLOAD(7, B + k0 * ldb + n0 + 16, ldb, kr, nc[1], pb[1])                        \
+            SC__AMX_OLOAD(OPS, 7, B + k0 * ldb + n0 + 16, ldb, kr, nc[1], pb[1])                   \
           }                                                                                        \
-          SC__T_DP(0, 4, 6);                                                                       \
-          if (nc[1]) SC__T_DP(1, 4, 7);                                                            \
-          if (mr[1]) SC__T_DP(2, 5, 6);                                                            \
-          if (mr[1] && nc[1]) SC__T_DP(3, 5, 7);                                                   \
+          OPS##_DP(0, 4, 6);                                                                       \
+          if (nc[1]) OPS##_DP(1, 4, 7);                                                            \
+          if (mr[1]) OPS##_DP(2, 5, 6);                                                            \
+          if (mr[1] && nc[1]) OPS##_DP(3, 5, 7);                                                   \
         }                                                                                          \
-        SC__AMX_CSTORE(0, 0, 0)                                                                    \
-        SC__AMX_CSTORE(1, 0, 1)                                                                    \
-        SC__AMX_CSTORE(2, 1, 0)                                                                    \
-        SC__AMX_CSTORE(3, 1, 1)                                                                    \
+        SC__AMX_CSTORE(OPS, 0, 0, 0)                                                               \
+        SC__AMX_CSTORE(OPS, 1, 0, 1)                                                               \
+        SC__AMX_CSTORE(OPS, 2, 1, 0)                                                               \
+        SC__AMX_CSTORE(OPS, 3, 1, 1)                                                               \
       }                                                                                            \
-    SC__T_RELEASE();                                                                               \
+    OPS##_RELEASE();                                                                               \
     __asm__ volatile("" ::: "memory"); /* the tile stores wrote C */                               \
   }
 
 /* the portable model of the AMX GEMM (SC_BF16_KERNELS=amx-model: any CPU, slow) */
-#define SC__T_CFG(c) (void)(c)
-#define SC__T_ZERO(i) memset(T.t[i], 0, sizeof T.t[i])
-#define SC__T_LOAD(t, p, s) sc__amx_m_load(&T, t, p, s)
-#define SC__T_STORE(t, p, s) sc__amx_m_store(&T, t, p, s)
-#define SC__T_DP(c, a, b) sc__amx_m_dp(&T, c, a, b)
-#define SC__T_RELEASE() (void)0
+#define SC__TM_CFG(c) (void)(c)
+#define SC__TM_ZERO(i) memset(T.t[i], 0, sizeof T.t[i])
+#define SC__TM_LOAD(t, p, s) sc__amx_m_load(&T, t, p, s)
+#define SC__TM_STORE(t, p, s) sc__amx_m_store(&T, t, p, s)
+#define SC__TM_DP(c, a, b) sc__amx_m_dp(&T, c, a, b)
+#define SC__TM_RELEASE() (void)0
 static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                     int acc) {
   static _Thread_local sc__amx_tiles T; /* 8 KB: off the stack */
-  SC__AMX_GEMM_BODY
+  SC__AMX_GEMM_BODY(SC__TM)
 }
-#undef SC__T_CFG
-#undef SC__T_ZERO
-#undef SC__T_LOAD
-#undef SC__T_STORE
-#undef SC__T_DP
-#undef SC__T_RELEASE
 
 #if defined(__x86_64__) && defined(__linux__) &&                                                   \
     ((defined(__clang__) && __clang_major__ >= 12) ||                                              \
@@ -3875,23 +3869,17 @@ static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, siz
 #include <sys/syscall.h>
 /* the AMX GEMM itself (SC_BF16_KERNELS=amx, on a CPU with AMX-BF16); written from Intel's
  * documentation and checked through the model above, not yet run on an AMX CPU */
-#define SC__T_CFG(c) _tile_loadconfig(c)
-#define SC__T_ZERO(t) _tile_zero(t)
-#define SC__T_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))
-#define SC__T_STORE(t, p, s) _tile_stored(t, p, (long)(s))
-#define SC__T_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-#define SC__T_RELEASE() _tile_release()
+#define SC__TH_CFG(c) _tile_loadconfig(c)
+#define SC__TH_ZERO(t) _tile_zero(t)
+#define SC__TH_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))
+#define SC__TH_STORE(t, p, s) _tile_stored(t, p, (long)(s))
+#define SC__TH_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define SC__TH_RELEASE() _tile_release()
 __attribute__((target("amx-tile,amx-bf16"))) static void
 sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
                   size_t ldb, size_t M, size_t N, size_t K2, int acc) {
-  SC__AMX_GEMM_BODY
+  SC__AMX_GEMM_BODY(SC__TH)
 }
-#undef SC__T_CFG
-#undef SC__T_ZERO
-#undef SC__T_LOAD
-#undef SC__T_STORE
-#undef SC__T_DP
-#undef SC__T_RELEASE
 
 /* AMX-BF16 usable here: the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7 subleaf 0, EDX bits 24
  * and 22), the OS enables the tile state (XCR0 bits 17 and 18), and Linux grants this process
