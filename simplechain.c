@@ -2273,15 +2273,19 @@ static sc__xsmm_fn sc__xsmm_conv_kernel(const sc__lplan *P) {
 #define SC__XSMM 0
 #endif
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* r = EAX, EBX, ECX, EDX of CPUID leaf, subleaf */
+static inline void sc__cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+  __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+#endif
+
 /* The CPU's brand string (x86 CPUID), spaces as '_', for wisdom keys */
 static void sc__cpu_model(char *buf, size_t cap) {
   snprintf(buf, cap, "unknown");
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   unsigned r[12];
-  for (unsigned i = 0; i < 3; i++)
-    __asm__ volatile("cpuid"
-                     : "=a"(r[4 * i]), "=b"(r[4 * i + 1]), "=c"(r[4 * i + 2]), "=d"(r[4 * i + 3])
-                     : "a"(0x80000002u + i), "c"(0));
+  for (unsigned i = 0; i < 3; i++) sc__cpuid(0x80000002u + i, 0, r + 4 * i);
   char s[49];
   memcpy(s, r, 48);
   s[48] = 0;
@@ -3886,13 +3890,13 @@ sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda, const uin
  * the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; asking again is
  * harmless) */
 static int sc__cpu_amx(void) {
-  unsigned a, b, c, d;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0u), "c"(0u));
-  if (a < 7) return 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1u), "c"(0u));
-  if (!((c >> 27) & 1u)) return 0; /* OSXSAVE: xgetbv usable */
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7u), "c"(0u));
-  if (!((d >> 24) & 1u) || !((d >> 22) & 1u)) return 0;
+  unsigned r[4];
+  sc__cpuid(0, 0, r);
+  if (r[0] < 7) return 0;
+  sc__cpuid(1, 0, r);
+  if (!((r[2] >> 27) & 1u)) return 0; /* OSXSAVE: xgetbv usable */
+  sc__cpuid(7, 0, r);
+  if (!((r[3] >> 24) & 1u) || !((r[3] >> 22) & 1u)) return 0;
   unsigned lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
   if ((lo & (3u << 17)) != (3u << 17)) return 0;
@@ -3908,13 +3912,13 @@ static int sc__cpu_amx(void) {
  * saves the AVX-512 state (what __builtin_cpu_supports("avx512f") checks) */
 static int sc__cpu_bf16(void) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  unsigned a, b, c, d;
+  unsigned r[4];
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f")) return 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0u), "c"(0u));
-  if (a < 7) return 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7u), "c"(1u));
-  return (a >> 5) & 1u;
+  sc__cpuid(0, 0, r);
+  if (r[0] < 7) return 0;
+  sc__cpuid(7, 1, r);
+  return (r[0] >> 5) & 1u;
 #else
   return 0;
 #endif
