@@ -283,17 +283,21 @@ static inline float sc__fof(uint32_t u) {
   return f;
 }
 /* float -> bfloat16 bits, round to nearest even, as VCVTNEPS2BF16: zeros and denormals give
- * a zero of their sign, an infinity stays, a NaN keeps its upper bits with the quiet bit set */
+ * a zero of their sign, an infinity stays, a NaN keeps its upper bits with the quiet bit set.
+ * Without branches, so that the loops over it vectorize: an infinity takes the rounding path
+ * (0x7f800000 + 0x7fff keeps its upper half), a NaN, whose rounding could carry into the sign,
+ * and a denormal are selected apart. */
+static inline uint32_t sc__bf16_rne(uint32_t u) {
+  uint32_t a = u & 0x7fffffffu, r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  r = a > 0x7f800000u ? (u | 0x00400000u) & 0xffff0000u : r;
+  return a < 0x00800000u ? u & 0x80000000u : r;
+}
 static inline uint16_t sc__bf16_bits(float f) {
-  uint32_t u = sc__fbits(f);
-  uint32_t e = u & 0x7f800000u;
-  if (e == 0) return (uint16_t)((u >> 16) & 0x8000u);
-  if (e == 0x7f800000u) return (uint16_t)((u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0));
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return (uint16_t)(sc__bf16_rne(sc__fbits(f)) >> 16);
 }
 /* x[0..n) rounded to bfloat16 in place (as floats: their low 16 bits cleared) */
 static inline void sc__bf16_round_n(float *restrict x, size_t n) {
-  for (size_t k = 0; k < n; k++) x[k] = sc__fof((uint32_t)sc__bf16_bits(x[k]) << 16);
+  for (size_t k = 0; k < n; k++) x[k] = sc__fof(sc__bf16_rne(sc__fbits(x[k])));
 }
 
 /* bf16 pairs, the operand layout of vdpbf16ps: two bfloat16 in a 32-bit word, the element
@@ -6583,6 +6587,26 @@ static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const 
       }
 }
 
+/* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
+ * within 128-bit lanes, then swap the lanes) */
+static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; k++) {
+    u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; k++) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
 #if defined(__AVX512F__) || defined(SC__ISA_AVX512)
 #define SC__VEC_GATHER 1
 /* In-register transpose of 16 rows of 16 floats: r[k] becomes column k. Four stages:
@@ -6664,25 +6688,6 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
 }
 #else
 #define SC__VEC_GATHER 1
-/* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
- * within 128-bit lanes, then swap the lanes) */
-static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int k = 0; k < 4; k++) {
-    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; k++) {
-    u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; k++) {
-    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
-    r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
-  }
-}
 
 /* AVX2: a whole tile of consecutive rows with 2 or 4 columns (the toy), 8 samples at a time
  * with in-lane transposes; anything else (any width, gathered rows idx, a partial tile) in
@@ -6742,6 +6747,135 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
 }
 #endif
 
+/* ---- the bf16 kernels' packers on vectors (the portable sc__bf16_pack_* in their layouts).
+ * Their operands are bf16 values already: the bf16 precision rounds the tile's input, every
+ * layer's output and every dz before they are packed (and the weights before they are paired),
+ * so the upper halves of their bits are those values exactly and the packers take them without
+ * rounding again; the portable packers round all the same (the identity on such values), which
+ * is what the tests compare these with, bit for bit. Written with 256-bit integer operations,
+ * which both x86 vector sets have. Unaligned loads and stores: rows of pairs are R words apart. */
+/* 16 floats -> their 8 pairs, (f[2k], f[2k + 1]) in word k */
+static inline __attribute__((always_inline)) __m256i v_bf16_pairs16(const float *p) {
+  __m256i a = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p), 16);
+  __m256i b = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p + 8)), 16);
+  /* packus: a0..3 b0..3 | a4..7 b4..7 (the halves fit in 16 bits: no saturation) */
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+}
+/* 8 floats of row a and 8 of row b -> the 8 pairs (a[t], b[t]); b NULL: zeros */
+static inline __attribute__((always_inline)) __m256i v_bf16_pairs_ab(const float *a,
+                                                                     const float *b) {
+  __m256i lo = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)a), 16);
+  if (!b) return lo;
+  __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)b);
+  return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi32((int)0xffff0000u)));
+}
+/* up to 8 rows of SC__TW floats (rp[j], j < nr) paired along the lanes and transposed:
+ * dst[h ldd + j] = (rp[j][2h], rp[j][2h + 1]) for h < SC__TW / 2 */
+static inline __attribute__((always_inline)) void
+v_bf16_pairs_t8(uint32_t *restrict dst, size_t ldd, const float *const rp[8], size_t nr) {
+  for (int hb = 0; hb < SC__TW / 2; hb += 8) {
+    __m256 o[8];
+    for (size_t j = 0; j < 8; j++)
+      o[j] = _mm256_castsi256_ps(j < nr ? v_bf16_pairs16(rp[j] + 2 * hb) : _mm256_setzero_si256());
+    v_transpose8(o);
+    for (int h = 0; h < 8; h++) {
+      uint32_t *d = dst + (size_t)(hb + h) * ldd;
+      if (nr == 8)
+        _mm256_storeu_ps((float *)(void *)d, o[h]);
+      else {
+        uint32_t tmp[8] __attribute__((aligned(32)));
+        _mm256_store_ps((float *)(void *)tmp, o[h]);
+        memcpy(d, tmp, nr * sizeof *d);
+      }
+    }
+  }
+}
+/* sc__bf16_round_n on vectors: the same bits (round to nearest even; zeros and denormals to a
+ * zero of their sign; an infinity stays; a NaN keeps its upper bits with the quiet bit set) */
+static void v_bf16_round_n(float *restrict x, size_t n) {
+  size_t k = 0;
+  for (; k + VW <= n; k += VW) {
+    sc_vu u = (sc_vu)((sc_vfu *)(void *)(x + k))[0], a = u & 0x7fffffffu;
+    sc_vu r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    sc_vu nan = (sc_vu)((sc_vi)a > 0x7f800000), den = (sc_vu)((sc_vi)a < 0x00800000);
+    r = (r & ~nan) | ((u | 0x00400000u) & 0xffff0000u & nan);
+    r = (r & ~den) | (u & 0x80000000u & den);
+    ((sc_vfu *)(void *)(x + k))[0] = (sc_vf)r;
+  }
+  sc__bf16_round_n(x + k, n - k);
+}
+/* sc__bf16_pack_rows: dst[k][t] = (src[2k][t], src[2k + 1][t]) */
+static void v_bf16_pack_rows(uint32_t *restrict dst, const float *restrict src, size_t R, size_t n,
+                             size_t lds) {
+  if (n % 8) {
+    sc__bf16_pack_rows(dst, src, R, n, lds);
+    return;
+  }
+  for (size_t k = 0; 2 * k < R; k++) {
+    const float *a = src + 2 * k * lds, *b = 2 * k + 1 < R ? a + lds : NULL;
+    for (size_t t = 0; t < n; t += 8)
+      _mm256_storeu_si256((__m256i *)(void *)(dst + k * n + t),
+                          v_bf16_pairs_ab(a + t, b ? b + t : NULL));
+  }
+}
+/* sc__bf16_pack_lanes: dst[o][k] = (src[o][2k], src[o][2k + 1]) */
+static void v_bf16_pack_lanes(uint32_t *restrict dst, const float *restrict src, size_t R, size_t n,
+                              size_t lds) {
+  if (n % 16) {
+    sc__bf16_pack_lanes(dst, src, R, n, lds);
+    return;
+  }
+  size_t n2 = n / 2;
+  for (size_t o = 0; o < R; o++)
+    for (size_t k = 0; k < n2; k += 8)
+      _mm256_storeu_si256((__m256i *)(void *)(dst + o * n2 + k),
+                          v_bf16_pairs16(src + o * lds + 2 * k));
+}
+/* sc__bf16_pack_lanes_t for n = SC__TW: dst[k][i] = (src[i][2k], src[i][2k + 1]) */
+static void v_bf16_pack_lanes_t(uint32_t *restrict dst, const float *restrict src, size_t R,
+                                size_t n) {
+  if (n != SC__TW) {
+    sc__bf16_pack_lanes_t(dst, src, R, n);
+    return;
+  }
+  for (size_t i = 0; i < R; i += 8) {
+    const float *rp[8];
+    size_t nr = R - i < 8 ? R - i : 8;
+    for (size_t j = 0; j < nr; j++) rp[j] = src + (i + j) * SC__TW;
+    v_bf16_pairs_t8(dst + i, R, rp, nr);
+  }
+}
+/* sc__bf16_pack_taps: dst[k][v TW + t] = (tap 2k, tap 2k + 1) of output position (u, v) */
+static void v_bf16_pack_taps(uint32_t *restrict dst, const float *restrict x, const sc__lplan *P,
+                             size_t u) {
+  size_t R = P->R, OW = P->ow, sw = P->spec.sw, n = OW * SC__TW;
+  const float *row = x + u * P->spec.sh * P->wp * SC__TW;
+  for (size_t k = 0; 2 * k < R; k++) {
+    const float *a = row + P->roff[2 * k] * SC__TW;
+    const float *b = 2 * k + 1 < R ? row + P->roff[2 * k + 1] * SC__TW : NULL;
+    for (size_t v = 0; v < OW; v++) {
+      uint32_t *d = dst + k * n + v * SC__TW;
+      const float *av = a + v * sw * SC__TW, *bv = b ? b + v * sw * SC__TW : NULL;
+      for (int t = 0; t < SC__TW; t += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(d + t),
+                            v_bf16_pairs_ab(av + t, bv ? bv + t : NULL));
+    }
+  }
+}
+/* sc__bf16_pack_taps_t: dst[v TW / 2 + h][r] = (lane 2h, lane 2h + 1) of tap r at (u, v) */
+static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, const sc__lplan *P,
+                               size_t u) {
+  size_t R = P->R, OW = P->ow, sw = P->spec.sw;
+  const float *row = x + u * P->spec.sh * P->wp * SC__TW;
+  for (size_t v = 0; v < OW; v++)
+    for (size_t r = 0; r < R; r += 8) {
+      const float *rp[8];
+      size_t nr = R - r < 8 ? R - r : 8;
+      for (size_t j = 0; j < nr; j++) rp[j] = row + (P->roff[r + j] + v * sw) * SC__TW;
+      v_bf16_pairs_t8(dst + v * (SC__TW / 2) * R + r, R, rp, nr);
+    }
+}
+
 #undef V_FWD_BODY
 #undef V_DW_BLOCK
 #undef V_DX_BODY
@@ -6749,6 +6883,7 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
 #undef V_BLOCKS_5_8
 #endif
 #define SC__K_FWD vec_dense_fwd_f32
+#define SC__BFP(name) v_bf16_##name /* the bf16 packers */
 #define SC__K_DW vec_dense_dw_f32
 #define SC__K_DX vec_dense_dx_f32
 #define SC__K_DWL vec_dense_dwl_f32
@@ -6762,6 +6897,7 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
   ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
 #else
 #define SC__K_FWD SC__TN(sc__dense_fwd)
+#define SC__BFP(name) sc__bf16_##name
 #define SC__K_DW SC__TN(sc__dense_dw)
 #define SC__K_DX SC__TN(sc__dense_dx)
 #define SC__K_DWL SC__TN(sc__dense_dwl)
@@ -7230,7 +7366,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #endif
     SC__TN(sc__gather)(X, J->x, c->in, J, b0, n);
 #if SC__F32
-    if (J->bf16) sc__bf16_round_n(X, c->in * SC__TW);
+    if (J->bf16) SC__BFP(round_n)(X, c->in * SC__TW);
 #endif
     SC__PROF(L, SC__P_FNS, 0);
     const SC__T *in = X;
@@ -7247,7 +7383,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #if SC__F32
         if (J->bf16k) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
           size_t I2 = (P->in + 1) / 2;
-          sc__bf16_pack_rows(bfs, in, P->in, SC__TW, SC__TW);
+          SC__BFP(pack_rows)(bfs, in, P->in, SC__TW, SC__TW);
           ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
           SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, 1, fa);
           break;
@@ -7272,7 +7408,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (J->bf16k) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
           size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
           for (size_t u = 0; u < P->oh; u++) {
-            sc__bf16_pack_taps(bfs, in, P, u);
+            SC__BFP(pack_taps)(bfs, in, P, u);
             ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
                         RW, R2, 0);
           }
@@ -7323,8 +7459,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       in = tm + SC__AOFF(P);
 #if SC__F32
       /* bf16: a layer's output is the next matrix product's operand; the last one's is not */
-      if (J->bf16 && l + 1 < L && P->spec.kind != SC_LAYER_FLATTEN)
-        sc__bf16_round_n(tm + SC__AOFF(P), P->out * SC__TW);
+      if (J->bf16 && l + 1 < L && P->spec.kind != SC_LAYER_FLATTEN &&
+          P->spec.kind != SC_LAYER_MAXPOOL2D) /* (those two pick rounded inputs) */
+        SC__BFP(round_n)(tm + SC__AOFF(P), P->out * SC__TW);
 #endif
       SC__PROF(l, SC__P_FNS, n);
     }
@@ -7358,17 +7495,17 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         else
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
 #if SC__F32
-        if (J->bf16) sc__bf16_round_n(cur, P->out * SC__TW); /* after the bias gradient */
+        if (J->bf16) SC__BFP(round_n)(cur, P->out * SC__TW); /* after the bias gradient */
         if (J->bf16k) { /* bf16 kernels: dW and dx as GEMMs on pairs */
           size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
           if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
             uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
-            sc__bf16_pack_lanes(dzb, cur, O, SC__TW, SC__TW);
-            sc__bf16_pack_lanes_t(xtp, xin, I, SC__TW);
+            SC__BFP(pack_lanes)(dzb, cur, O, SC__TW, SC__TW);
+            SC__BFP(pack_lanes_t)(xtp, xin, I, SC__TW);
             ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2, 1);
           }
           if (need_dx) { /* pairs of outputs (the packing reuses the area) */
-            sc__bf16_pack_rows(bfs, cur, O, SC__TW, SC__TW);
+            SC__BFP(pack_rows)(bfs, cur, O, SC__TW, SC__TW);
             ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
                         I, SC__TW, O2, 0);
           }
@@ -7433,15 +7570,15 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           }
         }
 #if SC__F32
-        if (J->bf16) sc__bf16_round_n(cur, P->out * SC__TW); /* after the bias gradient */
+        if (J->bf16) SC__BFP(round_n)(cur, P->out * SC__TW); /* after the bias gradient */
         if (J->bf16k) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
           if (want_g)
             for (size_t u = 0; u < P->oh; u++) {
               uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
-              sc__bf16_pack_lanes(dzb, cur + u * RW, K, RW, ld);
-              sc__bf16_pack_taps_t(xt, xs, P, u);
+              SC__BFP(pack_lanes)(dzb, cur + u * RW, K, RW, ld);
+              SC__BFP(pack_taps_t)(xt, xs, P, u);
               ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
             }
           if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
@@ -7449,7 +7586,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             float *dcol = (float *)(void *)(bfs + K2 * RW);
             memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
             for (size_t u = 0; u < P->oh; u++) {
-              sc__bf16_pack_rows(bfs, cur + u * RW, K, RW, ld);
+              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
               ws->bf_gemm(dcol, RW, ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R,
                           RW, K2, 0);
               sc__bf16_col2im(xg, dcol, P, u);
@@ -7989,11 +8126,19 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
       const float *W = ws->bf_p + P->poff; /* conv: K x R, as a dense layer's O x I */
       size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
-      sc__bf16_pack_lanes(wf, W, O, I, I);
-      for (size_t i = 0; i < I; i++)
-        for (size_t m = 0; m < O2; m++)
-          wd[i * O2 + m] =
-              sc__bf16_pair(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0.0f);
+      /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
+       * (the packers' sc__bf16_pair would round them again, to the same bits, 10x slower) */
+      for (size_t o = 0; o < O; o++) {
+        const float *r = W + o * I;
+        for (size_t k = 0; k < I / 2; k++)
+          wf[o * I2 + k] = sc__fbits(r[2 * k]) >> 16 | (sc__fbits(r[2 * k + 1]) & 0xffff0000u);
+        if (I % 2) wf[o * I2 + I / 2] = sc__fbits(r[I - 1]) >> 16;
+      }
+      for (size_t m = 0; m < O2; m++) {
+        const float *a = W + 2 * m * I, *b = 2 * m + 1 < O ? a + I : NULL;
+        for (size_t i = 0; i < I; i++)
+          wd[i * O2 + m] = sc__fbits(a[i]) >> 16 | (b ? sc__fbits(b[i]) & 0xffff0000u : 0u);
+      }
     }
   return ws->bf_p;
 }
@@ -8286,6 +8431,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__PUB
 #endif /* !SC__KERNELS_ONLY */
 #undef SC__K_FWD
+#undef SC__BFP
 #undef SC__K_DW
 #undef SC__K_DX
 #undef SC__K_DWL

@@ -471,20 +471,31 @@ static void test_kernels_shapes(void **state) {
     assert_true(p && g && ge && gf);
     SC_OK_OR_FAIL(sc_params_init(c, p, np, 9));
     float lf, le;
-    unsetenv("SC_BF16_KERNELS");
-    fp32_and_bf16(c, loss, p, x, tg, B, &lf, gf, &le, ge);
-    for (int kk = 0; kk < 4; kk++) {
-      if (!kernels_on(KINDS[kk])) continue;
-      float lb;
-      prec_run(c, loss, p, x, tg, B, SC_PRECISION_BF16, &lb, g);
-      double gm = max_diff(ge, NULL, np), d = max_diff(g, ge, np);
-      print_message("  [%s kernels, %s] loss %.7g (emulation %.7g), max |g - g_emul| / max|g| "
-                    "%.2e\n",
-                    KINDS[kk], net ? "convnet" : "64 -> 37 -> 33 -> 5", (double)lb, (double)le,
-                    d / gm);
-      assert_true(fabsf(lb - le) <= 1e-5f * le);
-      assert_true(d <= 1e-4 * gm);
+    const char *isas[3];
+    int nisa = tu_isas(isas);
+    for (int is = 0; is < nisa; is++) { /* every kernel set (their packers) */
+      setenv("SC_ISA", isas[is], 1);    /* (read when a chain is created) */
+      sc_chain_destroy(c);
+      if (net == 0)
+        SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 3));
+      else
+        SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 8, 8, cnn, 5));
+      unsetenv("SC_BF16_KERNELS");
+      fp32_and_bf16(c, loss, p, x, tg, B, &lf, gf, &le, ge);
+      for (int kk = 0; kk < 4; kk++) {
+        if (!kernels_on(KINDS[kk])) continue;
+        float lb;
+        prec_run(c, loss, p, x, tg, B, SC_PRECISION_BF16, &lb, g);
+        double gm = max_diff(ge, NULL, np), d = max_diff(g, ge, np);
+        print_message("  [%s kernels, %s, %s] loss %.7g (emulation %.7g), max |g - g_emul| / "
+                      "max|g| %.2e\n",
+                      KINDS[kk], isas[is], net ? "convnet" : "64 -> 37 -> 33 -> 5", (double)lb,
+                      (double)le, d / gm);
+        assert_true(fabsf(lb - le) <= 1e-5f * le);
+        assert_true(d <= 1e-4 * gm);
+      }
     }
+    unsetenv("SC_ISA");
     unsetenv("SC_BF16_KERNELS");
     sc_chain_destroy(c);
     free(p), free(g), free(ge), free(gf);
@@ -513,34 +524,47 @@ static void test_kernels_conv(void **state) {
   for (size_t k = 0; k < B * IN; k++) x[k] = (float)tu_unif(&s);
   for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 4));
-  int ran[5] = {1, 0, 0, 0, 0};
-  for (int m = 0; m < 5; m++) { /* 0: the emulation, then the kernels KINDS[m - 1] */
+  for (int m = 0; m < 5; m++) {
     g[m] = malloc(np * sizeof *g[m]);
     gx[m] = malloc(B * IN * sizeof *gx[m]);
     assert_true(g[m] && gx[m]);
-    if (m && !kernels_on(KINDS[m - 1])) continue;
-    ran[m] = 1;
-    sc_workspace *ws = NULL;
-    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
-    SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
-    SC_OK_OR_FAIL(
-        sc_workspace_set_precision(ws, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED));
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &l[m], g[m], gx[m], ws));
-    sc_workspace_destroy(ws);
-    unsetenv("SC_BF16_KERNELS");
   }
-  assert_true(ran[1] && ran[3]); /* the two models run anywhere */
-  double gm = max_diff(g[0], NULL, np), xm = max_diff(gx[0], NULL, B * IN);
-  for (int m = 1; m < 5; m++) {
-    if (!ran[m]) continue;
-    double d = max_diff(g[m], g[0], np), dx = max_diff(gx[m], gx[0], B * IN);
-    print_message("  [%s kernels, padded/strided convs] loss %.7g (emulation %.7g); max |g - "
-                  "g_emul| / max|g| %.2e, the same for gx %.2e\n",
-                  KINDS[m - 1], (double)l[m], (double)l[0], d / gm, dx / xm);
-    assert_true(fabsf(l[m] - l[0]) <= 1e-5f * l[0]);
-    assert_true(d <= 1e-4 * gm);
-    assert_true(dx <= 1e-4 * xm && xm > 0);
+  /* on every kernel set: the vector sets pack the operands with their own code (v_bf16_pack_*),
+   * the portable one with sc__bf16_pack_* */
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  for (int is = 0; is < nisa; is++) {
+    setenv("SC_ISA", isas[is], 1); /* (read when a chain is created) */
+    sc_chain_destroy(c);
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 9, 9, L, 5));
+    int ran[5] = {1, 0, 0, 0, 0};
+    for (int m = 0; m < 5; m++) { /* 0: the emulation, then the kernels KINDS[m - 1] */
+      if (m && !kernels_on(KINDS[m - 1])) continue;
+      ran[m] = 1;
+      sc_workspace *ws = NULL;
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
+      SC_OK_OR_FAIL(
+          sc_workspace_set_precision(ws, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED));
+      SC_OK_OR_FAIL(
+          sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &l[m], g[m], gx[m], ws));
+      sc_workspace_destroy(ws);
+      unsetenv("SC_BF16_KERNELS");
+    }
+    assert_true(ran[1] && ran[3]); /* the two models run anywhere */
+    double gm = max_diff(g[0], NULL, np), xm = max_diff(gx[0], NULL, B * IN);
+    for (int m = 1; m < 5; m++) {
+      if (!ran[m]) continue;
+      double d = max_diff(g[m], g[0], np), dx = max_diff(gx[m], gx[0], B * IN);
+      print_message("  [%s kernels, %s, padded/strided convs] loss %.7g (emulation %.7g); max |g "
+                    "- g_emul| / max|g| %.2e, the same for gx %.2e\n",
+                    KINDS[m - 1], isas[is], (double)l[m], (double)l[0], d / gm, dx / xm);
+      assert_true(fabsf(l[m] - l[0]) <= 1e-5f * l[0]);
+      assert_true(d <= 1e-4 * gm);
+      assert_true(dx <= 1e-4 * xm && xm > 0);
+    }
   }
+  unsetenv("SC_ISA");
   for (int m = 0; m < 5; m++) free(g[m]), free(gx[m]);
   free(x), free(p);
   sc_chain_destroy(c);
