@@ -265,9 +265,11 @@ struct sc_workspace {
    * the AMX GEMM: SC__BF16K_AMX, SC__BF16K_AMX_MODEL (its portable model) */
   int bf16k;
   sc__bf16_gemm_fn bf_gemm; /* the GEMM of that kind */
-  uint32_t *bf_w;   /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
-  size_t *bf_woff;  /* per layer: its offset in bf_w (dense and conv layers only) */
-  uint32_t *bf_scr; /* per slice: packed tile operands, bf_scr_stride words apart */
+  uint32_t *bf_w;       /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
+  size_t *bf_woff;      /* per layer: its offset in bf_w (dense and conv layers only) */
+  unsigned char *bf_on; /* per layer: 1 where the bf16 GEMM runs it, 0 where the float kernels
+                           do, on the same rounded operands (SC_BF16_LAYERS; in bf_woff's block) */
+  uint32_t *bf_scr;     /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
 };
 
@@ -3642,6 +3644,7 @@ void sc_workspace_destroy(sc_workspace *ws) {
   ws->bf_p = NULL;
   ws->bf_w = ws->bf_scr = NULL;
   ws->bf_woff = NULL;
+  ws->bf_on = NULL;
   free(ws->owned);
 }
 
@@ -3928,13 +3931,24 @@ static int sc__cpu_bf16(void) {
 #endif
 }
 
+/* SC_PRECISION_BF16 runs a conv layer's products on the bf16 GEMM only from this many output
+ * channels on (SC_BF16_LAYERS=auto, the default; =all: every conv layer). A conv layer is a GEMM
+ * on its taps packed per output row (im2col): each packed pair feeds 2 K multiply-adds, so the
+ * packing costs the more, the fewer channels K. Measured (LeNet5, Fashion-MNIST, batch 64, 1
+ * thread, Zen 4 / AVX2, the GEMM replaced by a null one): for its first conv (K = 6) the bf16
+ * path's own work (packing, im2col, col2im, the GEMM's stores) took as long as that layer in
+ * float on the same rounded operands, so it could never win; for the second (K = 16), a third of
+ * it. Below K the float kernels run the layer, on the same bf16 operands (products exact in
+ * float, float sums: the emulation's arithmetic). */
+#define SC__BF16_MIN_K 8
+
 /* the bf16 kernels' buffers: the packed dense and conv weights (both pairings) and each
  * slice's packed tile operands (the largest of a layer's forward, dW and dx needs) */
 static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
   const sc_chain *c = ws->chain;
   size_t L = c->nlayers, words = 0, scr = 0;
   int ok = 1;
-  size_t *off = malloc((L ? L : 1) * sizeof *off);
+  size_t *off = malloc((L ? L : 1) * (sizeof *off + 1)); /* and the bf_on flags after them */
   if (!off) return sc__fail(SC_ERR_NOMEM, fn, "out of memory for the bf16 weight offsets");
   for (size_t l = 0; l < L; l++) {
     const sc__lplan *P = &c->L[l];
@@ -3974,6 +3988,8 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
   free(ws->bf_scr);
   ws->bf_w = w;
   ws->bf_woff = off;
+  ws->bf_on = (unsigned char *)(off + (L ? L : 1));
+  memset(ws->bf_on, 0, L ? L : 1);
   ws->bf_scr = sb;
   ws->bf_scr_stride = scr;
   return SC_OK;
@@ -3986,7 +4002,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
                     "precision = %d is not SC_PRECISION_FP32, SC_PRECISION_BF16 or "
                     "SC_PRECISION_BF16_EMULATED",
                     (int)precision);
-  int kind = 0;
+  int kind = 0, all_layers = 0;
   if (precision == SC_PRECISION_BF16) {
     /* SC_BF16_KERNELS=model: the portable model of the kernels, on any CPU (slow: for the
      * tests); =native: the AVX512_BF16 kernels, which wait for a check on such a CPU; =amx:
@@ -3996,6 +4012,10 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
         strcmp(e, "amx-model") != 0)
       return SC__FAIL(SC_ERR_ARG,
                       "SC_BF16_KERNELS='%s' is not 'model', 'native', 'amx' or 'amx-model'", e);
+    const char *lay = getenv("SC_BF16_LAYERS");
+    if (lay && *lay && strcmp(lay, "auto") != 0 && strcmp(lay, "all") != 0)
+      return SC__FAIL(SC_ERR_ARG, "SC_BF16_LAYERS='%s' is not 'auto' or 'all'", lay);
+    all_layers = lay && !strcmp(lay, "all");
     if (e && !strcmp(e, "model"))
       kind = SC__BF16K_MODEL;
     else if (e && !strcmp(e, "amx-model"))
@@ -4047,6 +4067,12 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
     sc_status st = sc__bf16_buffers(ws, __func__);
     if (st) return st;
   }
+  if (kind) /* which layers the bf16 GEMM runs (SC__BF16_MIN_K) */
+    for (size_t l = 0; l < ws->chain->nlayers; l++) {
+      const sc__lplan *P = &ws->chain->L[l];
+      ws->bf_on[l] = P->spec.kind == SC_LAYER_DENSE ||
+                     (P->spec.kind == SC_LAYER_CONV2D && (all_layers || P->oc >= SC__BF16_MIN_K));
+    }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
 #ifdef SC__HAVE_BF16_NATIVE
@@ -7326,6 +7352,10 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #if SC__F32
   /* the bf16 kernels' packed operands (this slice's area) */
   uint32_t *bfs = J->bf16k ? ws->bf_scr + s * ws->bf_scr_stride : NULL;
+  /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
+#define SC__BFK(l) (J->bf16k && ws->bf_on[l])
+#else
+#define SC__BFK(l) 0
 #endif
   /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
    * row (the batch gather, the loss, the folds) */
@@ -7347,7 +7377,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
-      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE && !J->bf16k) /* dense: first */
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
+          !SC__BFK(l)) /* dense: first */
         memset(tm + P->dwl_off, 0,
                (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
     }
@@ -7381,7 +7412,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
 #endif
 #if SC__F32
-        if (J->bf16k) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
+        if (SC__BFK(l)) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
           size_t I2 = (P->in + 1) / 2;
           SC__BFP(pack_rows)(bfs, in, P->in, SC__TW, SC__TW);
           ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
@@ -7405,7 +7436,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           in = tm + P->pad_off;
         }
 #if SC__F32
-        if (J->bf16k) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
+        if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
           size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
           for (size_t u = 0; u < P->oh; u++) {
             SC__BFP(pack_taps)(bfs, in, P, u);
@@ -7496,7 +7527,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
 #if SC__F32
         if (J->bf16) SC__BFP(round_n)(cur, P->out * SC__TW); /* after the bias gradient */
-        if (J->bf16k) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+        if (SC__BFK(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
           size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
           if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
             uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
@@ -7571,7 +7602,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         }
 #if SC__F32
         if (J->bf16) SC__BFP(round_n)(cur, P->out * SC__TW); /* after the bias gradient */
-        if (J->bf16k) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+        if (SC__BFK(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
           if (want_g)
@@ -7638,7 +7669,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
-      if (P->dwl_off != SIZE_MAX && !J->bf16k &&
+      if (P->dwl_off != SIZE_MAX && !SC__BFK(l) &&
           !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
         SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
@@ -7657,6 +7688,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   SC__PROF(L, SC__P_BNS, 0);
 #undef SC__PROF
 }
+#undef SC__BFK
 
 static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s) {
   if (J->ws->prof)
@@ -8122,7 +8154,7 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
     for (size_t l = 0; l < c->nlayers; l++) {
       const sc__lplan *P = &c->L[l];
       int conv = P->spec.kind == SC_LAYER_CONV2D;
-      if (P->spec.kind != SC_LAYER_DENSE && !conv) continue;
+      if ((P->spec.kind != SC_LAYER_DENSE && !conv) || !ws->bf_on[l]) continue;
       const float *W = ws->bf_p + P->poff; /* conv: K x R, as a dense layer's O x I */
       size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;

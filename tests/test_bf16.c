@@ -96,6 +96,13 @@ static void test_precision_api(void **state) {
   setenv("SC_BF16_KERNELS", "tiles", 1);   /* not a kind of kernel */
   SC_EXPECT(SC_ERR_ARG, sc_workspace_set_precision(ws, SC_PRECISION_BF16));
   assert_non_null(strstr(sc_last_error(), "'tiles'"));
+  setenv("SC_BF16_KERNELS", "model", 1);
+  setenv("SC_BF16_LAYERS", "some", 1); /* neither auto nor all */
+  SC_EXPECT(SC_ERR_ARG, sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+  assert_non_null(strstr(sc_last_error(), "SC_BF16_LAYERS='some'"));
+  SC_OK_OR_FAIL(sc_workspace_precision(ws, &pr));
+  assert_int_equal(pr, SC_PRECISION_FP32); /* unchanged by the refusal */
+  unsetenv("SC_BF16_LAYERS");
   setenv("SC_BF16_KERNELS", "amx", 1); /* the AMX GEMM: refused where the CPU lacks AMX */
   if (sc_workspace_set_precision(ws, SC_PRECISION_BF16) != SC_OK) {
     assert_non_null(strstr(sc_last_error(), "AMX"));
@@ -366,6 +373,7 @@ static void test_emulated_conv(void **state) {
 static const char *const KINDS[4] = {"model", "native", "amx-model", "amx"};
 static int kernels_on(const char *kind) {
   setenv("SC_BF16_KERNELS", kind, 1);
+  setenv("SC_BF16_LAYERS", "all", 1); /* small convs too (auto leaves them to the float kernels) */
   sc_layer L[] = {sc_dense(2, SC_IDENTITY)};
   sc_chain *c = NULL;
   sc_workspace *ws = NULL;
@@ -570,6 +578,71 @@ static void test_kernels_conv(void **state) {
   sc_chain_destroy(c);
 }
 
+/* SC_BF16_LAYERS=auto (the default): a conv layer with fewer than 8 output channels runs on the
+ * float kernels (on the same rounded operands), the others on the bf16 GEMM; against the
+ * emulation (tight) and against every layer on the GEMM (tight, and not the same bits: the first
+ * conv's sums run in another order) */
+static void test_kernels_auto_layers(void **state) {
+  (void)state;
+  enum { B = 36, IN = 144 };
+  sc_layer L[] = {sc_conv2d(3, 3, 4, SC_RELU), /* 1x12x12 -> 4x10x10: float kernels */
+                  sc_conv2d(3, 3, 9, SC_TANH), /* -> 9x8x8: the bf16 GEMM */
+                  sc_maxpool2d(2, 2), sc_flatten(), sc_dense(3, SC_IDENTITY)};
+  uint64_t s = 23;
+  float *x = malloc(B * IN * sizeof *x);
+  int32_t lab[B];
+  assert_true(x);
+  for (size_t k = 0; k < B * IN; k++) x[k] = (float)tu_unif(&s);
+  for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  for (int is = 0; is < nisa; is++) {
+    setenv("SC_ISA", isas[is], 1);
+    sc_chain *c = NULL;
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 12, 12, L, 5));
+    size_t np;
+    SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    float *p = malloc(np * sizeof *p), *g[3], *gx[3], l[3];
+    assert_true(p);
+    SC_OK_OR_FAIL(sc_params_init(c, p, np, 6));
+    for (int m = 0; m < 3; m++) { /* the emulation, auto, all */
+      g[m] = malloc(np * sizeof *g[m]);
+      gx[m] = malloc(B * IN * sizeof *gx[m]);
+      assert_true(g[m] && gx[m]);
+      if (m) setenv("SC_BF16_KERNELS", "model", 1);
+      if (m == 1) unsetenv("SC_BF16_LAYERS");
+      if (m == 2) setenv("SC_BF16_LAYERS", "all", 1);
+      sc_workspace *ws = NULL;
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      SC_OK_OR_FAIL(
+          sc_workspace_set_precision(ws, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED));
+      SC_OK_OR_FAIL(
+          sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &l[m], g[m], gx[m], ws));
+      sc_workspace_destroy(ws);
+    }
+    unsetenv("SC_BF16_KERNELS");
+    unsetenv("SC_BF16_LAYERS");
+    double gm = max_diff(g[0], NULL, np), xm = max_diff(gx[0], NULL, B * IN);
+    int differs = 0;
+    for (size_t k = 0; k < np; k++) differs |= g[1][k] != g[2][k];
+    for (int m = 1; m < 3; m++) {
+      double d = max_diff(g[m], g[0], np), dx = max_diff(gx[m], gx[0], B * IN);
+      print_message("  [%s, SC_BF16_LAYERS=%s] loss %.7g (emulation %.7g); max |g - g_emul| / "
+                    "max|g| %.2e, the same for gx %.2e\n",
+                    isas[is], m == 1 ? "auto" : "all", (double)l[m], (double)l[0], d / gm, dx / xm);
+      assert_true(fabsf(l[m] - l[0]) <= 1e-5f * l[0]);
+      assert_true(d <= 1e-4 * gm);
+      assert_true(dx <= 1e-4 * xm && xm > 0);
+    }
+    assert_true(differs); /* auto ran the first conv otherwise than all */
+    for (int m = 0; m < 3; m++) free(g[m]), free(gx[m]);
+    free(p);
+    sc_chain_destroy(c);
+  }
+  unsetenv("SC_ISA");
+  free(x);
+}
+
 /* training in the emulated precision learns what fp32 learns: 3 classes of points */
 static void test_emulated_training(void **state) {
   (void)state;
@@ -628,6 +701,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_reference),
       cmocka_unit_test(test_kernels_shapes),
       cmocka_unit_test(test_kernels_conv),
+      cmocka_unit_test(test_kernels_auto_layers),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
