@@ -6820,6 +6820,22 @@ v_bf16_pairs_t8(uint32_t *restrict dst, size_t ldd, const float *const rp[8], si
  * zero of their sign; an infinity stays; a NaN keeps its upper bits with the quiet bit set) */
 static void v_bf16_round_n(float *restrict x, size_t n) {
   size_t k = 0;
+#if VW == 8 /* AVX2: the selects as blends (GCC makes and-andnot-or of the generic form) */
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff), hi = _mm256_set1_epi32((int)0xffff0000u);
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+  const __m256i inf = _mm256_set1_epi32(0x7f800000), minn = _mm256_set1_epi32(0x00800000);
+  const __m256i quiet = _mm256_set1_epi32(0x00400000), sign = _mm256_set1_epi32((int)0x80000000u);
+  for (; k + 8 <= n; k += 8) {
+    __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + k));
+    __m256i a = _mm256_and_si256(u, abs);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, half), lsb), hi);
+    __m256i nan = _mm256_and_si256(_mm256_or_si256(u, quiet), hi);
+    r = _mm256_blendv_epi8(r, nan, _mm256_cmpgt_epi32(a, inf));
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(u, sign), _mm256_cmpgt_epi32(minn, a));
+    _mm256_storeu_si256((__m256i *)(void *)(x + k), r);
+  }
+#else
   for (; k + VW <= n; k += VW) {
     sc_vu u = (sc_vu)((sc_vfu *)(void *)(x + k))[0], a = u & 0x7fffffffu;
     sc_vu r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
@@ -6828,6 +6844,7 @@ static void v_bf16_round_n(float *restrict x, size_t n) {
     r = (r & ~den) | (u & 0x80000000u & den);
     ((sc_vfu *)(void *)(x + k))[0] = (sc_vf)r;
   }
+#endif
   sc__bf16_round_n(x + k, n - k);
 }
 /* sc__bf16_pack_rows: dst[k][t] = (src[2k][t], src[2k + 1][t]) */

@@ -70,6 +70,67 @@ static void test_convert(void **state) {
   assert_int_equal(bad, 0);
 }
 
+/* the rounding of a tile on every kernel set (the vector sets have their own), bit for bit
+ * against sc_bf16_from_float: an identity dense layer with W = I returns the rounded input.
+ * Ties of both parities, values one below a tie, denormals (to zeros; their sign is lost in the
+ * sum W x), -0,
+ * values that round up into the next binade, and random ones. */
+static void test_emulated_rounding(void **state) {
+  (void)state;
+  enum { N = 40, B = 45 };
+  float *x = malloc(N * B * sizeof *x), *y = malloc(N * B * sizeof *y);
+  assert_true(x && y);
+  uint64_t s = 31;
+  for (size_t k = 0; k < N * B; k++) {
+    uint32_t hi = (uint32_t)((tu_unif(&s) + 1) * 0x3f00) + 0x1000u, sg = (k & 1u) << 31;
+    uint32_t u;
+    switch (k % 8) {
+    case 0: u = hi << 16 | 0x8000u; break;                        /* a tie */
+    case 1: u = (hi | 1u) << 16 | 0x8000u; break;                 /* a tie, odd: rounds up */
+    case 2: u = hi << 16 | 0x7fffu; break;                        /* just below a tie */
+    case 3: u = (uint32_t)(k * 2654435761u) & 0x007fffffu; break; /* denormal (or 0) */
+    case 4: u = 0; break;                                         /* -0 or +0 */
+    case 5: u = hi << 16 | 0xffffu; break; /* rounds up, maybe into the next binade */
+    default: u = (uint32_t)(tu_unif(&s) * 1e9) ^ (hi << 16);
+    }
+    u = (u & 0x7fffffffu) | sg;
+    if ((u & 0x7f800000u) == 0x7f800000u) u = 0x3f800000u | sg;
+    memcpy(&x[k], &u, sizeof u);
+  }
+  sc_layer L[] = {sc_dense(N, SC_IDENTITY)};
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  for (int is = 0; is < nisa; is++) {
+    setenv("SC_ISA", isas[is], 1);
+    sc_chain *c = NULL;
+    SC_OK_OR_FAIL(sc_chain_create(&c, N, L, 1));
+    size_t np;
+    SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    float *p = calloc(np, sizeof *p);
+    assert_true(p);
+    for (size_t i = 0; i < N; i++) p[i * N + i] = 1.0f; /* W = I, b = 0 */
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16_EMULATED));
+    SC_OK_OR_FAIL(sc_forward(c, p, x, B, y, ws));
+    size_t bad = 0;
+    for (size_t k = 0; k < N * B; k++) {
+      uint32_t want = (uint32_t)sc_bf16_from_float(x[k]) << 16, got;
+      memcpy(&got, &y[k], sizeof got);
+      if ((want & 0x7fffffffu) == 0) got &= 0x7fffffffu, want = 0; /* W x: 0 + -0 is +0 */
+      if (got != want && bad++ < 5)
+        print_error("[%s] x = 0x%08x: 0x%08x, expected 0x%08x\n", isas[is], fbits(x[k]), got, want);
+    }
+    print_message("  [%s] %d inputs rounded, %zu wrong\n", isas[is], N * B, bad);
+    assert_int_equal(bad, 0);
+    sc_workspace_destroy(ws);
+    sc_chain_destroy(c);
+    free(p);
+  }
+  unsetenv("SC_ISA");
+  free(x), free(y);
+}
+
 static void test_precision_api(void **state) {
   (void)state;
   unsetenv("SC_BF16_KERNELS"); /* the kernels' test hook: off here */
@@ -696,6 +757,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_convert),
       cmocka_unit_test(test_precision_api),
+      cmocka_unit_test(test_emulated_rounding),
       cmocka_unit_test(test_emulated_reference),
       cmocka_unit_test(test_emulated_conv),
       cmocka_unit_test(test_kernels_reference),
