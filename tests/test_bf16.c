@@ -281,6 +281,12 @@ static double max_abs(const double *v, size_t n) {
   return m;
 }
 
+/* a classifier's data: n inputs uniform in [-1, 1) from seed, labels b mod 3 */
+static void class_data(float *x, size_t n, int32_t *lab, size_t B, uint64_t seed) {
+  for (size_t k = 0; k < n; k++) x[k] = (float)tu_unif(&seed);
+  for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
+}
+
 /* loss and gradient in precision pr (l, g) on a fresh workspace on 1 thread; the same bits
  * again on 2 threads */
 static void prec_run(const sc_chain *c, sc_loss loss, const float *p, const float *x, const void *t,
@@ -388,8 +394,7 @@ static void test_emulated_conv(void **state) {
   float *x = malloc(B * 64 * sizeof *x);
   int32_t lab[B];
   assert_non_null(x);
-  for (size_t k = 0; k < B * 64; k++) x[k] = (float)tu_unif(&s);
-  for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
+  class_data(x, B * 64, lab, B, s);
   for (int is = 0; is < nisa; is++) {
     setenv("SC_ISA", isas[is], 1);
     sc_chain *c = NULL;
@@ -572,6 +577,18 @@ static void test_kernels_shapes(void **state) {
   free(x), free(t);
 }
 
+/* one valgrad of a classifier in precision pr on a fresh workspace of `threads` threads */
+static void class_valgrad(const sc_chain *c, sc_precision pr, int threads, const float *p,
+                          const float *x, const int32_t *lab, size_t B, float *l, float *g,
+                          float *gx) {
+  sc_workspace *ws = NULL;
+  SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+  SC_OK_OR_FAIL(sc_workspace_set_threads(ws, threads));
+  SC_OK_OR_FAIL(sc_workspace_set_precision(ws, pr));
+  SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, l, g, gx, ws));
+  sc_workspace_destroy(ws);
+}
+
 /* conv layers with padding and strides, odd tap and channel counts, the second conv's dx and
  * the input gradient (gx: the first conv's dx too), bf16 kernels against the emulation */
 static void test_kernels_conv(void **state) {
@@ -590,8 +607,7 @@ static void test_kernels_conv(void **state) {
   float *g[5], *gx[5], l[5];
   int32_t lab[B];
   assert_true(x && p);
-  for (size_t k = 0; k < B * IN; k++) x[k] = (float)tu_unif(&s);
-  for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
+  class_data(x, B * IN, lab, B, s);
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 4));
   for (int m = 0; m < 5; m++) {
     g[m] = malloc(np * sizeof *g[m]);
@@ -610,14 +626,8 @@ static void test_kernels_conv(void **state) {
     for (int m = 0; m < 5; m++) { /* 0: the emulation, then the kernels KINDS[m - 1] */
       if (m && !kernels_on(KINDS[m - 1])) continue;
       ran[m] = 1;
-      sc_workspace *ws = NULL;
-      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
-      SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
-      SC_OK_OR_FAIL(
-          sc_workspace_set_precision(ws, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED));
-      SC_OK_OR_FAIL(
-          sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &l[m], g[m], gx[m], ws));
-      sc_workspace_destroy(ws);
+      class_valgrad(c, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED, 2, p, x, lab, B, &l[m],
+                    g[m], gx[m]);
       unsetenv("SC_BF16_KERNELS");
     }
     assert_true(ran[1] && ran[3]); /* the two models run anywhere */
@@ -653,8 +663,7 @@ static void test_kernels_auto_layers(void **state) {
   float *x = malloc(B * IN * sizeof *x);
   int32_t lab[B];
   assert_true(x);
-  for (size_t k = 0; k < B * IN; k++) x[k] = (float)tu_unif(&s);
-  for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
+  class_data(x, B * IN, lab, B, s);
   const char *isas[3];
   int nisa = tu_isas(isas);
   for (int is = 0; is < nisa; is++) {
@@ -673,13 +682,8 @@ static void test_kernels_auto_layers(void **state) {
       if (m) setenv("SC_BF16_KERNELS", "model", 1);
       if (m == 1) unsetenv("SC_BF16_LAYERS");
       if (m == 2) setenv("SC_BF16_LAYERS", "all", 1);
-      sc_workspace *ws = NULL;
-      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
-      SC_OK_OR_FAIL(
-          sc_workspace_set_precision(ws, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED));
-      SC_OK_OR_FAIL(
-          sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, B, &l[m], g[m], gx[m], ws));
-      sc_workspace_destroy(ws);
+      class_valgrad(c, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED, 1, p, x, lab, B, &l[m],
+                    g[m], gx[m]);
     }
     unsetenv("SC_BF16_KERNELS");
     unsetenv("SC_BF16_LAYERS");
