@@ -3935,11 +3935,12 @@ static int sc__cpu_bf16(void) {
  * channels on (SC_BF16_LAYERS=auto, the default; =all: every conv layer). A conv layer is a GEMM
  * on its taps packed per output row (im2col): each packed pair feeds 2 K multiply-adds, so the
  * packing costs the more, the fewer channels K. Measured (LeNet5, Fashion-MNIST, batch 64, 1
- * thread, Zen 4 / AVX2, the GEMM replaced by a null one): for its first conv (K = 6) the bf16
- * path's own work (packing, im2col, col2im, the GEMM's stores) took as long as that layer in
- * float on the same rounded operands, so it could never win; for the second (K = 16), a third of
- * it. Below K the float kernels run the layer, on the same bf16 operands (products exact in
- * float, float sums: the emulation's arithmetic). */
+ * thread, Zen 4 / AVX2, the GEMM replaced by a null one; bench/RESULTS.md, session 15): the
+ * first conv (K = 6) in float, arithmetic included, took only 18 ms per 12,800 images more than
+ * its bf16 path's own work (packing, im2col, the GEMM's stores) with no GEMM at all, a quarter
+ * of the layer's float time; the GEMM would have had to beat that. Below K the float kernels run
+ * the layer, on the same bf16 operands (products exact in float, float sums: the emulation's
+ * arithmetic). */
 #define SC__BF16_MIN_K 8
 
 /* the bf16 kernels' buffers: the packed dense and conv weights (both pairings) and each
