@@ -8177,7 +8177,7 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
       size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
       /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
-       * (the packers' sc__bf16_pair would round them again, to the same bits, 10x slower) */
+       * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
       for (size_t o = 0; o < O; o++) {
         const float *r = W + o * I;
         for (size_t k = 0; k < I / 2; k++)
