@@ -373,8 +373,10 @@ static void test_emulated_reference(void **state) {
     /* loose: bf16 against unrounded arithmetic */
     assert_true(fabs(lb - lf) <= 2e-2 * lf);
     assert_true(e_32 <= 5e-2);
-    /* the tight bound separates: the fp32 path does not meet it (the rounding happened) */
-    assert_true(e_f > 2e-5 && fabs(lf - Lr) > 1e-5 * Lr);
+    /* the tight bound separates: the fp32 path's gradient does not meet it (the rounding
+     * happened). Not the loss: a sum of 300 rounding errors can come within 1e-5 of the
+     * reference by chance (6e-6 on the third parameter draw, seen on an AVX-512 CPU) */
+    assert_true(e_f > 2e-5);
     sc_chain_destroy(c);
     free(p), free(g), free(gf), free(gr), free(gr32);
     unsetenv("SC_ISA");
