@@ -4006,8 +4006,8 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   int kind = 0, all_layers = 0;
   if (precision == SC_PRECISION_BF16) {
     /* SC_BF16_KERNELS=model: the portable model of the kernels, on any CPU (slow: for the
-     * tests); =native: the AVX512_BF16 kernels, which wait for a check on such a CPU; =amx:
-     * the AMX-BF16 GEMM (the same wait); =amx-model: its portable model (tests) */
+     * tests); =native (or unset): the AVX512_BF16 kernels; =amx: the AMX-BF16 GEMM, which
+     * waits for a check on such a CPU; =amx-model: its portable model (tests) */
     const char *e = getenv("SC_BF16_KERNELS");
     if (e && *e && strcmp(e, "model") != 0 && strcmp(e, "native") != 0 && strcmp(e, "amx") != 0 &&
         strcmp(e, "amx-model") != 0)
@@ -4042,14 +4042,8 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
                       "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
                       "kernels");
 #ifdef SC__HAVE_BF16_NATIVE
-    else if (e && !strcmp(e, "native"))
-      kind = SC__BF16K_NATIVE;
     else
-      return SC__FAIL(SC_ERR_UNSUPPORTED,
-                      "this CPU has AVX512_BF16; the bf16 kernels for it are written but not yet "
-                      "checked on such a CPU (tests/test_bf16 does), so they run only with "
-                      "SC_BF16_KERNELS=native set; SC_PRECISION_BF16_EMULATED computes the same "
-                      "rounding with the float kernels");
+      kind = SC__BF16K_NATIVE; /* the default where the CPU has AVX512_BF16 (or =native) */
 #else
     else
       return SC__FAIL(SC_ERR_UNSUPPORTED,

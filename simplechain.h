@@ -429,13 +429,13 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     gradients, optimizer state, biases, the last layer's outputs and the losses stay
  *     float. The dense and conv layers' products run as bf16 GEMMs (vdpbf16ps: pairs of
  *     bf16 products added to a float; a conv layer one GEMM per output row). Needs
- *     AVX512_BF16; SC_ERR_UNSUPPORTED on a CPU without it. The
- *     AVX512_BF16 kernels have not yet been run on such a CPU, so they are also refused
- *     there (naming the reason) unless the environment variable SC_BF16_KERNELS=native asks
- *     for them; SC_BF16_KERNELS=model runs a portable model of them on any CPU (slow: it is
- *     what the tests compare the kernels with). SC_BF16_KERNELS=amx runs the products on
+ *     AVX512_BF16; SC_ERR_UNSUPPORTED on a CPU without it (AMD Zen 4 and later, Intel
+ *     Cooper Lake, Sapphire Rapids and later have it). The environment variable
+ *     SC_BF16_KERNELS=native (or unset) picks these AVX512_BF16 kernels; =model runs a
+ *     portable model of them on any CPU (slow: it is what the tests compare the kernels
+ *     with, and the kernels give its bits). SC_BF16_KERNELS=amx runs the products on
  *     AMX-BF16 tiles instead (Intel Sapphire Rapids and later, Linux on x86-64, built with GCC
- *     11 or clang 12 or later; SC_ERR_UNSUPPORTED elsewhere, naming why); it too has not yet
+ *     11 or clang 12 or later; SC_ERR_UNSUPPORTED elsewhere, naming why); it has not yet
  *     run on such a CPU, and SC_BF16_KERNELS=amx-model runs its blocking on a portable model
  *     of the tiles, on any CPU. AMX may add a pair's two products in another order than
  *     vdpbf16ps (Intel documents two), so its results may differ in the last bits from the

@@ -117,9 +117,6 @@ done
 CPU_BF16=0
 grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null && CPU_BF16=1
 SC_BF16=$([ $CPU_BF16 = 1 ] && echo bf16 || echo bf16-emulated)
-# the AVX512_BF16 kernels run only when asked for until they have been checked on such a CPU
-# (simplechain.h); the benchmark asks (SC_BF16_KERNELS=model would time the portable model)
-[ $CPU_BF16 = 1 ] && export SC_BF16_KERNELS=${SC_BF16_KERNELS:-native}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 STAMP=$(date +%Y-%m-%d_%H%M%S)
