@@ -264,13 +264,14 @@ struct sc_workspace {
    * SC__BF16K_MODEL (portable code computing what vdpbf16ps computes), SC__BF16K_NATIVE, or
    * the AMX GEMM: SC__BF16K_AMX, SC__BF16K_AMX_MODEL (its portable model) */
   int bf16k;
-  sc__bf16_gemm_fn bf_gemm; /* the GEMM of that kind */
+  sc__bf16_gemm_fn bf_gemm;                  /* the GEMM of that kind */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
                                               * kernels, else NULL (the kernel set's) */
   uint32_t *bf_w;       /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
   size_t *bf_woff;      /* per layer: its offset in bf_w (dense and conv layers only) */
-  unsigned char *bf_on; /* per layer: 1 where the bf16 GEMM runs it, 0 where the float kernels
-                           do, on the same rounded operands (SC_BF16_LAYERS; in bf_woff's block) */
+  unsigned char *bf_on; /* per layer: bit 1 where the bf16 GEMM runs its forward, bit 2 its
+                           pullback; the float kernels run the rest, on the same rounded
+                           operands (SC_BF16_LAYERS; in bf_woff's block) */
   uint32_t *bf_scr;     /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
 };
@@ -3725,6 +3726,8 @@ sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda, const 
     __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1u);
     __mmask16 k1 = (__mmask16)(w >= 32 ? 0xFFFFu : w > 16 ? (1u << (w - 16)) - 1u : 0u);
     size_t m = 0;
+    SC__BF16_ROWS(8)
+    SC__BF16_ROWS(6)
     SC__BF16_ROWS(4)
     SC__BF16_ROWS(1)
   }
@@ -3735,7 +3738,7 @@ sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda, const 
  * quiet), 16 at a time, the tail masked. The SC_PRECISION_BF16 kernels' rounding where the
  * CPU has the instruction (ws->bf_round) */
 __attribute__((target("avx512f,avx512bf16"))) static void sc__bf16_round_native(float *restrict x,
-                                                                               size_t n) {
+                                                                                size_t n) {
   for (size_t k = 0; k < n; k += 16) {
     __mmask16 m = (__mmask16)(n - k >= 16 ? 0xFFFFu : (1u << (n - k)) - 1u);
     __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k));
@@ -3945,16 +3948,15 @@ static int sc__cpu_bf16(void) {
 #endif
 }
 
-/* SC_PRECISION_BF16 runs a conv layer's products on the bf16 GEMM only from this many output
- * channels on (SC_BF16_LAYERS=auto, the default; =all: every conv layer). A conv layer is a GEMM
- * on its taps packed per output row (im2col): each packed pair feeds 2 K multiply-adds, so the
- * packing costs the more, the fewer channels K. Measured (LeNet5, Fashion-MNIST, batch 64, 1
- * thread, Zen 4 / AVX2, the GEMM replaced by a null one; bench/RESULTS.md, session 15): the
- * first conv (K = 6) in float, arithmetic included, took only 18 ms per 12,800 images more than
- * its bf16 path's own work (packing, im2col, the GEMM's stores) with no GEMM at all, a quarter
- * of the layer's float time; the GEMM would have had to beat that. Below K the float kernels run
- * the layer, on the same bf16 operands (products exact in float, float sums: the emulation's
- * arithmetic). */
+/* SC_PRECISION_BF16 runs a conv layer's pullback (dW, dx) on the bf16 GEMM only from this many
+ * output channels on (SC_BF16_LAYERS=auto, the default; =all: every conv layer); its forward
+ * always. A conv layer is a GEMM on its taps packed per output row (im2col): each packed pair
+ * feeds 2 K multiply-adds, so the packing costs the more, the fewer channels K, and dW's packing
+ * (a transpose) the most. Measured on an AMD Zen 4 with AVX512_BF16 (LeNet5, Fashion-MNIST,
+ * 12,800 images, batch 64, 1 thread; bench/RESULTS.md, session 16): the first conv (K = 6) took
+ * 26.3 ms forward and 35.4 ms backward in float on rounded operands, 21.9 and 46.5 ms on the
+ * GEMM. Below K the float kernels run the pullback, on the same bf16 operands (products exact
+ * in float, float sums: the emulation's arithmetic). */
 #define SC__BF16_MIN_K 8
 
 /* the bf16 kernels' buffers: the packed dense and conv weights (both pairings) and each
@@ -4079,8 +4081,10 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   if (kind) /* which layers the bf16 GEMM runs (SC__BF16_MIN_K) */
     for (size_t l = 0; l < ws->chain->nlayers; l++) {
       const sc__lplan *P = &ws->chain->L[l];
-      ws->bf_on[l] = P->spec.kind == SC_LAYER_DENSE ||
-                     (P->spec.kind == SC_LAYER_CONV2D && (all_layers || P->oc >= SC__BF16_MIN_K));
+      ws->bf_on[l] = (unsigned char)(P->spec.kind == SC_LAYER_DENSE          ? 3
+                                     : P->spec.kind != SC_LAYER_CONV2D       ? 0
+                                     : all_layers || P->oc >= SC__BF16_MIN_K ? 3
+                                                                             : 1);
     }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
@@ -7381,11 +7385,13 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   /* the bf16 kernels' packed operands (this slice's area) */
   uint32_t *bfs = J->bf16k ? ws->bf_scr + s * ws->bf_scr_stride : NULL;
   /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
-#define SC__BFK(l) (J->bf16k && ws->bf_on[l])
+#define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
+#define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
   /* rounding to bf16 in place: VCVTNEPS2BF16 with the native kernels, else the set's code */
 #define SC__BFROUND(x, n) (ws->bf_round ? ws->bf_round : SC__BFP(round_n))(x, n)
 #else
 #define SC__BFK(l) 0
+#define SC__BFKB(l) 0
 #endif
   /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
    * row (the batch gather, the loss, the folds) */
@@ -7408,7 +7414,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       const sc__lplan *P = &c->L[l];
       if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
       if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
-          !SC__BFK(l)) /* dense: first */
+          !SC__BFKB(l)) /* dense: first */
         memset(tm + P->dwl_off, 0,
                (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
     }
@@ -7557,7 +7563,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
 #if SC__F32
         if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
-        if (SC__BFK(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+        if (SC__BFKB(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
           size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
           if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
             uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
@@ -7632,7 +7638,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         }
 #if SC__F32
         if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
-        if (SC__BFK(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+        if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
           if (want_g)
@@ -7699,7 +7705,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       size_t nw = P->np - (P->spec.bias ? P->oc : 0);
-      if (P->dwl_off != SIZE_MAX && !SC__BFK(l) &&
+      if (P->dwl_off != SIZE_MAX && !SC__BFKB(l) &&
           !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
         SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
@@ -7719,6 +7725,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #undef SC__PROF
 }
 #undef SC__BFK
+#undef SC__BFKB
 #undef SC__BFROUND
 
 static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s) {
