@@ -238,6 +238,10 @@ struct sc_chain {
 typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                  const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                  int acc);
+/* the same with A's row m at A + arow[m] lda (rows read in place, e.g. a conv input's taps) */
+typedef void (*sc__bf16_gemm_rows_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                      int acc, const size_t *arow);
 #define SC__BF16K_MODEL 1
 #define SC__BF16K_NATIVE 2
 #define SC__BF16K_AMX 3
@@ -265,6 +269,7 @@ struct sc_workspace {
    * the AMX GEMM: SC__BF16K_AMX, SC__BF16K_AMX_MODEL (its portable model) */
   int bf16k;
   sc__bf16_gemm_fn bf_gemm;                  /* the GEMM of that kind */
+  sc__bf16_gemm_rows_fn bf_gemm_rows;        /* and with A's rows at offsets; NULL: AMX */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
                                               * kernels, else NULL (the kernel set's) */
   uint32_t *bf_w;       /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
@@ -341,6 +346,17 @@ static inline void sc__bf16_pack_lanes(uint32_t *restrict dst, const float *rest
     const float *r = src + o * lds;
     for (size_t k = 0; k < n2; k++)
       dst[o * n2 + k] = sc__bf16_pair(r[2 * k], 2 * k + 1 < n ? r[2 * k + 1] : 0.0f);
+  }
+}
+/* pairs along the columns, transposed: dst[k][o] = (src[o][2k], src[o][2k + 1]) for k < n / 2
+ * (n even; source rows lds apart). The sources hold bf16 values (a conv layer's rounded dz):
+ * a pair is their upper halves. A conv layer's dz of one output row (dW^T's B). */
+static inline void sc__bf16_pack_lanes_ts(uint32_t *restrict dst, const float *restrict src,
+                                          size_t R, size_t n, size_t lds) {
+  for (size_t o = 0; o < R; o++) {
+    const float *r = src + o * lds;
+    for (size_t k = 0; k < n / 2; k++)
+      dst[k * R + o] = sc__fbits(r[2 * k]) >> 16 | (sc__fbits(r[2 * k + 1]) & 0xffff0000u);
   }
 }
 /* A conv layer's output row u as a dense layer (im2col, packed): its input x is the (padded)
@@ -3674,19 +3690,25 @@ static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
 static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
 static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
 
-static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                                const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                int acc) {
+static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                     int acc, const size_t *arow) {
   for (size_t m = 0; m < M; m++)
     for (size_t n = 0; n < N; n++) {
       float c = acc ? sc__ftz(C[m * ldc + n]) : 0.0f;
+      const uint32_t *ar = A + (arow ? arow[m] : m) * lda;
       for (size_t k = 0; k < K2; k++) {
-        uint32_t a = A[m * lda + k], b = B[k * ldb + n];
+        uint32_t a = ar[k], b = B[k * ldb + n];
         c = sc__ftz(c + sc__bf16_hi_f(a) * sc__bf16_hi_f(b));
         c = sc__ftz(c + sc__bf16_lo_f(a) * sc__bf16_lo_f(b));
       }
       C[m * ldc + n] = c;
     }
+}
+static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                int acc) {
+  sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL);
 }
 
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
@@ -3698,7 +3720,9 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
 #define SC__BF16_ROWS(MB)                                                                          \
   for (; m + MB <= M; m += MB) {                                                                   \
     __m512 c0[MB], c1[MB];                                                                         \
+    const uint32_t *ar[MB];                                                                        \
     for (int r = 0; r < MB; r++) {                                                                 \
+      ar[r] = A + (arow ? arow[m + (size_t)r] : m + (size_t)r) * lda;                              \
       float *cr = C + (m + (size_t)r) * ldc + n;                                                   \
       c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cr) : _mm512_setzero_ps();                           \
       c1[r] = acc ? _mm512_maskz_loadu_ps(k1, cr + 16) : _mm512_setzero_ps();                      \
@@ -3707,7 +3731,7 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
       __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
       __m512i b1 = _mm512_maskz_loadu_epi32(k1, B + k * ldb + n + 16);                             \
       for (int r = 0; r < MB; r++) {                                                               \
-        __m512i a = _mm512_set1_epi32((int)A[(m + (size_t)r) * lda + k]);                          \
+        __m512i a = _mm512_set1_epi32((int)ar[r][k]);                                              \
         c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)a);                                \
         c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)a);                                \
       }                                                                                            \
@@ -3718,14 +3742,37 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
       _mm512_mask_storeu_ps(cr + 16, k1, c1[r]);                                                   \
     }                                                                                              \
   }
+/* the same for a last block of at most 16 columns: one accumulator per row */
+#define SC__BF16_ROWS_H(MB)                                                                        \
+  for (; m + MB <= M; m += MB) {                                                                   \
+    __m512 c0[MB];                                                                                 \
+    const uint32_t *ar[MB];                                                                        \
+    for (int r = 0; r < MB; r++) {                                                                 \
+      ar[r] = A + (arow ? arow[m + (size_t)r] : m + (size_t)r) * lda;                              \
+      c0[r] =                                                                                      \
+          acc ? _mm512_maskz_loadu_ps(k0, C + (m + (size_t)r) * ldc + n) : _mm512_setzero_ps();    \
+    }                                                                                              \
+    for (size_t k = 0; k < K2; k++) {                                                              \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
+      for (int r = 0; r < MB; r++)                                                                 \
+        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)_mm512_set1_epi32((int)ar[r][k])); \
+    }                                                                                              \
+    for (int r = 0; r < MB; r++) _mm512_mask_storeu_ps(C + (m + (size_t)r) * ldc + n, k0, c0[r]);  \
+  }
 __attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
-                     size_t ldb, size_t M, size_t N, size_t K2, int acc) {
+sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
+                          size_t ldb, size_t M, size_t N, size_t K2, int acc, const size_t *arow) {
   for (size_t n = 0; n < N; n += 32) {
     size_t w = N - n < 32 ? N - n : 32;
     __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1u);
     __mmask16 k1 = (__mmask16)(w >= 32 ? 0xFFFFu : w > 16 ? (1u << (w - 16)) - 1u : 0u);
     size_t m = 0;
+    if (w <= 16) {
+      SC__BF16_ROWS_H(8)
+      SC__BF16_ROWS_H(4)
+      SC__BF16_ROWS_H(1)
+      continue;
+    }
     SC__BF16_ROWS(8)
     SC__BF16_ROWS(6)
     SC__BF16_ROWS(4)
@@ -3733,6 +3780,12 @@ sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda, const 
   }
 }
 #undef SC__BF16_ROWS
+#undef SC__BF16_ROWS_H
+static void sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                 int acc) {
+  sc__bf16_gemm_native_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL);
+}
 /* x[k] = x[k] rounded to bf16 (kept as a float) by VCVTNEPS2BF16: the bits of sc__bf16_rne
  * (checked on all 2^32 inputs on an AMD Zen 4: denormals to zeros of their sign, a NaN kept
  * quiet), 16 at a time, the tail masked. The SC_PRECISION_BF16 kernels' rounding where the
@@ -3981,6 +4034,11 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
     size_t b = sc__add(sc__mul(O, n / 2, &ok), sc__mul(n / 2, I, &ok), &ok);
     size_t d = sc__mul(O2, n, &ok);
     if (conv) d = sc__add(d, sc__mul(I, n, &ok), &ok); /* and the taps' float gradients */
+    if (conv) { /* dW^T (R x K floats), dz^T, the tile's lane pairs */
+      size_t t = sc__add(sc__mul(I, O, &ok), sc__mul(n / 2, O, &ok), &ok);
+      t = sc__add(t, sc__mul(sc__mul(P->ic, P->hp, &ok), P->wp * (SC__TW / 2), &ok), &ok);
+      if (t > b) b = t;
+    }
     size_t m = f > b ? f : b;
     if (d > m) m = d;
     if (m > scr) scr = m;
@@ -4088,8 +4146,10 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
     }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
-#ifdef SC__HAVE_BF16_NATIVE
+  ws->bf_gemm_rows = kind == SC__BF16K_MODEL ? sc__bf16_gemm_model_rows : NULL;
   ws->bf_round = NULL;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (kind == SC__BF16K_NATIVE) ws->bf_gemm_rows = sc__bf16_gemm_native_rows;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_round = sc__bf16_round_native;
 #endif
@@ -7641,7 +7701,23 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
-          if (want_g)
+          if (want_g && P->spec.sw == 1 && ws->bf_gemm_rows) {
+            /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
+             * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
+             * lane pairs transposed (dzt); the product accumulates in dwt (R x K) */
+            float *dwt = (float *)(void *)bfs;
+            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
+            size_t hw = P->hp * P->wp * SC__TW;
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            for (size_t u = 0; u < P->oh; u++) {
+              sc__bf16_pack_lanes_ts(dzt, cur + u * RW, K, RW, ld);
+              ws->bf_gemm_rows(dwt, K, xp + u * P->spec.sh * P->wp * (SC__TW / 2), SC__TW / 2, dzt,
+                               K, R, K, RW / 2, u > 0, P->roff);
+            }
+            float *gw = gs + P->poff;
+            for (size_t o = 0; o < K; o++)
+              for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+          } else if (want_g)
             for (size_t u = 0; u < P->oh; u++) {
               uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
               SC__BFP(pack_lanes)(dzb, cur + u * RW, K, RW, ld);
