@@ -166,29 +166,32 @@ typedef void (*sc__xsmm_fn)(const float *a, const float *b, float *c, ...);
 enum { SC__TANH_DIV = 0, SC__TANH_RCP, SC__TANH_RAT, SC__TANH_RATRCP, SC__TANH_NV };
 typedef struct sc__lplan {
   sc_layer spec;
-  size_t ic, ih, iw;          /* input shape */
-  size_t oc, oh, ow;          /* output shape */
-  size_t in, out;             /* features: ic*ih*iw, oc*oh*ow */
-  size_t poff, np;            /* parameter block */
-  size_t a_off;               /* output tile (out x TW) in slice tile memory, elements; for
-                                 flatten the input's tile (a view) */
-  size_t a_off2;              /* the output tile of the second tile of a pair: a second buffer
-                                 when the next layer holds its input (hold_off), else a_off */
-  size_t z_off;               /* pre-activation tile (gelu only), else SIZE_MAX */
-  size_t lane_off;            /* bias lane accumulator (oc x TW), else SIZE_MAX */
-  size_t dwl_off;             /* lane accumulators for dW (out x in x TW) of small dense layers
-                                 and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
-                                 lane by lane, summed over the lanes once per slice: no
-                                 transposes, no broadcasts */
-  size_t hold_off;            /* lane-form dense layers where it pays: dz (out x TW) of the first
-                                 tile of a pair (its input stays in the a_off buffers, the second
-                                 tile's goes to a_off2), so that the pair's dW runs as one pass
-                                 (SC__K_DWL2), else SIZE_MAX */
-  size_t pad_off;             /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
-  size_t hp, wp;              /* conv: (padded) input height and width */
-  size_t R;                   /* conv: taps per output channel, ic*kh*kw */
-  const size_t *roff;         /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
-  size_t mask_off;            /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
+  size_t ic, ih, iw;           /* input shape */
+  size_t oc, oh, ow;           /* output shape */
+  size_t in, out;              /* features: ic*ih*iw, oc*oh*ow */
+  size_t poff, np;             /* parameter block */
+  size_t a_off;                /* output tile (out x TW) in slice tile memory, elements; for
+                                  flatten the input's tile (a view) */
+  size_t a_off2;               /* the output tile of the second tile of a pair: a second buffer
+                                  when the next layer holds its input (hold_off), else a_off */
+  size_t z_off;                /* pre-activation tile (gelu only), else SIZE_MAX */
+  size_t lane_off;             /* bias lane accumulator (oc x TW), else SIZE_MAX */
+  size_t dwl_off;              /* lane accumulators for dW (out x in x TW) of small dense layers
+                                  and of every conv, else SIZE_MAX: dW[o][i] += dz[o][t] x[i][t]
+                                  lane by lane, summed over the lanes once per slice: no
+                                  transposes, no broadcasts */
+  size_t hold_off;             /* lane-form dense layers where it pays: dz (out x TW) of the first
+                                  tile of a pair (its input stays in the a_off buffers, the second
+                                  tile's goes to a_off2), so that the pair's dW runs as one pass
+                                  (SC__K_DWL2), else SIZE_MAX */
+  size_t pad_off;              /* conv with padding: zero-padded copy of the input, else SIZE_MAX */
+  size_t hp, wp;               /* conv: (padded) input height and width */
+  size_t R;                    /* conv: taps per output channel, ic*kh*kw */
+  const size_t *roff;          /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
+  const size_t *tperm, *troff; /* conv: the taps in (i, j)-major, ci-minor order, and their
+                                  offsets (roff[tperm[m]]): groups of ic taps whose rows of
+                                  an input tile never overlap (the bf16 dx's rows of C) */
+  size_t mask_off;             /* dropout: one 32-bit keep mask per feature (SC__TW == 32) */
   sc__xsmm_fn xfwd;           /* float dense forward GEMM from libxsmm, else NULL (sc__xsmm_plan) */
   unsigned char how;          /* dense forward variant: how it was chosen (SC__HOW_*) */
   float ns_fused, ns_xsmm;    /* measured: ns per forward of a slice-sized batch (0: not) */
@@ -238,10 +241,13 @@ struct sc_chain {
 typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                  const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                  int acc);
-/* the same with A's row m at A + arow[m] lda (rows read in place, e.g. a conv input's taps) */
+/* the same with A's row m at A + arow[m] lda and C's at C + crow[m] ldc where these are not
+ * NULL (rows read and written in place: a conv input's taps); with crow, the rows go in groups
+ * of grp, one group after the other, the rows of a group never overlapping in memory (rows of
+ * different groups may: a conv layer's dx added into its input's tile) */
 typedef void (*sc__bf16_gemm_rows_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                      int acc, const size_t *arow);
+                                      int acc, const size_t *arow, const size_t *crow, size_t grp);
 #define SC__BF16K_MODEL 1
 #define SC__BF16K_NATIVE 2
 #define SC__BF16K_AMX 3
@@ -773,6 +779,7 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
     return sc__fail(SC_ERR_ARG, fn, "layer %zu: unknown layer kind %d", l, (int)s->kind);
   P->in = sc__mul(sc__mul(P->ic, P->ih, ok), P->iw, ok);
   P->roff = NULL;
+  P->tperm = P->troff = NULL;
   static const unsigned unused[] = {
       [SC_LAYER_DENSE] = SC__F_K | SC__F_S | SC__F_P | SC__F_RATE,
       [SC_LAYER_CONV2D] = SC__F_RATE,
@@ -895,7 +902,7 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
       tmp.ic = c, tmp.ih = h, tmp.iw = w;
       sc_status st = sc__plan_layer(fn, l, &tmp, &ok);
       if (st) return st;
-      if (tmp.spec.kind == SC_LAYER_CONV2D) ntaps = sc__add(ntaps, tmp.R, &ok);
+      if (tmp.spec.kind == SC_LAYER_CONV2D) ntaps = sc__add(ntaps, sc__mul(3, tmp.R, &ok), &ok);
       c = tmp.oc, h = tmp.oh, w = tmp.ow;
     }
   }
@@ -924,7 +931,15 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
         for (size_t i = 0; i < P->spec.kh; i++)
           for (size_t j = 0; j < P->spec.kw; j++) taps[r++] = (ci * P->hp + i) * P->wp + j;
       P->roff = taps;
-      taps += P->R;
+      size_t *perm = taps + P->R, *poff = perm + P->R, m = 0;
+      for (size_t i = 0; i < P->spec.kh; i++)
+        for (size_t j = 0; j < P->spec.kw; j++)
+          for (size_t ci = 0; ci < P->ic; ci++, m++) {
+            perm[m] = (ci * P->spec.kh + i) * P->spec.kw + j;
+            poff[m] = P->roff[perm[m]];
+          }
+      P->tperm = perm, P->troff = poff;
+      taps += 3 * P->R;
     }
     if (P->spec.kind == SC_LAYER_DENSE && P->in > maxdense) maxdense = P->in;
     P->poff = np;
@@ -3692,23 +3707,25 @@ static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0
 
 static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                     int acc, const size_t *arow) {
+                                     int acc, const size_t *arow, const size_t *crow, size_t grp) {
+  (void)grp; /* row by row: one group after the other */
   for (size_t m = 0; m < M; m++)
     for (size_t n = 0; n < N; n++) {
-      float c = acc ? sc__ftz(C[m * ldc + n]) : 0.0f;
+      float *cp = C + (crow ? crow[m] : m) * ldc;
+      float c = acc ? sc__ftz(cp[n]) : 0.0f;
       const uint32_t *ar = A + (arow ? arow[m] : m) * lda;
       for (size_t k = 0; k < K2; k++) {
         uint32_t a = ar[k], b = B[k * ldb + n];
         c = sc__ftz(c + sc__bf16_hi_f(a) * sc__bf16_hi_f(b));
         c = sc__ftz(c + sc__bf16_lo_f(a) * sc__bf16_lo_f(b));
       }
-      C[m * ldc + n] = c;
+      cp[n] = c;
     }
 }
 static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                 int acc) {
-  sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL);
+  sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, 0);
 }
 
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
@@ -3723,7 +3740,7 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
     const uint32_t *ar[MB];                                                                        \
     for (int r = 0; r < MB; r++) {                                                                 \
       ar[r] = A + (arow ? arow[m + (size_t)r] : m + (size_t)r) * lda;                              \
-      float *cr = C + (m + (size_t)r) * ldc + n;                                                   \
+      float *cr = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                      \
       c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cr) : _mm512_setzero_ps();                           \
       c1[r] = acc ? _mm512_maskz_loadu_ps(k1, cr + 16) : _mm512_setzero_ps();                      \
     }                                                                                              \
@@ -3737,7 +3754,7 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
       }                                                                                            \
     }                                                                                              \
     for (int r = 0; r < MB; r++) {                                                                 \
-      float *cr = C + (m + (size_t)r) * ldc + n;                                                   \
+      float *cr = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                      \
       _mm512_mask_storeu_ps(cr, k0, c0[r]);                                                        \
       _mm512_mask_storeu_ps(cr + 16, k1, c1[r]);                                                   \
     }                                                                                              \
@@ -3747,21 +3764,23 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
   for (; m + MB <= M; m += MB) {                                                                   \
     __m512 c0[MB];                                                                                 \
     const uint32_t *ar[MB];                                                                        \
+    float *cp[MB];                                                                                 \
     for (int r = 0; r < MB; r++) {                                                                 \
       ar[r] = A + (arow ? arow[m + (size_t)r] : m + (size_t)r) * lda;                              \
-      c0[r] =                                                                                      \
-          acc ? _mm512_maskz_loadu_ps(k0, C + (m + (size_t)r) * ldc + n) : _mm512_setzero_ps();    \
+      cp[r] = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                          \
+      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cp[r]) : _mm512_setzero_ps();                        \
     }                                                                                              \
     for (size_t k = 0; k < K2; k++) {                                                              \
       __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
       for (int r = 0; r < MB; r++)                                                                 \
         c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)_mm512_set1_epi32((int)ar[r][k])); \
     }                                                                                              \
-    for (int r = 0; r < MB; r++) _mm512_mask_storeu_ps(C + (m + (size_t)r) * ldc + n, k0, c0[r]);  \
+    for (int r = 0; r < MB; r++) _mm512_mask_storeu_ps(cp[r], k0, c0[r]);                          \
   }
 __attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
-                          size_t ldb, size_t M, size_t N, size_t K2, int acc, const size_t *arow) {
+sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
+                         size_t ldb, size_t M, size_t N, size_t K2, int acc, const size_t *arow,
+                         const size_t *crow) {
   for (size_t n = 0; n < N; n += 32) {
     size_t w = N - n < 32 ? N - n : 32;
     __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1u);
@@ -3781,10 +3800,22 @@ sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda, c
 }
 #undef SC__BF16_ROWS
 #undef SC__BF16_ROWS_H
+static void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                      int acc, const size_t *arow, const size_t *crow, size_t grp) {
+  if (!crow || grp == 0 || grp >= M) {
+    sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, arow, crow);
+    return;
+  }
+  for (size_t g0 = 0; g0 < M; g0 += grp) /* the groups one after the other (the model's order) */
+    sc__bf16_gemm_native_blk(C, ldc, arow ? A : A + g0 * lda, lda, B, ldb,
+                             M - g0 < grp ? M - g0 : grp, N, K2, acc, arow ? arow + g0 : NULL,
+                             crow + g0);
+}
 static void sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                  const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                  int acc) {
-  sc__bf16_gemm_native_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL);
+  sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL);
 }
 /* x[k] = x[k] rounded to bf16 (kept as a float) by VCVTNEPS2BF16: the bits of sc__bf16_rne
  * (checked on all 2^32 inputs on an AMD Zen 4: denormals to zeros of their sign, a NaN kept
@@ -7712,7 +7743,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             for (size_t u = 0; u < P->oh; u++) {
               sc__bf16_pack_lanes_ts(dzt, cur + u * RW, K, RW, ld);
               ws->bf_gemm_rows(dwt, K, xp + u * P->spec.sh * P->wp * (SC__TW / 2), SC__TW / 2, dzt,
-                               K, R, K, RW / 2, u > 0, P->roff);
+                               K, R, K, RW / 2, u > 0, P->roff, NULL, 0);
             }
             float *gw = gs + P->poff;
             for (size_t o = 0; o < K; o++)
@@ -7728,12 +7759,21 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
             float *dcol = (float *)(void *)(bfs + K2 * RW);
             memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
-            for (size_t u = 0; u < P->oh; u++) {
-              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
-              ws->bf_gemm(dcol, RW, ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R,
-                          RW, K2, 0);
-              sc__bf16_col2im(xg, dcol, P, u);
-            }
+            if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
+                                                        are the input tile's, by tap groups */
+              for (size_t u = 0; u < P->oh; u++) {
+                SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+                ws->bf_gemm_rows(xg + u * P->spec.sh * P->wp * SC__TW, SC__TW,
+                                 ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R, RW,
+                                 K2, 1, P->tperm, P->troff, P->ic);
+              }
+            else
+              for (size_t u = 0; u < P->oh; u++) {
+                SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+                ws->bf_gemm(dcol, RW, ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R,
+                            RW, K2, 0);
+                sc__bf16_col2im(xg, dcol, P, u);
+              }
             if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
           }
           break;
