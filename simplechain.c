@@ -248,6 +248,16 @@ typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t
 typedef void (*sc__bf16_gemm_rows_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                       int acc, const size_t *arow, const size_t *crow, size_t grp);
+/* the dot-product form (A and B both with pairs along k): C[m ldc + n] += the sum over S
+ * segments s and K2 pairs k (K2 a multiple of 16) of A_s[m][k] B_s[n][k], A_s's row m at
+ * A + m lda + s sa, B_s's row n at B + boff[n] bsc + s sb. Each (m, n) keeps 16 lanes of
+ * partial sums (pair k in lane k % 16), each lane's pairs added as vdpbf16ps adds them, in k
+ * then s order; the lanes are then folded (8 + 8, 4 + 4, 2 + 2, 1 + 1) and added to C. A conv
+ * layer's dW with few output channels (m: channels, n: taps, k: lane pairs of an output row,
+ * s: the rows) */
+typedef void (*sc__bf16_nt_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
+                               const uint32_t *B, const size_t *boff, size_t bsc, size_t sb,
+                               size_t M, size_t N, size_t K2, size_t S);
 #define SC__BF16K_MODEL 1
 #define SC__BF16K_NATIVE 2
 #define SC__BF16K_AMX 3
@@ -276,6 +286,7 @@ struct sc_workspace {
   int bf16k;
   sc__bf16_gemm_fn bf_gemm;                  /* the GEMM of that kind */
   sc__bf16_gemm_rows_fn bf_gemm_rows;        /* and with A's rows at offsets; NULL: AMX */
+  sc__bf16_nt_fn bf_nt;                      /* the dot-product form; NULL: AMX */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
                                               * kernels, else NULL (the kernel set's) */
   uint32_t *bf_w;       /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
@@ -3727,6 +3738,31 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
                                 int acc) {
   sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, 0);
 }
+/* sc__bf16_nt_fn's fold of 16 lanes: p[i] + p[i + 8], then + 4, + 2, + 1 (IEEE float adds) */
+static float sc__bf16_fold16(const float *p) {
+  float s8[8], s4[4], s2[2];
+  for (int i = 0; i < 8; i++) s8[i] = p[i] + p[i + 8];
+  for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
+  for (int i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
+  return s2[0] + s2[1];
+}
+static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
+                              const uint32_t *B, const size_t *boff, size_t bsc, size_t sb,
+                              size_t M, size_t N, size_t K2, size_t S) {
+  for (size_t m = 0; m < M; m++)
+    for (size_t n = 0; n < N; n++) {
+      float p[16] = {0};
+      for (size_t s = 0; s < S; s++) {
+        const uint32_t *a = A + m * lda + s * sa, *b = B + boff[n] * bsc + s * sb;
+        for (size_t k = 0; k < K2; k++) {
+          float *c = &p[k % 16];
+          *c = sc__ftz(*c + sc__bf16_hi_f(a[k]) * sc__bf16_hi_f(b[k]));
+          *c = sc__ftz(*c + sc__bf16_lo_f(a[k]) * sc__bf16_lo_f(b[k]));
+        }
+      }
+      C[m * ldc + n] += sc__bf16_fold16(p);
+    }
+}
 
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
                             (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
@@ -3800,6 +3836,60 @@ sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda, co
 }
 #undef SC__BF16_ROWS
 #undef SC__BF16_ROWS_H
+/* sc__bf16_fold16 on a vector, the same adds in the same order */
+__attribute__((target("avx512f"))) static inline float sc__bf16_fold16_v(__m512 v) {
+  __m256 lo = _mm512_castps512_ps256(v);
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  __m256 s8 = _mm256_add_ps(lo, hi);
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+/* sc__bf16_nt_fn: blocks of MB rows x NB columns, one accumulator each */
+#define SC__BF16_NT(MB, NB)                                                                        \
+  for (; n + NB <= N; n += NB) {                                                                   \
+    __m512 c[MB][NB];                                                                              \
+    for (int i = 0; i < MB; i++)                                                                   \
+      for (int j = 0; j < NB; j++) c[i][j] = _mm512_setzero_ps();                                  \
+    for (size_t s = 0; s < S; s++) {                                                               \
+      const uint32_t *bp[NB], *ap = A + m * lda + s * sa;                                          \
+      for (int j = 0; j < NB; j++) bp[j] = B + boff[n + (size_t)j] * bsc + s * sb;                 \
+      for (size_t k = 0; k < K2; k += 16) {                                                        \
+        __m512i b[NB];                                                                             \
+        for (int j = 0; j < NB; j++) b[j] = _mm512_loadu_si512(bp[j] + k);                         \
+        for (int i = 0; i < MB; i++) {                                                             \
+          __m512i a = _mm512_loadu_si512(ap + (size_t)i * lda + k);                                \
+          for (int j = 0; j < NB; j++)                                                             \
+            c[i][j] = _mm512_dpbf16_ps(c[i][j], (__m512bh)a, (__m512bh)b[j]);                      \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int i = 0; i < MB; i++)                                                                   \
+      for (int j = 0; j < NB; j++)                                                                 \
+        C[(m + (size_t)i) * ldc + n + (size_t)j] += sc__bf16_fold16_v(c[i][j]);                    \
+  }
+__attribute__((target("avx512f,avx512bf16"))) static void
+sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
+                   const uint32_t *B, const size_t *boff, size_t bsc, size_t sb, size_t M, size_t N,
+                   size_t K2, size_t S) {
+  size_t m = 0;
+  for (; m + 6 <= M; m += 6) {
+    size_t n = 0;
+    SC__BF16_NT(6, 4)
+    SC__BF16_NT(6, 1)
+  }
+  for (; m + 2 <= M; m += 2) {
+    size_t n = 0;
+    SC__BF16_NT(2, 4)
+    SC__BF16_NT(2, 1)
+  }
+  for (; m < M; m++) {
+    size_t n = 0;
+    SC__BF16_NT(1, 4)
+    SC__BF16_NT(1, 1)
+  }
+}
+#undef SC__BF16_NT
 static void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                       int acc, const size_t *arow, const size_t *crow, size_t grp) {
@@ -4033,14 +4123,16 @@ static int sc__cpu_bf16(void) {
 }
 
 /* SC_PRECISION_BF16 runs a conv layer's pullback (dW, dx) on the bf16 GEMM only from this many
- * output channels on (SC_BF16_LAYERS=auto, the default; =all: every conv layer); its forward
- * always. A conv layer is a GEMM on its taps packed per output row (im2col): each packed pair
- * feeds 2 K multiply-adds, so the packing costs the more, the fewer channels K, and dW's packing
- * (a transpose) the most. Measured on an AMD Zen 4 with AVX512_BF16 (LeNet5, Fashion-MNIST,
- * 12,800 images, batch 64, 1 thread; bench/RESULTS.md, session 16): the first conv (K = 6) took
- * 26.3 ms forward and 35.4 ms backward in float on rounded operands, 21.9 and 46.5 ms on the
- * GEMM. Below K the float kernels run the pullback, on the same bf16 operands (products exact
- * in float, float sums: the emulation's arithmetic). */
+ * output channels on (SC_BF16_LAYERS=auto, the default; =all: every conv layer), unless its dW
+ * has the dot form (sc__bf16_nt_fn: the AVX512_BF16 kernels and their model, stride 1); its
+ * forward always. A conv layer is a GEMM on its taps packed per output row (im2col): each
+ * packed pair feeds 2 K multiply-adds, so the packing costs the more, the fewer channels K, and
+ * dW's packing (a transpose) the most. Measured on an AMD Zen 4 with AVX512_BF16 (LeNet5,
+ * Fashion-MNIST, 12,800 images, batch 64, 1 thread; bench/RESULTS.md, session 16): the first
+ * conv (K = 6) took 26.3 ms forward and 35.4 ms backward in float on rounded operands, 21.9
+ * and 46.5 ms on the im2col GEMM, and 26.5 ms backward in the dot form. Below K, without the
+ * dot form, the float kernels run the pullback, on the same bf16 operands (products exact in
+ * float, float sums: the emulation's arithmetic). */
 #define SC__BF16_MIN_K 8
 
 /* the bf16 kernels' buffers: the packed dense and conv weights (both pairings) and each
@@ -4065,9 +4157,12 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
     size_t b = sc__add(sc__mul(O, n / 2, &ok), sc__mul(n / 2, I, &ok), &ok);
     size_t d = sc__mul(O2, n, &ok);
     if (conv) d = sc__add(d, sc__mul(I, n, &ok), &ok); /* and the taps' float gradients */
-    if (conv) { /* dW^T (R x K floats), dz^T, the tile's lane pairs */
+    if (conv) { /* dW^T (R x K floats), dz^T, the tile's lane pairs; or dz's pairs (dot form) */
+      size_t xw = sc__mul(sc__mul(P->ic, P->hp, &ok), P->wp * (SC__TW / 2), &ok);
       size_t t = sc__add(sc__mul(I, O, &ok), sc__mul(n / 2, O, &ok), &ok);
-      t = sc__add(t, sc__mul(sc__mul(P->ic, P->hp, &ok), P->wp * (SC__TW / 2), &ok), &ok);
+      t = sc__add(t, xw, &ok);
+      if (t > b) b = t;
+      t = sc__add(sc__mul(sc__mul(O, P->oh, &ok), n / 2, &ok), xw, &ok);
       if (t > b) b = t;
     }
     size_t m = f > b ? f : b;
@@ -4170,17 +4265,22 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   if (kind) /* which layers the bf16 GEMM runs (SC__BF16_MIN_K) */
     for (size_t l = 0; l < ws->chain->nlayers; l++) {
       const sc__lplan *P = &ws->chain->L[l];
-      ws->bf_on[l] = (unsigned char)(P->spec.kind == SC_LAYER_DENSE          ? 3
-                                     : P->spec.kind != SC_LAYER_CONV2D       ? 0
-                                     : all_layers || P->oc >= SC__BF16_MIN_K ? 3
-                                                                             : 1);
+      /* a small conv's pullback: on the GEMM where its dot form is (its dW: few channels,
+       * stride 1), else on the float kernels */
+      int nt = (kind == SC__BF16K_MODEL || kind == SC__BF16K_NATIVE) && P->spec.sw == 1;
+      ws->bf_on[l] = (unsigned char)(P->spec.kind == SC_LAYER_DENSE                ? 3
+                                     : P->spec.kind != SC_LAYER_CONV2D             ? 0
+                                     : all_layers || nt || P->oc >= SC__BF16_MIN_K ? 3
+                                                                                   : 1);
     }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
   ws->bf_gemm_rows = kind == SC__BF16K_MODEL ? sc__bf16_gemm_model_rows : NULL;
+  ws->bf_nt = kind == SC__BF16K_MODEL ? sc__bf16_nt_model : NULL;
   ws->bf_round = NULL;
 #ifdef SC__HAVE_BF16_NATIVE
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_rows = sc__bf16_gemm_native_rows;
+  if (kind == SC__BF16K_NATIVE) ws->bf_nt = sc__bf16_nt_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_round = sc__bf16_round_native;
 #endif
@@ -7732,7 +7832,16 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
-          if (want_g && P->spec.sw == 1 && ws->bf_gemm_rows) {
+          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+            /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
+             * read in place (dz packed once, the input tile packed once), over all rows */
+            uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
+            size_t hw = P->hp * P->wp * SC__TW;
+            SC__BFP(pack_lanes)(dzp, cur, K, ld, ld);
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            ws->bf_nt(gs + P->poff, R, dzp, ld / 2, RW / 2, xp, P->roff, SC__TW / 2,
+                      P->spec.sh * P->wp * (SC__TW / 2), K, R, RW / 2, P->oh);
+          } else if (want_g && P->spec.sw == 1 && ws->bf_gemm_rows) {
             /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
              * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
              * lane pairs transposed (dzt); the product accumulates in dwt (R x K) */

@@ -685,16 +685,21 @@ static void test_kernels_conv(void **state) {
   sc_chain_destroy(c);
 }
 
-/* SC_BF16_LAYERS=auto (the default): a conv layer with fewer than 8 output channels runs on the
- * float kernels (on the same rounded operands), the others on the bf16 GEMM; against the
- * emulation (tight) and against every layer on the GEMM (tight, and not the same bits: the first
- * conv's sums run in another order) */
+/* SC_BF16_LAYERS on a convnet whose first conv has few channels, against the emulation
+ * (tight). With the model kernels (and the native ones, which give the model's bits), auto and
+ * all run every layer on the bf16 forms (a small conv's dW as dot products): the same bits.
+ * With the AMX model, which has no such forms, auto runs the first conv's pullback on the
+ * float kernels: not the same bits as all (the sums run in another order) */
 static void test_kernels_auto_layers(void **state) {
   (void)state;
-  enum { B = 36, IN = 144 };
-  sc_layer L[] = {sc_conv2d(3, 3, 4, SC_RELU), /* 1x12x12 -> 4x10x10: float kernels */
-                  sc_conv2d(3, 3, 9, SC_TANH), /* -> 9x8x8: the bf16 GEMM */
-                  sc_maxpool2d(2, 2), sc_flatten(), sc_dense(3, SC_IDENTITY)};
+  enum { B = 36, IN = 144, NM = 6 };
+  sc_layer L[] = {sc_conv2d(3, 3, 4, SC_RELU),  /* 1x12x12 -> 4x10x10: few channels */
+                  sc_conv2d(3, 3, 16, SC_TANH), /* -> 16x8x8: dW on taps x dz^T, 16 columns */
+                  sc_conv2d(3, 3, 17, SC_RELU), /* -> 17x6x6: the same, 17 columns */
+                  sc_maxpool2d(2, 2),           sc_flatten(), sc_dense(3, SC_IDENTITY)};
+  /* the emulation, then kernels x SC_BF16_LAYERS */
+  static const char *const kind[NM] = {NULL, "model", "model", "amx-model", "amx-model", "native"};
+  static const char *const lay[NM] = {NULL, "auto", "all", "auto", "all", "auto"};
   uint64_t s = 23;
   float *x = malloc(B * IN * sizeof *x);
   int32_t lab[B];
@@ -705,38 +710,48 @@ static void test_kernels_auto_layers(void **state) {
   for (int is = 0; is < nisa; is++) {
     setenv("SC_ISA", isas[is], 1);
     sc_chain *c = NULL;
-    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 12, 12, L, 5));
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 12, 12, L, 6));
     size_t np;
     SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
-    float *p = malloc(np * sizeof *p), *g[3], *gx[3], l[3];
+    float *p = malloc(np * sizeof *p), *g[NM], *gx[NM], l[NM];
+    int ran[NM] = {0};
     assert_true(p);
     SC_OK_OR_FAIL(sc_params_init(c, p, np, 6));
-    for (int m = 0; m < 3; m++) { /* the emulation, auto, all */
+    for (int m = 0; m < NM; m++) {
       g[m] = malloc(np * sizeof *g[m]);
       gx[m] = malloc(B * IN * sizeof *gx[m]);
       assert_true(g[m] && gx[m]);
-      if (m) setenv("SC_BF16_KERNELS", "model", 1);
-      if (m == 1) unsetenv("SC_BF16_LAYERS");
-      if (m == 2) setenv("SC_BF16_LAYERS", "all", 1);
+      if (m && !kernels_on(kind[m])) continue; /* native: only where the CPU has AVX512_BF16 */
+      if (m) setenv("SC_BF16_KERNELS", kind[m], 1);
+      if (m) setenv("SC_BF16_LAYERS", lay[m], 1);
       class_valgrad(c, m ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED, 1, p, x, lab, B, &l[m],
                     g[m], gx[m]);
+      unsetenv("SC_BF16_KERNELS");
+      unsetenv("SC_BF16_LAYERS");
+      ran[m] = 1;
     }
-    unsetenv("SC_BF16_KERNELS");
-    unsetenv("SC_BF16_LAYERS");
     double gm = max_diff(g[0], NULL, np), xm = max_diff(gx[0], NULL, B * IN);
-    int differs = 0;
-    for (size_t k = 0; k < np; k++) differs |= g[1][k] != g[2][k];
-    for (int m = 1; m < 3; m++) {
+    for (int m = 1; m < NM; m++) {
+      if (!ran[m]) continue;
       double d = max_diff(g[m], g[0], np), dx = max_diff(gx[m], gx[0], B * IN);
-      print_message("  [%s, SC_BF16_LAYERS=%s] loss %.7g (emulation %.7g); max |g - g_emul| / "
-                    "max|g| %.2e, the same for gx %.2e\n",
-                    isas[is], m == 1 ? "auto" : "all", (double)l[m], (double)l[0], d / gm, dx / xm);
+      print_message("  [%s, %s kernels, SC_BF16_LAYERS=%s] loss %.7g (emulation %.7g); max |g - "
+                    "g_emul| / max|g| %.2e, the same for gx %.2e\n",
+                    isas[is], kind[m], lay[m], (double)l[m], (double)l[0], d / gm, dx / xm);
       assert_true(fabsf(l[m] - l[0]) <= 1e-5f * l[0]);
       assert_true(d <= 1e-4 * gm);
       assert_true(dx <= 1e-4 * xm && xm > 0);
     }
-    assert_true(differs); /* auto ran the first conv otherwise than all */
-    for (int m = 0; m < 3; m++) free(g[m]), free(gx[m]);
+    int differs = 0;
+    for (size_t k = 0; k < np; k++) differs |= g[3][k] != g[4][k];
+    assert_true(differs); /* amx-model: auto ran the first conv's pullback otherwise than all */
+    assert_memory_equal(g[1], g[2], np * sizeof *g[1]); /* model: auto and all the same */
+    assert_memory_equal(gx[1], gx[2], B * IN * sizeof *gx[1]);
+    if (ran[5]) { /* native: the model's bits */
+      assert_memory_equal(g[5], g[1], np * sizeof *g[1]);
+      assert_memory_equal(gx[5], gx[1], B * IN * sizeof *gx[1]);
+      assert_memory_equal(&l[5], &l[1], sizeof l[1]);
+    }
+    for (int m = 0; m < NM; m++) free(g[m]), free(gx[m]);
     free(p);
     sc_chain_destroy(c);
   }
