@@ -188,6 +188,8 @@ typedef struct sc__lplan {
   size_t hp, wp;               /* conv: (padded) input height and width */
   size_t R;                    /* conv: taps per output channel, ic*kh*kw */
   const size_t *roff;          /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
+  const size_t *cpoff;         /* conv: the bf16 direct forward's rows, ic kh ceil(kw / 2): the
+                                   offsets (ci*hp + i)*wp + 2 jp of column pairs (taps 2 jp, 2 jp + 1) */
   const size_t *tperm, *troff; /* conv: the taps in (i, j)-major, ci-minor order, and their
                                   offsets (roff[tperm[m]]): groups of ic taps whose rows of
                                   an input tile never overlap (the bf16 dx's rows of C) */
@@ -244,10 +246,12 @@ typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t
 /* the same with A's row m at A + arow[m] lda and C's at C + crow[m] ldc where these are not
  * NULL (rows read and written in place: a conv input's taps); with crow, the rows go in groups
  * of grp, one group after the other, the rows of a group never overlapping in memory (rows of
- * different groups may: a conv layer's dx added into its input's tile) */
+ * different groups may: a conv layer's dx added into its input's tile); B's row k at
+ * B + brow[k] ldb where brow is not NULL (a conv input's column pairs, read in place) */
 typedef void (*sc__bf16_gemm_rows_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                      int acc, const size_t *arow, const size_t *crow, size_t grp);
+                                      int acc, const size_t *arow, const size_t *crow, size_t grp,
+                                      const size_t *brow);
 /* the dot-product form (A and B both with pairs along k): C[m ldc + n] += the sum over S
  * segments s and K2 pairs k (K2 a multiple of 16) of A_s[m][k] B_s[n][k], A_s's row m at
  * A + m lda + s sa, B_s's row n at B + boff[n] bsc + s sb. Each (m, n) keeps 16 lanes of
@@ -374,6 +378,21 @@ static inline void sc__bf16_pack_lanes_ts(uint32_t *restrict dst, const float *r
     const float *r = src + o * lds;
     for (size_t k = 0; k < n / 2; k++)
       dst[k * R + o] = sc__fbits(r[2 * k]) >> 16 | (sc__fbits(r[2 * k + 1]) & 0xffff0000u);
+  }
+}
+/* The direct forward's B: the (padded) input tile x (C x Hp x Wp positions of TW lanes) as
+ * pairs of neighbouring columns, dst[(c Hp + y) Wp + x][t] = (x[c][y][x][t], x[c][y][x + 1][t]),
+ * the last column paired with zero. The sources hold bf16 values (rounded inputs, outputs and
+ * zero padding): a pair is their upper halves. */
+static inline void sc__bf16_pack_colpairs(uint32_t *restrict dst, const float *restrict x,
+                                          const sc__lplan *P) {
+  size_t rows = P->ic * P->hp, n = (P->wp - 1) * SC__TW;
+  for (size_t y = 0; y < rows; y++) {
+    const float *s = x + y * P->wp * SC__TW;
+    uint32_t *d = dst + y * P->wp * SC__TW;
+    for (size_t k = 0; k < n; k++)
+      d[k] = sc__fbits(s[k]) >> 16 | (sc__fbits(s[k + SC__TW]) & 0xffff0000u);
+    for (size_t k = n; k < n + SC__TW; k++) d[k] = sc__fbits(s[k]) >> 16;
   }
 }
 /* A conv layer's output row u as a dense layer (im2col, packed): its input x is the (padded)
@@ -790,7 +809,7 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
     return sc__fail(SC_ERR_ARG, fn, "layer %zu: unknown layer kind %d", l, (int)s->kind);
   P->in = sc__mul(sc__mul(P->ic, P->ih, ok), P->iw, ok);
   P->roff = NULL;
-  P->tperm = P->troff = NULL;
+  P->tperm = P->troff = P->cpoff = NULL;
   static const unsigned unused[] = {
       [SC_LAYER_DENSE] = SC__F_K | SC__F_S | SC__F_P | SC__F_RATE,
       [SC_LAYER_CONV2D] = SC__F_RATE,
@@ -913,7 +932,7 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
       tmp.ic = c, tmp.ih = h, tmp.iw = w;
       sc_status st = sc__plan_layer(fn, l, &tmp, &ok);
       if (st) return st;
-      if (tmp.spec.kind == SC_LAYER_CONV2D) ntaps = sc__add(ntaps, sc__mul(3, tmp.R, &ok), &ok);
+      if (tmp.spec.kind == SC_LAYER_CONV2D) ntaps = sc__add(ntaps, sc__mul(4, tmp.R, &ok), &ok);
       c = tmp.oc, h = tmp.oh, w = tmp.ow;
     }
   }
@@ -950,7 +969,13 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
             poff[m] = P->roff[perm[m]];
           }
       P->tperm = perm, P->troff = poff;
-      taps += 3 * P->R;
+      size_t *cpo = poff + P->R, jp = (P->spec.kw + 1) / 2; /* column pairs' rows (<= R) */
+      m = 0;
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < P->spec.kh; i++)
+          for (size_t j = 0; j < jp; j++) cpo[m++] = (ci * P->hp + i) * P->wp + 2 * j;
+      P->cpoff = cpo;
+      taps += 4 * P->R;
     }
     if (P->spec.kind == SC_LAYER_DENSE && P->in > maxdense) maxdense = P->in;
     P->poff = np;
@@ -3718,7 +3743,8 @@ static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0
 
 static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                     int acc, const size_t *arow, const size_t *crow, size_t grp) {
+                                     int acc, const size_t *arow, const size_t *crow, size_t grp,
+                                     const size_t *brow) {
   (void)grp; /* row by row: one group after the other */
   for (size_t m = 0; m < M; m++)
     for (size_t n = 0; n < N; n++) {
@@ -3726,7 +3752,7 @@ static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, si
       float c = acc ? sc__ftz(cp[n]) : 0.0f;
       const uint32_t *ar = A + (arow ? arow[m] : m) * lda;
       for (size_t k = 0; k < K2; k++) {
-        uint32_t a = ar[k], b = B[k * ldb + n];
+        uint32_t a = ar[k], b = B[(brow ? brow[k] : k) * ldb + n];
         c = sc__ftz(c + sc__bf16_hi_f(a) * sc__bf16_hi_f(b));
         c = sc__ftz(c + sc__bf16_lo_f(a) * sc__bf16_lo_f(b));
       }
@@ -3736,7 +3762,7 @@ static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, si
 static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                 int acc) {
-  sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, 0);
+  sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, 0, NULL);
 }
 /* sc__bf16_nt_fn's fold of 16 lanes: p[i] + p[i + 8], then + 4, + 2, + 1 (IEEE float adds) */
 static float sc__bf16_fold16(const float *p) {
@@ -3781,8 +3807,9 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
       c1[r] = acc ? _mm512_maskz_loadu_ps(k1, cr + 16) : _mm512_setzero_ps();                      \
     }                                                                                              \
     for (size_t k = 0; k < K2; k++) {                                                              \
-      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
-      __m512i b1 = _mm512_maskz_loadu_epi32(k1, B + k * ldb + n + 16);                             \
+      const uint32_t *bk = B + (brow ? brow[k] : k) * ldb + n;                                     \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, bk);                                               \
+      __m512i b1 = _mm512_maskz_loadu_epi32(k1, bk + 16);                                          \
       for (int r = 0; r < MB; r++) {                                                               \
         __m512i a = _mm512_set1_epi32((int)ar[r][k]);                                              \
         c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)a);                                \
@@ -3807,7 +3834,7 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
       c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cp[r]) : _mm512_setzero_ps();                        \
     }                                                                                              \
     for (size_t k = 0; k < K2; k++) {                                                              \
-      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + (brow ? brow[k] : k) * ldb + n);               \
       for (int r = 0; r < MB; r++)                                                                 \
         c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)_mm512_set1_epi32((int)ar[r][k])); \
     }                                                                                              \
@@ -3816,7 +3843,7 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
 __attribute__((target("avx512f,avx512bf16"))) static void
 sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
                          size_t ldb, size_t M, size_t N, size_t K2, int acc, const size_t *arow,
-                         const size_t *crow) {
+                         const size_t *crow, const size_t *brow) {
   for (size_t n = 0; n < N; n += 32) {
     size_t w = N - n < 32 ? N - n : 32;
     __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1u);
@@ -3892,20 +3919,21 @@ sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t s
 #undef SC__BF16_NT
 static void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                      int acc, const size_t *arow, const size_t *crow, size_t grp) {
+                                      int acc, const size_t *arow, const size_t *crow, size_t grp,
+                                      const size_t *brow) {
   if (!crow || grp == 0 || grp >= M) {
-    sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, arow, crow);
+    sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, arow, crow, brow);
     return;
   }
   for (size_t g0 = 0; g0 < M; g0 += grp) /* the groups one after the other (the model's order) */
     sc__bf16_gemm_native_blk(C, ldc, arow ? A : A + g0 * lda, lda, B, ldb,
                              M - g0 < grp ? M - g0 : grp, N, K2, acc, arow ? arow + g0 : NULL,
-                             crow + g0);
+                             crow + g0, brow);
 }
 static void sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                  const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                  int acc) {
-  sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL);
+  sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, NULL);
 }
 /* x[k] = x[k] rounded to bf16 (kept as a float) by VCVTNEPS2BF16: the bits of sc__bf16_rne
  * (checked on all 2^32 inputs on an AMD Zen 4: denormals to zeros of their sign, a NaN kept
@@ -4153,7 +4181,13 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
     size_t n = conv ? sc__mul(P->ow, SC__TW, &ok) : SC__TW;
     off[l] = words;
     words = sc__add(words, sc__add(sc__mul(O, I2, &ok), sc__mul(I, O2, &ok), &ok), &ok);
+    if (conv) /* and the direct forward's pairs of neighbouring taps: at most R per channel */
+      words = sc__add(words, sc__mul(O, I, &ok), &ok);
     size_t f = sc__mul(I2, n, &ok);
+    if (conv) { /* the direct forward's column pairs of the input tile */
+      size_t q = sc__mul(sc__mul(P->ic, P->hp, &ok), sc__mul(P->wp, SC__TW, &ok), &ok);
+      if (q > f) f = q;
+    }
     size_t b = sc__add(sc__mul(O, n / 2, &ok), sc__mul(n / 2, I, &ok), &ok);
     size_t d = sc__mul(O2, n, &ok);
     if (conv) d = sc__add(d, sc__mul(I, n, &ok), &ok); /* and the taps' float gradients */
@@ -4272,6 +4306,8 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
                                      : P->spec.kind != SC_LAYER_CONV2D             ? 0
                                      : all_layers || nt || P->oc >= SC__BF16_MIN_K ? 3
                                                                                    : 1);
+      /* and its forward on the input's column pairs in place (bit 4), without im2col */
+      if (nt && P->spec.kind == SC_LAYER_CONV2D && P->oc < SC__BF16_MIN_K) ws->bf_on[l] |= 4;
     }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
@@ -7663,6 +7699,20 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           in = tm + P->pad_off;
         }
 #if SC__F32
+        if (SC__BFK(l) && (ws->bf_on[l] & 4)) { /* direct: pairs of neighbouring columns */
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow;
+          size_t KD = P->ic * P->spec.kh * ((P->spec.kw + 1) / 2);
+          const uint32_t *wc =
+              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + P->R * ((P->oc + 1) / 2);
+          sc__bf16_pack_colpairs(bfs, in, P);
+          for (size_t u = 0; u < P->oh; u++) /* B's rows read in place */
+            ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wc, KD,
+                             bfs + u * P->spec.sh * P->wp * SC__TW, SC__TW, P->oc, RW, KD, 0, NULL,
+                             NULL, 0, P->cpoff);
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
         if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
           size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
           for (size_t u = 0; u < P->oh; u++) {
@@ -7852,7 +7902,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             for (size_t u = 0; u < P->oh; u++) {
               sc__bf16_pack_lanes_ts(dzt, cur + u * RW, K, RW, ld);
               ws->bf_gemm_rows(dwt, K, xp + u * P->spec.sh * P->wp * (SC__TW / 2), SC__TW / 2, dzt,
-                               K, R, K, RW / 2, u > 0, P->roff, NULL, 0);
+                               K, R, K, RW / 2, u > 0, P->roff, NULL, 0, NULL);
             }
             float *gw = gs + P->poff;
             for (size_t o = 0; o < K; o++)
@@ -7874,7 +7924,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
                 SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
                 ws->bf_gemm_rows(xg + u * P->spec.sh * P->wp * SC__TW, SC__TW,
                                  ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R, RW,
-                                 K2, 1, P->tperm, P->troff, P->ic);
+                                 K2, 1, P->tperm, P->troff, P->ic, NULL);
               }
             else
               for (size_t u = 0; u < P->oh; u++) {
@@ -8433,6 +8483,16 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
         const float *a = W + 2 * m * I, *b = 2 * m + 1 < O ? a + I : NULL;
         for (size_t i = 0; i < I; i++)
           wd[i * O2 + m] = sc__fbits(a[i]) >> 16 | (b ? sc__fbits(b[i]) & 0xffff0000u : 0u);
+      }
+      if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
+        uint32_t *wc = wd + I * O2;
+        size_t kw = P->spec.kw, JP = (kw + 1) / 2, KD = P->ic * P->spec.kh * JP;
+        for (size_t o = 0; o < O; o++)
+          for (size_t q = 0; q < KD; q++) {
+            const float *r = W + o * I + (q / JP) * kw + 2 * (q % JP);
+            wc[o * KD + q] = sc__fbits(r[0]) >> 16 |
+                             (2 * (q % JP) + 1 < kw ? sc__fbits(r[1]) & 0xffff0000u : 0u);
+          }
       }
     }
   return ws->bf_p;
