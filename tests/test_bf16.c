@@ -633,9 +633,11 @@ static void test_kernels_conv(void **state) {
   sc_layer L[] = {sc_conv2d_ex(3, 3, 5, SC_RELU, 1, 1, 1, 1),     /* 1x9x9 -> 5x9x9, R = 9 */
                   sc_conv2d_ex(3, 3, 3, SC_TANH, 2, 2, 1, 1),     /* -> 3x5x5, R = 45, K = 3 */
                   sc_conv2d_nobias(2, 2, 4, SC_RELU, 1, 1, 0, 0), /* -> 4x4x4 */
-                  sc_flatten(), sc_dense(3, SC_IDENTITY)};
+                  sc_conv2d_ex(2, 3, 6, SC_TANH, 2, 1, 1, 0),     /* -> 6x3x2: rows stride 2 only */
+                  sc_flatten(),
+                  sc_dense(3, SC_IDENTITY)};
   sc_chain *c = NULL;
-  SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 9, 9, L, 5));
+  SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 9, 9, L, sizeof L / sizeof *L));
   size_t np;
   SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
   uint64_t s = 17;
@@ -657,7 +659,7 @@ static void test_kernels_conv(void **state) {
   for (int is = 0; is < nisa; is++) {
     setenv("SC_ISA", isas[is], 1); /* (read when a chain is created) */
     sc_chain_destroy(c);
-    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 9, 9, L, 5));
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 9, 9, L, sizeof L / sizeof *L));
     int ran[5] = {1, 0, 0, 0, 0};
     for (int m = 0; m < 5; m++) { /* 0: the emulation, then the kernels KINDS[m - 1] */
       if (m && !kernels_on(KINDS[m - 1])) continue;
