@@ -189,7 +189,8 @@ typedef struct sc__lplan {
   size_t R;                    /* conv: taps per output channel, ic*kh*kw */
   const size_t *roff;          /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
   const size_t *cpoff;         /* conv: the bf16 direct forward's rows, ic kh ceil(kw / 2): the
-                                   offsets (ci*hp + i)*wp + 2 jp of column pairs (taps 2 jp, 2 jp + 1) */
+                                   offsets (ci*hp + i)*wp + 2 jp of column pairs (taps 2 jp, 2 jp + 1);
+                                   an odd width's last column in the single copy, ic hp wp on */
   const size_t *tperm, *troff; /* conv: the taps in (i, j)-major, ci-minor order, and their
                                   offsets (roff[tperm[m]]): groups of ic taps whose rows of
                                   an input tile never overlap (the bf16 dx's rows of C) */
@@ -382,11 +383,13 @@ static inline void sc__bf16_pack_lanes_ts(uint32_t *restrict dst, const float *r
 }
 /* The direct forward's B: the (padded) input tile x (C x Hp x Wp positions of TW lanes) as
  * pairs of neighbouring columns, dst[(c Hp + y) Wp + x][t] = (x[c][y][x][t], x[c][y][x + 1][t]),
- * the last column paired with zero. The sources hold bf16 values (rounded inputs, outputs and
- * zero padding): a pair is their upper halves. */
+ * the last column paired with zero; with an odd kernel width, after them the same positions
+ * paired with zero alone (a window's last column: its pair's other product is 0 x 0, never
+ * 0 x a neighbour, which could be infinite). The sources hold bf16 values (rounded inputs,
+ * outputs and zero padding): a pair is their upper halves. */
 static inline void sc__bf16_pack_colpairs(uint32_t *restrict dst, const float *restrict x,
                                           const sc__lplan *P) {
-  size_t rows = P->ic * P->hp, n = (P->wp - 1) * SC__TW;
+  size_t rows = P->ic * P->hp, n = (P->wp - 1) * SC__TW, all = rows * P->wp * SC__TW;
   for (size_t y = 0; y < rows; y++) {
     const float *s = x + y * P->wp * SC__TW;
     uint32_t *d = dst + y * P->wp * SC__TW;
@@ -394,6 +397,8 @@ static inline void sc__bf16_pack_colpairs(uint32_t *restrict dst, const float *r
       d[k] = sc__fbits(s[k]) >> 16 | (sc__fbits(s[k + SC__TW]) & 0xffff0000u);
     for (size_t k = n; k < n + SC__TW; k++) d[k] = sc__fbits(s[k]) >> 16;
   }
+  if (P->spec.kw % 2)
+    for (size_t k = 0; k < all; k++) dst[all + k] = sc__fbits(x[k]) >> 16;
 }
 /* A conv layer's output row u as a dense layer (im2col, packed): its input x is the (padded)
  * C x Hp x Wp tile, output position (u, v) reads tap r at row (u sh Wp + v sw + roff[r]); the
@@ -973,7 +978,9 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
       m = 0;
       for (size_t ci = 0; ci < P->ic; ci++)
         for (size_t i = 0; i < P->spec.kh; i++)
-          for (size_t j = 0; j < jp; j++) cpo[m++] = (ci * P->hp + i) * P->wp + 2 * j;
+          for (size_t j = 0; j < jp; j++) /* an odd width's last column: its single copy */
+            cpo[m++] = (2 * j + 1 < P->spec.kw ? 0 : P->ic * P->hp * P->wp) +
+                       (ci * P->hp + i) * P->wp + 2 * j;
       P->cpoff = cpo;
       taps += 4 * P->R;
     }
@@ -4184,8 +4191,8 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
     if (conv) /* and the direct forward's pairs of neighbouring taps: at most R per channel */
       words = sc__add(words, sc__mul(O, I, &ok), &ok);
     size_t f = sc__mul(I2, n, &ok);
-    if (conv) { /* the direct forward's column pairs of the input tile */
-      size_t q = sc__mul(sc__mul(P->ic, P->hp, &ok), sc__mul(P->wp, SC__TW, &ok), &ok);
+    if (conv) { /* the direct forward's column pairs of the input tile, and its single columns */
+      size_t q = sc__mul(sc__mul(2 * P->ic, P->hp, &ok), sc__mul(P->wp, SC__TW, &ok), &ok);
       if (q > f) f = q;
     }
     size_t b = sc__add(sc__mul(O, n / 2, &ok), sc__mul(n / 2, I, &ok), &ok);

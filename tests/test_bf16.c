@@ -761,6 +761,58 @@ static void test_kernels_auto_layers(void **state) {
   free(x);
 }
 
+/* a small conv's direct forward (pairs of neighbouring columns, odd kernel width) with an
+ * infinite input (made by the layer before it: the library refuses non-finite inputs): the
+ * outputs whose windows hold it are non-finite, the others equal the emulation's (a window's
+ * last column is not paired with its neighbour: no 0 x inf) */
+static void test_kernels_direct_inf(void **state) {
+  (void)state;
+  enum { B = 3, H = 5, W = 7, NY = 2 * 3 * 5 };
+  sc_layer L[] = {sc_conv2d(1, 1, 1, SC_IDENTITY),  /* 1x5x7: x * 1e20, overflowing once */
+                  sc_conv2d(3, 3, 2, SC_IDENTITY)}; /* -> 2x3x5 */
+  float x[B * H * W], ye[B * NY], yb[B * NY];
+  for (size_t k = 0; k < B * H * W; k++) x[k] = 0.5f + 0.125f * (float)(k % 5);
+  for (size_t b = 0; b < B; b++) x[b * H * W + 2 * W + (W - 1)] = 1e20f; /* row 2, last column */
+  for (int kk = 0; kk < 2; kk++) {
+    if (!kernels_on(kk ? "native" : "model")) continue;
+    unsetenv("SC_BF16_LAYERS");
+    sc_chain *c = NULL;
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, H, W, L, 2));
+    size_t np;
+    SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    float p[64];
+    assert_true(np <= 64);
+    SC_OK_OR_FAIL(sc_params_init(c, p, np, 2));
+    p[0] = 1e20f, p[1] = 0; /* the first layer's weight and bias */
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16_EMULATED));
+    SC_OK_OR_FAIL(sc_forward(c, p, x, B, ye, ws));
+    setenv("SC_BF16_KERNELS", kk ? "native" : "model", 1);
+    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+    unsetenv("SC_BF16_KERNELS");
+    SC_OK_OR_FAIL(sc_forward(c, p, x, B, yb, ws));
+    size_t finite = 0, inf = 0;
+    for (size_t k = 0; k < B * NY; k++) {
+      size_t u = k % 15 / 5, v = k % 5; /* the window: input rows u .. u + 2, columns v .. v + 2 */
+      if (v + 2 == W - 1 && u <= 2) {
+        assert_false(isfinite(yb[k]));
+        assert_false(isfinite(ye[k]));
+        inf++;
+      } else {
+        assert_true(isfinite(yb[k]));
+        assert_true(fabsf(yb[k] - ye[k]) <= 1e-5f * (1 + fabsf(ye[k])));
+        finite++;
+      }
+    }
+    print_message("  [%s kernels] %zu non-finite outputs (windows on the infinite input), %zu "
+                  "finite as emulated\n",
+                  kk ? "native" : "model", inf, finite);
+    sc_workspace_destroy(ws);
+    sc_chain_destroy(c);
+  }
+}
+
 /* training in the emulated precision learns what fp32 learns: 3 classes of points */
 static void test_emulated_training(void **state) {
   (void)state;
@@ -821,6 +873,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_shapes),
       cmocka_unit_test(test_kernels_conv),
       cmocka_unit_test(test_kernels_auto_layers),
+      cmocka_unit_test(test_kernels_direct_inf),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
