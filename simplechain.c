@@ -8480,7 +8480,7 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
       /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
        * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
-      for (size_t o = 0; o < O; o++) {
+      for (size_t o = 0; o < (ws->bf_on[l] & 4 ? 0 : O); o++) { /* (a direct forward's: below) */
         const float *r = W + o * I;
         for (size_t k = 0; k < I / 2; k++)
           wf[o * I2 + k] = sc__fbits(r[2 * k]) >> 16 | (sc__fbits(r[2 * k + 1]) & 0xffff0000u);
