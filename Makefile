@@ -93,7 +93,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels deps-fuzz fuzz fuzz-idx fuzz-params fuzz-npz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels bench-bf16-gemm deps-fuzz fuzz fuzz-idx fuzz-params fuzz-npz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(SHLIBS) $(EXAMPLES)
 
 help:
@@ -376,6 +376,14 @@ $(BUILD)/kernels_speed_avx2: bench/kernels_speed.c bench/bench_time.h simplechai
 bench-kernels: $(BUILD)/kernels_speed $(BUILD)/kernels_speed_avx2
 	if grep -q avx512f /proc/cpuinfo; then ./$(BUILD)/kernels_speed; fi
 	./$(BUILD)/kernels_speed_avx2
+
+# the bf16 GEMM kernels one by one on LeNet5's shapes (bench/bf16_gemm.c): AVX512_BF16 and,
+# where the CPU has AMX-BF16, AMX (baseline flags: the kernels carry their own targets)
+$(BUILD)/bf16_gemm: bench/bf16_gemm.c bench/bench_time.h simplechain.c simplechain.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O3 $(WARN) -pthread -I. $< -o $@ $(LDLIBS)
+bench-bf16-gemm: $(BUILD)/bf16_gemm
+	./$(BUILD)/bf16_gemm
 
 deps:
 	bash scripts/install-deps.sh all

@@ -3956,23 +3956,27 @@ __attribute__((target("avx512f,avx512bf16"))) static void sc__bf16_round_native(
 }
 #endif
 
-/* ---- the AMX-BF16 GEMM (Intel: 8 tile registers of up to 16 rows x 64 bytes; TDPBF16PS
- * C += A B with A a 16 x 16-pair tile, B a 16 x 16-pair tile, C 16 x 16 floats). The operand
- * layouts are ours already: a row of A holds pairs along k, a row of B holds the pairs of k
- * for 16 columns (Intel's "VNNI" layout of B). Blocks of 32 x 32 of C in four tiles (tmm0..3),
- * two tiles of A (tmm4, 5) and two of B (tmm6, 7), k in steps of 16 pairs. Every tile is
- * configured 16 x 64 bytes; a block at an edge of C, A or B goes through a zero-padded copy
- * (padded pairs add 0 x 0 = +0, padded rows and columns are dropped). Each call loads the
- * configuration and releases the tiles at its end (the tile state is per thread; a call
- * costs one LDTILECFG). Intel's pseudocode of TDPBF16PS (the intrinsics guide) adds the two
- * products of a pair one after the other, the even element first, each step a float FMA
- * with denormals read as and flushed to zero, round to nearest even; the SDM's newer text
- * accumulates the even and odd products apart and adds them at the end. The tests compare
- * the kernel with the double reference on the same operands (tight tolerance), not bit for
- * bit. The body is written once over tile operations (OPS##_LOAD etc.) and compiled twice: with the
- * AMX instructions (sc__bf16_gemm_amx) and with a portable model of the tiles
- * (sc__bf16_gemm_amx_model, the intrinsics guide's order) that runs on any CPU, so the
- * blocking, the edges and the strides are tested where AMX is not. */
+/* ---- the AMX-BF16 GEMM (Intel: 8 tile registers of up to 16 rows x 64 bytes, each tile's
+ * shape set by LDTILECFG; TDPBF16PS C += A B with A rows x kc pairs, B kc x cols pairs, C rows x
+ * cols floats). The operand layouts are ours already: a row of A holds pairs along k, a row of
+ * B holds the pairs of k for 16 columns (Intel's "VNNI" layout of B). Blocks of 16 x 32 of C in
+ * two tiles (tmm0, 1), k in steps of 16 pairs: A in tmm2, B in tmm3 and 4; the last k-step of
+ * fewer than 16 pairs in tmm5 (A), tmm6 and 7 (B). The tiles are configured to the block's own
+ * shape (rows of C at M's edge, columns at N's, pairs at K's), so an edge is read and written in
+ * place, never through a padded copy: measured on an Intel Xeon with AMX (session 17,
+ * bench/bf16_gemm.c), a zero-padded copy before a tile load made LeNet5's GEMMs 2.5 to 10 times
+ * slower than the same work in whole tiles. A call loads a configuration for each block shape
+ * it meets (at most four: the inner blocks, M's edge, N's edge, the corner) and releases the
+ * tiles at its end (the tile state is per thread; LDTILECFG + TILERELEASE cost about 120 ns
+ * there). Intel's pseudocode of TDPBF16PS (the intrinsics guide) adds the two products of a
+ * pair one after the other, the even element first, each step a float FMA with denormals read
+ * as and flushed to zero, round to nearest even; the SDM's newer text accumulates the even and
+ * odd products apart and adds them at the end. The tests compare the kernel with the double
+ * reference on the same operands (tight tolerance), not bit for bit. The body is written once
+ * over tile operations (OPS##_LOAD etc.) and compiled twice: with the AMX instructions
+ * (sc__bf16_gemm_amx) and with a portable model of the tiles (sc__bf16_gemm_amx_model, the
+ * intrinsics guide's order, the shapes checked as TDPBF16PS checks them) that runs on any CPU,
+ * so the blocking, the edges and the strides are tested where AMX is not. */
 typedef struct {
   uint8_t palette, start_row, reserved0[14];
   uint16_t colsb[8], reserved1[8];
@@ -3980,18 +3984,48 @@ typedef struct {
 } sc__amx_cfg; /* LDTILECFG's 64 bytes */
 typedef struct {
   uint32_t t[8][16][16];
-} sc__amx_tiles; /* the portable model's tile registers */
+  unsigned rows[8], cols[8]; /* the configured shape (cols in 32-bit words) */
+} sc__amx_tiles;            /* the portable model's tile registers */
+/* the configuration of a block of mr rows of C, nc0 + nc1 columns (nc1 = 0: one tile), kf whole
+ * 16-pair steps (0 or 1: are there any) and a last step of kr pairs; unused tiles 0 x 0 */
+static inline void sc__amx_setcfg(sc__amx_cfg *c, unsigned mr, unsigned nc0, unsigned nc1,
+                                  unsigned kf, unsigned kr) {
+  memset(c, 0, sizeof *c);
+  c->palette = 1;
+  const unsigned r[8] = {mr, nc1 ? mr : 0, kf ? mr : 0, kf ? 16 : 0, kf && nc1 ? 16 : 0,
+                         kr ? mr : 0, kr, nc1 ? kr : 0};
+  const unsigned w[8] = {nc0, nc1, kf ? 16 : 0, kf ? nc0 : 0, kf ? nc1 : 0, kr, kr ? nc0 : 0,
+                         kr ? nc1 : 0};
+  for (int t = 0; t < 8; t++)
+    if (r[t] && w[t]) c->rows[t] = (uint8_t)r[t], c->colsb[t] = (uint16_t)(4 * w[t]);
+}
+/* the model: LDTILECFG (the shapes; every tile zeroed), TILELOADD / TILESTORED (the configured
+ * rows and columns; a load zeroes the rest), TILEZERO and TDPBF16PS; a shape TDPBF16PS would
+ * refuse (#UD) makes C all NaN, so that a test fails */
+static inline void sc__amx_m_cfg(sc__amx_tiles *T, const sc__amx_cfg *c) {
+  memset(T->t, 0, sizeof T->t);
+  for (int t = 0; t < 8; t++) T->rows[t] = c->rows[t], T->cols[t] = c->colsb[t] / 4u;
+}
 static inline void sc__amx_m_load(sc__amx_tiles *T, int t, const void *p, size_t stride) {
-  for (int r = 0; r < 16; r++) memcpy(T->t[t][r], (const char *)p + (size_t)r * stride, 64);
+  memset(T->t[t], 0, sizeof T->t[t]);
+  for (unsigned r = 0; r < T->rows[t]; r++)
+    memcpy(T->t[t][r], (const char *)p + (size_t)r * stride, 4 * T->cols[t]);
 }
 static inline void sc__amx_m_store(const sc__amx_tiles *T, int t, void *p, size_t stride) {
-  for (int r = 0; r < 16; r++) memcpy((char *)p + (size_t)r * stride, T->t[t][r], 64);
+  for (unsigned r = 0; r < T->rows[t]; r++)
+    memcpy((char *)p + (size_t)r * stride, T->t[t][r], 4 * T->cols[t]);
 }
 static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
-  for (int m = 0; m < 16; m++)
-    for (int n = 0; n < 16; n++) {
+  if (!T->rows[c] || T->rows[a] != T->rows[c] || T->cols[b] != T->cols[c] ||
+      T->rows[b] != T->cols[a] || !T->cols[a]) {
+    for (int m = 0; m < 16; m++)
+      for (int n = 0; n < 16; n++) T->t[c][m][n] = 0x7FC00000u;
+    return;
+  }
+  for (unsigned m = 0; m < T->rows[c]; m++)
+    for (unsigned n = 0; n < T->cols[c]; n++) {
       float acc = sc__ftz(sc__fof(T->t[c][m][n]));
-      for (int k = 0; k < 16; k++) {
+      for (unsigned k = 0; k < T->cols[a]; k++) {
         uint32_t x = T->t[a][m][k], y = T->t[b][k][n];
         acc = sc__ftz(acc + sc__bf16_lo_f(x) * sc__bf16_lo_f(y));
         acc = sc__ftz(acc + sc__bf16_hi_f(x) * sc__bf16_hi_f(y));
@@ -3999,94 +4033,57 @@ static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
       T->t[c][m][n] = sc__fbits(acc);
     }
 }
-/* a rows x cols block of 32-bit words (row stride ld) into a 16 x 16 zero-padded copy */
-static inline void sc__amx_pad(uint32_t *restrict dst, const void *src, size_t ld, size_t rows,
-                               size_t cols) {
-  memset(dst, 0, 1024);
-  for (size_t r = 0; r < rows; r++) memcpy(dst + 16 * r, (const uint32_t *)src + r * ld, cols * 4);
-}
-/* tile T of C: loaded (acc) or zeroed; at an edge through the padded copy pc */
-#define SC__AMX_CLOAD(OPS, TT, i, j)                                                               \
-  if (mr[i] && nc[j]) {                                                                            \
-    float *cp = C + (m0 + 16 * (i)) * ldc + n0 + 16 * (j);                                         \
-    if (!acc)                                                                                      \
-      OPS##_ZERO(TT);                                                                              \
-    else if (mr[i] == 16 && nc[j] == 16)                                                           \
-      OPS##_LOAD(TT, cp, ldc * 4);                                                                 \
-    else {                                                                                         \
-      sc__amx_pad(pc[TT], cp, ldc, mr[i], nc[j]);                                                  \
-      __asm__ volatile("" ::: "memory");                                                           \
-      OPS##_LOAD(TT, pc[TT], 64);                                                                  \
-    }                                                                                              \
-  }
-#define SC__AMX_CSTORE(OPS, TT, i, j)                                                              \
-  if (mr[i] && nc[j]) {                                                                            \
-    float *cp = C + (m0 + 16 * (i)) * ldc + n0 + 16 * (j);                                         \
-    if (mr[i] == 16 && nc[j] == 16)                                                                \
-      OPS##_STORE(TT, cp, ldc * 4);                                                                \
-    else {                                                                                         \
-      OPS##_STORE(TT, pc[TT], 64);                                                                 \
-      __asm__ volatile("" ::: "memory");                                                           \
-      for (size_t r = 0; r < mr[i]; r++) memcpy(cp + r * ldc, pc[TT] + 16 * r, nc[j] * 4);         \
-    }                                                                                              \
-  }
-/* an operand tile: rows x cols words at src (row stride ld), directly or padded into buf */
-#define SC__AMX_OLOAD(OPS, TT, src, ld, rows, cols, buf)                                           \
-  if ((rows) == 16 && (cols) == 16)                                                                \
-    OPS##_LOAD(TT, src, (ld)*4);                                                                   \
-  else {                                                                                           \
-    sc__amx_pad(buf, src, ld, rows, cols);                                                         \
-    __asm__ volatile("" ::: "memory");                                                             \
-    OPS##_LOAD(TT, buf, 64);                                                                       \
-  }
 #define SC__AMX_GEMM_BODY(OPS)                                                                     \
   {                                                                                                \
     sc__amx_cfg cfg;                                                                               \
-    memset(&cfg, 0, sizeof cfg);                                                                   \
-    cfg.palette = 1;                                                                               \
-    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;                               \
-    uint32_t pa[2][256] __attribute__((aligned(64))), pb[2][256] __attribute__((aligned(64)));     \
-    uint32_t pc[4][256] __attribute__((aligned(64)));                                              \
-    __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */            \
-    OPS##_CFG(&cfg);                                                                               \
-    for (size_t m0 = 0; m0 < M; m0 += 32)                                                          \
+    size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
+    for (size_t m0 = 0; m0 < M; m0 += 16)                                                          \
       for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
-        size_t mr[2], nc[2];                                                                       \
-        for (int h = 0; h < 2; h++) {                                                              \
-          size_t ml = M - m0 > 16 * (size_t)h ? M - m0 - 16 * (size_t)h : 0;                       \
-          size_t nl = N - n0 > 16 * (size_t)h ? N - n0 - 16 * (size_t)h : 0;                       \
-          mr[h] = ml < 16 ? ml : 16, nc[h] = nl < 16 ? nl : 16;                                    \
+        size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                    \
+        size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                       \
+        size_t key = mr | nc0 << 5 | nc1 << 10;                                                    \
+        if (key != cur) { /* a block of another shape: its configuration */                       \
+          sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0, (unsigned)kr); \
+          __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */      \
+          OPS##_CFG(&cfg);                                                                         \
+          cur = key;                                                                               \
         }                                                                                          \
-        SC__AMX_CLOAD(OPS, 0, 0, 0)                                                                \
-        SC__AMX_CLOAD(OPS, 1, 0, 1)                                                                \
-        SC__AMX_CLOAD(OPS, 2, 1, 0)                                                                \
-        SC__AMX_CLOAD(OPS, 3, 1, 1)                                                                \
-        for (size_t k0 = 0; k0 < K2; k0 += 16) {                                                   \
-          size_t kr = K2 - k0 < 16 ? K2 - k0 : 16;                                                 \
-          SC__AMX_OLOAD(OPS, 4, A + m0 * lda + k0, lda, mr[0], kr, pa[0])                          \
-          if (mr[1]) {                                                                             \
-            SC__AMX_OLOAD(OPS, 5, A + (m0 + 16) * lda + k0, lda, mr[1], kr, pa[1])                 \
-          }                                                                                        \
-          SC__AMX_OLOAD(OPS, 6, B + k0 * ldb + n0, ldb, kr, nc[0], pb[0])                          \
-          if (nc[1]) {                                                                             \
-            SC__AMX_OLOAD(OPS, 7, B + k0 * ldb + n0 + 16, ldb, kr, nc[1], pb[1])                   \
-          }                                                                                        \
-          OPS##_DP(0, 4, 6);                                                                       \
-          if (nc[1]) OPS##_DP(1, 4, 7);                                                            \
-          if (mr[1]) OPS##_DP(2, 5, 6);                                                            \
-          if (mr[1] && nc[1]) OPS##_DP(3, 5, 7);                                                   \
+        float *c0 = C + m0 * ldc + n0;                                                             \
+        if (acc) {                                                                                 \
+          OPS##_LOAD(0, c0, ldc * 4);                                                              \
+          if (nc1) OPS##_LOAD(1, c0 + 16, ldc * 4);                                                \
+        } else {                                                                                   \
+          OPS##_ZERO(0);                                                                           \
+          if (nc1) OPS##_ZERO(1);                                                                  \
         }                                                                                          \
-        SC__AMX_CSTORE(OPS, 0, 0, 0)                                                               \
-        SC__AMX_CSTORE(OPS, 1, 0, 1)                                                               \
-        SC__AMX_CSTORE(OPS, 2, 1, 0)                                                               \
-        SC__AMX_CSTORE(OPS, 3, 1, 1)                                                               \
+        const uint32_t *a0 = A + m0 * lda, *b0 = B + n0;                                           \
+        for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                  \
+          OPS##_LOAD(2, a0 + k0, lda * 4);                                                         \
+          OPS##_LOAD(3, b0 + k0 * ldb, ldb * 4);                                                   \
+          OPS##_DP(0, 2, 3);                                                                       \
+          if (nc1) {                                                                               \
+            OPS##_LOAD(4, b0 + k0 * ldb + 16, ldb * 4);                                            \
+            OPS##_DP(1, 2, 4);                                                                     \
+          }                                                                                        \
+        }                                                                                          \
+        if (kr) { /* the last k-step, of fewer than 16 pairs */                                    \
+          OPS##_LOAD(5, a0 + K16, lda * 4);                                                        \
+          OPS##_LOAD(6, b0 + K16 * ldb, ldb * 4);                                                  \
+          OPS##_DP(0, 5, 6);                                                                       \
+          if (nc1) {                                                                               \
+            OPS##_LOAD(7, b0 + K16 * ldb + 16, ldb * 4);                                           \
+            OPS##_DP(1, 5, 7);                                                                     \
+          }                                                                                        \
+        }                                                                                          \
+        OPS##_STORE(0, c0, ldc * 4);                                                               \
+        if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                                 \
       }                                                                                            \
-    OPS##_RELEASE();                                                                               \
+    if (cur != SIZE_MAX) OPS##_RELEASE();                                                          \
     __asm__ volatile("" ::: "memory"); /* the tile stores wrote C */                               \
   }
 
 /* the portable model of the AMX GEMM (SC_BF16_KERNELS=amx-model: any CPU, slow) */
-#define SC__TM_CFG(c) (void)(c)
+#define SC__TM_CFG(c) sc__amx_m_cfg(&T, c)
 #define SC__TM_ZERO(i) memset(T.t[i], 0, sizeof T.t[i])
 #define SC__TM_LOAD(t, p, s) sc__amx_m_load(&T, t, p, s)
 #define SC__TM_STORE(t, p, s) sc__amx_m_store(&T, t, p, s)
@@ -4136,9 +4133,6 @@ static int sc__cpu_amx(void) {
   return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
 }
 #endif
-#undef SC__AMX_CLOAD
-#undef SC__AMX_CSTORE
-#undef SC__AMX_OLOAD
 #undef SC__AMX_GEMM_BODY
 
 /* AVX512_BF16 usable here: the CPU has it (CPUID leaf 7 subleaf 1, EAX bit 5) and the OS
