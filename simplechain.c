@@ -4241,8 +4241,8 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   int kind = 0, all_layers = 0;
   if (precision == SC_PRECISION_BF16) {
     /* SC_BF16_KERNELS=model: the portable model of the kernels, on any CPU (slow: for the
-     * tests); =native (or unset): the AVX512_BF16 kernels; =amx: the AMX-BF16 GEMM, which
-     * waits for a check on such a CPU; =amx-model: its portable model (tests) */
+     * tests); =native: the AVX512_BF16 kernels; =amx: the AMX-BF16 GEMM; =amx-model: its
+     * portable model (tests); unset: amx where the CPU has AMX-BF16, else native */
     const char *e = getenv("SC_BF16_KERNELS");
     if (e && *e && strcmp(e, "model") != 0 && strcmp(e, "native") != 0 && strcmp(e, "amx") != 0 &&
         strcmp(e, "amx-model") != 0)
@@ -4271,7 +4271,12 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
                       "Linux and GCC 11 or clang 12 or later); SC_PRECISION_BF16_EMULATED "
                       "computes the same rounding with the float kernels");
 #endif
-    } else if (!sc__cpu_bf16())
+    }
+#ifdef SC__HAVE_AMX
+    else if ((!e || !*e) && sc__cpu_amx())
+      kind = SC__BF16K_AMX; /* the default where the CPU has AMX-BF16 (bench/RESULTS.md, 17) */
+#endif
+    else if (!sc__cpu_bf16())
       return SC__FAIL(SC_ERR_UNSUPPORTED,
                       "bf16 needs AVX512_BF16 (vdpbf16ps), which this CPU does not have; "
                       "SC_PRECISION_BF16_EMULATED computes the same rounding with the float "
@@ -4303,9 +4308,12 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
       /* a small conv's pullback: on the GEMM where its dot form is (its dW: few channels,
        * stride 1), else on the float kernels */
       int nt = (kind == SC__BF16K_MODEL || kind == SC__BF16K_NATIVE) && P->spec.sw == 1;
+      int amx = kind == SC__BF16K_AMX || kind == SC__BF16K_AMX_MODEL;
+      /* on AMX a small conv's forward too: a tile of 16 rows would hold its few channels */
       ws->bf_on[l] = (unsigned char)(P->spec.kind == SC_LAYER_DENSE                ? 3
                                      : P->spec.kind != SC_LAYER_CONV2D             ? 0
                                      : all_layers || nt || P->oc >= SC__BF16_MIN_K ? 3
+                                     : amx                                         ? 0
                                                                                    : 1);
       /* and its forward on the input's column pairs in place (bit 4), without im2col */
       if (nt && P->spec.kind == SC_LAYER_CONV2D && P->oc < SC__BF16_MIN_K) ws->bf_on[l] |= 4;

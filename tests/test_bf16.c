@@ -505,7 +505,9 @@ static void test_kernels_reference(void **state) {
   float *p = malloc(np * sizeof *p), *gm_ = malloc(np * sizeof *gm_), *g = malloc(np * sizeof *g);
   float *ge = malloc(np * sizeof *ge), *gf = malloc(np * sizeof *gf);
   double *gr = malloc(np * sizeof *gr);
-  assert_true(p && gm_ && g && ge && gf && gr);
+  float *ghw = malloc(np * sizeof *ghw); /* the last hardware kind's gradient */
+  const char *hw_kind = NULL;
+  assert_true(p && gm_ && g && ge && gf && gr && ghw);
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
   for (size_t k = 0; k < np; k++) p[k] += (float)(0.05 * tu_unif(&s));
   float lf, le, lm = 0;
@@ -544,10 +546,21 @@ static void test_kernels_reference(void **state) {
       memcpy(gm_, g, np * sizeof *g);
       lm = lb;
     }
+    if (hw) memcpy(ghw, g, np * sizeof *g), hw_kind = KINDS[kk]; /* amx after native */
   }
+  /* unset, SC_PRECISION_BF16 takes the AMX GEMM where the CPU has AMX-BF16, else the
+   * AVX512_BF16 kernels: the same bits as that kind asked for by name */
   unsetenv("SC_BF16_KERNELS");
+  if (hw_kind) {
+    float lb;
+    prec_run(c, SC_LOSS_SQUARED, p, x, t, B, SC_PRECISION_BF16, &lb, g);
+    print_message("  [default kernels] the bits of %s\n", hw_kind);
+    assert_memory_equal(g, ghw, np * sizeof *g);
+  } else
+    print_message("  [default kernels] none here (no AVX512_BF16)\n");
+  unsetenv("SC_BF16_LAYERS");
   sc_chain_destroy(c);
-  free(p), free(gm_), free(g), free(ge), free(gf), free(gr);
+  free(p), free(gm_), free(g), free(ge), free(gf), free(gr), free(ghw);
 }
 
 /* wider layers (odd widths, more than 32 inputs: the kernel's column tails; a layer without
