@@ -4331,6 +4331,9 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
 #endif
 #ifdef SC__HAVE_AMX
   if (kind == SC__BF16K_AMX) ws->bf_gemm = sc__bf16_gemm_amx;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (kind == SC__BF16K_AMX && sc__cpu_bf16()) ws->bf_round = sc__bf16_round_native;
+#endif
 #endif
   ws->prec = (int)precision;
   return SC_OK;
