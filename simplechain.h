@@ -430,14 +430,15 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     float. The dense and conv layers' products run as bf16 GEMMs (vdpbf16ps: pairs of
  *     bf16 products added to a float; a conv layer one GEMM per output row). Needs
  *     AVX512_BF16; SC_ERR_UNSUPPORTED on a CPU without it (AMD Zen 4 and later, Intel
- *     Cooper Lake, Sapphire Rapids and later have it). The environment variable
- *     SC_BF16_KERNELS=native (or unset) picks these AVX512_BF16 kernels; =model runs a
- *     portable model of them on any CPU (slow: it is what the tests compare the kernels
- *     with, and the kernels give its bits). SC_BF16_KERNELS=amx runs the products on
- *     AMX-BF16 tiles instead (Intel Sapphire Rapids and later, Linux on x86-64, built with GCC
- *     11 or clang 12 or later; SC_ERR_UNSUPPORTED elsewhere, naming why); it has not yet
- *     run on such a CPU, and SC_BF16_KERNELS=amx-model runs its blocking on a portable model
- *     of the tiles, on any CPU. AMX may add a pair's two products in another order than
+ *     Cooper Lake, Sapphire Rapids and later have it). Where the CPU also has AMX-BF16
+ *     (Intel Sapphire Rapids and later, Linux on x86-64, built with GCC 11 or clang 12 or
+ *     later) the products run on AMX tiles by default; elsewhere on the AVX512_BF16 kernels.
+ *     The environment variable SC_BF16_KERNELS overrides the choice: =native the
+ *     AVX512_BF16 kernels; =amx the AMX tiles (SC_ERR_UNSUPPORTED where they are not,
+ *     naming why); =model a portable model of the AVX512_BF16 kernels on any CPU (slow: it
+ *     is what the tests compare the kernels with, and the kernels give its bits);
+ *     =amx-model the AMX blocking on a portable model of the tiles, on any CPU.
+ *     AMX may add a pair's two products in another order than
  *     vdpbf16ps (Intel documents two), so its results may differ in the last bits from the
  *     AVX512_BF16 kernels'; across thread counts they stay the same. Any other value of
  *     SC_BF16_KERNELS is SC_ERR_ARG. A conv layer's products avoid im2col where they can
@@ -446,8 +447,8 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     input in place. Elsewhere (AMX, strides) the pullback (dW, dx) of a conv layer with
  *     fewer than 8 output channels runs on the float kernels instead, on the same rounded
  *     operands (its packing for the GEMM costs more than the pullback in float: LeNet5's
- *     first conv); SC_BF16_LAYERS=all puts every conv layer on the bf16 GEMM, =auto (or
- *     unset) is this default, any other value is SC_ERR_ARG.
+ *     first conv), and on AMX its forward too; SC_BF16_LAYERS=all puts every conv layer
+ *     on the bf16 GEMM, =auto (or unset) is this default, any other value is SC_ERR_ARG.
  *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float
  *     kernels on any CPU. A product of two bfloat16 numbers is exact in float, so this gives
  *     the bf16 kernels' results up to the order of the float additions: the reference the

@@ -14,7 +14,8 @@
 #include "bench_time.h"
 
 #ifdef SC__HAVE_BF16_NATIVE
-static uint32_t A[300 * 160] __attribute__((aligned(64))), B[160 * 800] __attribute__((aligned(64)));
+static uint32_t A[300 * 160] __attribute__((aligned(64))),
+    B[160 * 800] __attribute__((aligned(64)));
 static float C[300 * 800] __attribute__((aligned(64)));
 
 typedef struct {
@@ -28,10 +29,11 @@ static size_t up16(size_t x) { return (x + 15) & ~(size_t)15; }
 static double time_gemm(sc__bf16_gemm_fn f, size_t M, size_t N, size_t K2, int acc) {
   double ns[7];
   size_t flops = 4 * M * N * K2, count = 1 + (size_t)(2e8 / (double)(flops + 20000));
-  BENCH_7RUNS(ns, count, for (size_t i = 0; i < count; i++) {
-    f(C, N, A, K2, B, N, M, N, K2, acc);
-    __asm__ volatile("" : : "r"(C) : "memory");
-  });
+  BENCH_7RUNS(
+      ns, count, for (size_t i = 0; i < count; i++) {
+        f(C, N, A, K2, B, N, M, N, K2, acc);
+        __asm__ volatile("" : : "r"(C) : "memory");
+      });
   return ns[3];
 }
 
@@ -43,12 +45,13 @@ __attribute__((target("amx-tile"))) static double time_cfg(void) {
   for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
   double ns[7];
   size_t count = 200000;
-  BENCH_7RUNS(ns, count, for (size_t i = 0; i < count; i++) {
-    __asm__ volatile("" : : "r"(&cfg) : "memory");
-    _tile_loadconfig(&cfg);
-    _tile_zero(0);
-    _tile_release();
-  });
+  BENCH_7RUNS(
+      ns, count, for (size_t i = 0; i < count; i++) {
+        __asm__ volatile("" : : "r"(&cfg) : "memory");
+        _tile_loadconfig(&cfg);
+        _tile_zero(0);
+        _tile_release();
+      });
   return ns[3];
 }
 #endif
@@ -62,19 +65,22 @@ int main(void) {
     return 0;
   }
   srand(1);
-  for (size_t i = 0; i < sizeof A / 4; i++) A[i] = sc__bf16_pair((float)rand() / RAND_MAX - 0.5f,
-                                                                  (float)rand() / RAND_MAX - 0.5f);
-  for (size_t i = 0; i < sizeof B / 4; i++) B[i] = sc__bf16_pair((float)rand() / RAND_MAX - 0.5f,
-                                                                  (float)rand() / RAND_MAX - 0.5f);
+  for (size_t i = 0; i < sizeof A / 4; i++)
+    A[i] = sc__bf16_pair((float)rand() / RAND_MAX - 0.5f, (float)rand() / RAND_MAX - 0.5f);
+  for (size_t i = 0; i < sizeof B / 4; i++)
+    B[i] = sc__bf16_pair((float)rand() / RAND_MAX - 0.5f, (float)rand() / RAND_MAX - 0.5f);
   int amx = 0;
 #ifdef SC__HAVE_AMX
   amx = sc__cpu_amx();
 #endif
   printf("AMX-BF16: %s\n", amx ? "yes" : "no");
   const shape S[] = {
-      {"conv1 fwd (6 x 768 x 13)", 6, 768, 13, 0},     {"conv2 fwd (16 x 256 x 75)", 16, 256, 75, 0},
-      {"conv2 dW (16 x 150 x 128)", 16, 150, 128, 1},  {"conv2 dx (150 x 256 x 8)", 150, 256, 8, 0},
-      {"dense1 fwd (120 x 32 x 128)", 120, 32, 128, 0}, {"dense1 dW (120 x 256 x 16)", 120, 256, 16, 1},
+      {"conv1 fwd (6 x 768 x 13)", 6, 768, 13, 0},
+      {"conv2 fwd (16 x 256 x 75)", 16, 256, 75, 0},
+      {"conv2 dW (16 x 150 x 128)", 16, 150, 128, 1},
+      {"conv2 dx (150 x 256 x 8)", 150, 256, 8, 0},
+      {"dense1 fwd (120 x 32 x 128)", 120, 32, 128, 0},
+      {"dense1 dW (120 x 256 x 16)", 120, 256, 16, 1},
       {"dense1 dx (256 x 32 x 60)", 256, 32, 60, 0},
   };
   printf("%-30s %12s %12s %12s %12s\n", "shape (M x N x K pairs)", "native ns", "amx ns",
@@ -98,15 +104,17 @@ int main(void) {
     printf("LDTILECFG + TILEZERO + TILERELEASE: %.1f ns\n", time_cfg());
     double ns[7];
     size_t count = 20000;
-    BENCH_7RUNS(ns, count, for (size_t i = 0; i < count; i++) {
-      sc__bf16_gemm_amx(C, 768, A, 16, B, 768, 16, 768, 16, 0);
-      sc__bf16_round_native(C, 16 * 768);
-    });
+    BENCH_7RUNS(
+        ns, count, for (size_t i = 0; i < count; i++) {
+          sc__bf16_gemm_amx(C, 768, A, 16, B, 768, 16, 768, 16, 0);
+          sc__bf16_round_native(C, 16 * 768);
+        });
     double both = ns[3];
-    BENCH_7RUNS(ns, count, for (size_t i = 0; i < count; i++) {
-      sc__bf16_round_native(C, 16 * 768);
-      __asm__ volatile("" : : "r"(C) : "memory");
-    });
+    BENCH_7RUNS(
+        ns, count, for (size_t i = 0; i < count; i++) {
+          sc__bf16_round_native(C, 16 * 768);
+          __asm__ volatile("" : : "r"(C) : "memory");
+        });
     printf("amx 16x768x16 then an AVX-512 pass over C: %.0f ns (the pass alone %.0f ns, the GEMM "
            "alone %.0f ns)\n",
            both, ns[3], time_gemm(sc__bf16_gemm_amx, 16, 768, 16, 0));
