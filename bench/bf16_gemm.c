@@ -66,9 +66,11 @@ int main(void) {
   }
   srand(1);
   for (size_t i = 0; i < sizeof A / 4; i++)
-    A[i] = sc__bf16_pair((float)rand() / RAND_MAX - 0.5f, (float)rand() / RAND_MAX - 0.5f);
+    A[i] = sc__bf16_pair((float)((double)rand() / RAND_MAX - 0.5),
+                         (float)((double)rand() / RAND_MAX - 0.5));
   for (size_t i = 0; i < sizeof B / 4; i++)
-    B[i] = sc__bf16_pair((float)rand() / RAND_MAX - 0.5f, (float)rand() / RAND_MAX - 0.5f);
+    B[i] = sc__bf16_pair((float)((double)rand() / RAND_MAX - 0.5),
+                         (float)((double)rand() / RAND_MAX - 0.5));
   int amx = 0;
 #ifdef SC__HAVE_AMX
   amx = sc__cpu_amx();
