@@ -249,6 +249,18 @@ typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t
  * of grp, one group after the other, the rows of a group never overlapping in memory (rows of
  * different groups may: a conv layer's dx added into its input's tile); B's row k at
  * B + brow[k] ldb where brow is not NULL (a conv input's column pairs, read in place) */
+/* where group g of a grouped GEMM has its operand: off[g step] scale elements on where off is
+ * not NULL, else g stride */
+typedef struct {
+  const size_t *off;
+  size_t step, scale, stride;
+} sc__grp_off;
+/* G GEMMs of one shape and one B (the AMX GEMM's grouped form): group g's C (rows ldc apart)
+ * and A (rows lda apart) at the offsets co and ao give; in g order, each adding to C (acc)
+ * what the groups before it left where their rows overlap */
+typedef void (*sc__bf16_gemm_grp_fn)(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
+                                     size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
+                                     size_t M, size_t N, size_t K2, size_t G, int acc);
 typedef void (*sc__bf16_gemm_rows_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                       int acc, const size_t *arow, const size_t *crow, size_t grp,
@@ -292,13 +304,15 @@ struct sc_workspace {
   sc__bf16_gemm_fn bf_gemm;                  /* the GEMM of that kind */
   sc__bf16_gemm_rows_fn bf_gemm_rows;        /* and with A's rows at offsets; NULL: AMX */
   sc__bf16_nt_fn bf_nt;                      /* the dot-product form; NULL: AMX */
+  sc__bf16_gemm_grp_fn bf_gemm_grp;          /* the grouped form: AMX only, else NULL */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
                                               * kernels, else NULL (the kernel set's) */
   uint32_t *bf_w;       /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
   size_t *bf_woff;      /* per layer: its offset in bf_w (dense and conv layers only) */
   unsigned char *bf_on; /* per layer: bit 1 where the bf16 GEMM runs its forward, bit 2 its
                            pullback; the float kernels run the rest, on the same rounded
-                           operands (SC_BF16_LAYERS; in bf_woff's block) */
+                           operands (SC_BF16_LAYERS; in bf_woff's block); conv: bit 4 the
+                           direct forward, bit 8 AMX's dx added in place (grouped form) */
   uint32_t *bf_scr;     /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
 };
@@ -4037,47 +4051,52 @@ static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
   {                                                                                                \
     sc__amx_cfg cfg;                                                                               \
     size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
-    for (size_t m0 = 0; m0 < M; m0 += 16)                                                          \
-      for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
-        size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                    \
-        size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                       \
-        size_t key = mr | nc0 << 5 | nc1 << 10;                                                    \
-        if (key != cur) { /* a block of another shape: its configuration */                        \
-          sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0, (unsigned)kr); \
-          __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */      \
-          OPS##_CFG(&cfg);                                                                         \
-          cur = key;                                                                               \
-        }                                                                                          \
-        float *c0 = C + m0 * ldc + n0;                                                             \
-        if (acc) {                                                                                 \
-          OPS##_LOAD(0, c0, ldc * 4);                                                              \
-          if (nc1) OPS##_LOAD(1, c0 + 16, ldc * 4);                                                \
-        } else {                                                                                   \
-          OPS##_ZERO(0);                                                                           \
-          if (nc1) OPS##_ZERO(1);                                                                  \
-        }                                                                                          \
-        const uint32_t *a0 = A + m0 * lda, *b0 = B + n0;                                           \
-        for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                  \
-          OPS##_LOAD(2, a0 + k0, lda * 4);                                                         \
-          OPS##_LOAD(3, b0 + k0 * ldb, ldb * 4);                                                   \
-          OPS##_DP(0, 2, 3);                                                                       \
-          if (nc1) {                                                                               \
-            OPS##_LOAD(4, b0 + k0 * ldb + 16, ldb * 4);                                            \
-            OPS##_DP(1, 2, 4);                                                                     \
+    for (size_t g_ = 0; g_ < G; g_++) { /* the groups: C at its offset, A at g_ ags */             \
+      float *const C = C0 + (co.off ? co.off[g_ * co.step] * co.scale : g_ * co.stride);           \
+      const uint32_t *const A = A0 + (ao.off ? ao.off[g_ * ao.step] * ao.scale : g_ * ao.stride);  \
+      for (size_t m0 = 0; m0 < M; m0 += 16)                                                        \
+        for (size_t n0 = 0; n0 < N; n0 += 32) {                                                    \
+          size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                  \
+          size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                     \
+          size_t key = mr | nc0 << 5 | nc1 << 10;                                                  \
+          if (key != cur) { /* a block of another shape: its configuration */                      \
+            sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0,              \
+                           (unsigned)kr);                                                          \
+            __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */    \
+            OPS##_CFG(&cfg);                                                                       \
+            cur = key;                                                                             \
           }                                                                                        \
-        }                                                                                          \
-        if (kr) { /* the last k-step, of fewer than 16 pairs */                                    \
-          OPS##_LOAD(5, a0 + K16, lda * 4);                                                        \
-          OPS##_LOAD(6, b0 + K16 * ldb, ldb * 4);                                                  \
-          OPS##_DP(0, 5, 6);                                                                       \
-          if (nc1) {                                                                               \
-            OPS##_LOAD(7, b0 + K16 * ldb + 16, ldb * 4);                                           \
-            OPS##_DP(1, 5, 7);                                                                     \
+          float *c0 = C + m0 * ldc + n0;                                                           \
+          if (acc) {                                                                               \
+            OPS##_LOAD(0, c0, ldc * 4);                                                            \
+            if (nc1) OPS##_LOAD(1, c0 + 16, ldc * 4);                                              \
+          } else {                                                                                 \
+            OPS##_ZERO(0);                                                                         \
+            if (nc1) OPS##_ZERO(1);                                                                \
           }                                                                                        \
+          const uint32_t *a0 = A + m0 * lda, *b0 = B + n0;                                         \
+          for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                \
+            OPS##_LOAD(2, a0 + k0, lda * 4);                                                       \
+            OPS##_LOAD(3, b0 + k0 * ldb, ldb * 4);                                                 \
+            OPS##_DP(0, 2, 3);                                                                     \
+            if (nc1) {                                                                             \
+              OPS##_LOAD(4, b0 + k0 * ldb + 16, ldb * 4);                                          \
+              OPS##_DP(1, 2, 4);                                                                   \
+            }                                                                                      \
+          }                                                                                        \
+          if (kr) { /* the last k-step, of fewer than 16 pairs */                                  \
+            OPS##_LOAD(5, a0 + K16, lda * 4);                                                      \
+            OPS##_LOAD(6, b0 + K16 * ldb, ldb * 4);                                                \
+            OPS##_DP(0, 5, 6);                                                                     \
+            if (nc1) {                                                                             \
+              OPS##_LOAD(7, b0 + K16 * ldb + 16, ldb * 4);                                         \
+              OPS##_DP(1, 5, 7);                                                                   \
+            }                                                                                      \
+          }                                                                                        \
+          OPS##_STORE(0, c0, ldc * 4);                                                             \
+          if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                               \
         }                                                                                          \
-        OPS##_STORE(0, c0, ldc * 4);                                                               \
-        if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                                 \
-      }                                                                                            \
+    }                                                                                              \
     if (cur != SIZE_MAX) OPS##_RELEASE();                                                          \
     __asm__ volatile("" ::: "memory"); /* the tile stores wrote C */                               \
   }
@@ -4089,11 +4108,18 @@ static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
 #define SC__TM_STORE(t, p, s) sc__amx_m_store(&T, t, p, s)
 #define SC__TM_DP(c, a, b) sc__amx_m_dp(&T, c, a, b)
 #define SC__TM_RELEASE() (void)0
+/* the grouped form (sc__bf16_gemm_grp_fn): one configuration for all the groups */
+static void sc__bf16_gemm_amx_model_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
+                                        size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
+                                        size_t M, size_t N, size_t K2, size_t G, int acc) {
+  static _Thread_local sc__amx_tiles T; /* 8 KB: off the stack */
+  SC__AMX_GEMM_BODY(SC__TM)
+}
 static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                     int acc) {
-  static _Thread_local sc__amx_tiles T; /* 8 KB: off the stack */
-  SC__AMX_GEMM_BODY(SC__TM)
+  const sc__grp_off one = {NULL, 0, 0, 0};
+  sc__bf16_gemm_amx_model_grp(C, ldc, one, A, lda, one, B, ldb, M, N, K2, 1, acc);
 }
 
 #if defined(__x86_64__) && defined(__linux__) &&                                                   \
@@ -4110,9 +4136,16 @@ static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, siz
 #define SC__TH_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 #define SC__TH_RELEASE() _tile_release()
 __attribute__((target("amx-tile,amx-bf16"))) static void
-sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
-                  size_t ldb, size_t M, size_t N, size_t K2, int acc) {
+sc__bf16_gemm_amx_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0, size_t lda,
+                      sc__grp_off ao, const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                      size_t G, int acc) {
   SC__AMX_GEMM_BODY(SC__TH)
+}
+static void sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                              const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                              int acc) {
+  const sc__grp_off one = {NULL, 0, 0, 0};
+  sc__bf16_gemm_amx_grp(C, ldc, one, A, lda, one, B, ldb, M, N, K2, 1, acc);
 }
 
 /* AMX-BF16 usable here: the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7 subleaf 0, EDX bits 24
@@ -4317,11 +4350,15 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
                                                                                    : 1);
       /* and its forward on the input's column pairs in place (bit 4), without im2col */
       if (nt && P->spec.kind == SC_LAYER_CONV2D && P->oc < SC__BF16_MIN_K) ws->bf_on[l] |= 4;
+      /* on AMX a conv's dx is added into its input's tile in place, by the grouped GEMM */
+      if (amx && P->spec.kind == SC_LAYER_CONV2D && P->spec.sw == 1 && (ws->bf_on[l] & 2))
+        ws->bf_on[l] |= 8;
     }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
   ws->bf_gemm_rows = kind == SC__BF16K_MODEL ? sc__bf16_gemm_model_rows : NULL;
   ws->bf_nt = kind == SC__BF16K_MODEL ? sc__bf16_nt_model : NULL;
+  ws->bf_gemm_grp = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_grp : NULL;
   ws->bf_round = NULL;
 #ifdef SC__HAVE_BF16_NATIVE
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_rows = sc__bf16_gemm_native_rows;
@@ -4331,6 +4368,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
 #endif
 #ifdef SC__HAVE_AMX
   if (kind == SC__BF16K_AMX) ws->bf_gemm = sc__bf16_gemm_amx;
+  if (kind == SC__BF16K_AMX) ws->bf_gemm_grp = sc__bf16_gemm_amx_grp;
 #ifdef SC__HAVE_BF16_NATIVE
   if (kind == SC__BF16K_AMX && sc__cpu_bf16()) ws->bf_round = sc__bf16_round_native;
 #endif
@@ -7919,6 +7957,23 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             float *gw = gs + P->poff;
             for (size_t o = 0; o < K; o++)
               for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+          } else if (want_g && P->spec.sw == 1 && ws->bf_gemm_grp) {
+            /* AMX: the same product, one group of kw taps (ci, i) a GEMM of the grouped form
+             * (its rows of A one lane-pair row apart in the tile packed once, overlapping) */
+            float *dwt = (float *)(void *)bfs;
+            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
+            size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            for (size_t u = 0; u < P->oh; u++) {
+              sc__bf16_pack_lanes_ts(dzt, cur + u * RW, K, RW, ld);
+              ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K},
+                              xp + u * P->spec.sh * P->wp * (SC__TW / 2), SC__TW / 2,
+                              (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
+                              P->ic * P->spec.kh, u > 0);
+            }
+            float *gw = gs + P->poff;
+            for (size_t o = 0; o < K; o++)
+              for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
           } else if (want_g)
             for (size_t u = 0; u < P->oh; u++) {
               uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
@@ -7937,6 +7992,16 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
                 ws->bf_gemm_rows(xg + u * P->spec.sh * P->wp * SC__TW, SC__TW,
                                  ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R, RW,
                                  K2, 1, P->tperm, P->troff, P->ic, NULL);
+              }
+            else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
+                                          apart) a GEMM of the grouped form, A's rows permuted */
+              for (size_t u = 0; u < P->oh; u++) {
+                SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+                ws->bf_gemm_grp(xg + u * P->spec.sh * P->wp * SC__TW, P->hp * P->wp * SC__TW,
+                                (sc__grp_off){P->troff, P->ic, SC__TW, 0},
+                                ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2) + R * K2, K2,
+                                (sc__grp_off){NULL, 0, 0, P->ic * K2}, bfs, RW, P->ic, RW, K2,
+                                P->spec.kh * P->spec.kw, 1);
               }
             else
               for (size_t u = 0; u < P->oh; u++) {
@@ -8496,6 +8561,9 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
         for (size_t i = 0; i < I; i++)
           wd[i * O2 + m] = sc__fbits(a[i]) >> 16 | (b ? sc__fbits(b[i]) & 0xffff0000u : 0u);
       }
+      if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
+        for (size_t m = 0; m < I; m++)
+          memcpy(wd + I * O2 + m * O2, wd + P->tperm[m] * O2, O2 * sizeof *wd);
       if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
         uint32_t *wc = wd + I * O2;
         size_t kw = P->spec.kw, JP = (kw + 1) / 2, KD = P->ic * P->spec.kh * JP;
