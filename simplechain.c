@@ -261,6 +261,12 @@ typedef struct {
 typedef void (*sc__bf16_gemm_grp_fn)(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
                                      size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
                                      size_t M, size_t N, size_t K2, size_t G, int acc);
+/* C (M x N, rows ldc apart) = the sum over G groups g of A_g B_g, A_g at A0 + (ao's offset of g)
+ * (rows lda apart), B_g at B0 + (bo's) (rows ldb apart): a conv forward's products, each group
+ * the taps of one kernel row of a pair of channels read in place (the AMX GEMM's form) */
+typedef void (*sc__bf16_gemm_sumg_fn)(float *C, size_t ldc, const uint32_t *A0, size_t lda,
+                                      sc__grp_off ao, const uint32_t *B0, size_t ldb,
+                                      sc__grp_off bo, size_t M, size_t N, size_t K2, size_t G);
 typedef void (*sc__bf16_gemm_rows_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                       int acc, const size_t *arow, const size_t *crow, size_t grp,
@@ -305,6 +311,7 @@ struct sc_workspace {
   sc__bf16_gemm_rows_fn bf_gemm_rows;        /* and with A's rows at offsets; NULL: AMX */
   sc__bf16_nt_fn bf_nt;                      /* the dot-product form; NULL: AMX */
   sc__bf16_gemm_grp_fn bf_gemm_grp;          /* the grouped form: AMX only, else NULL */
+  sc__bf16_gemm_sumg_fn bf_gemm_sumg;        /* the summed grouped form: AMX only */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
                                               * kernels, else NULL (the kernel set's) */
   uint32_t *bf_w;       /* dense and conv weights as bf16 pairs: per layer [O][I2] then [I][O2] */
@@ -312,7 +319,8 @@ struct sc_workspace {
   unsigned char *bf_on; /* per layer: bit 1 where the bf16 GEMM runs its forward, bit 2 its
                            pullback; the float kernels run the rest, on the same rounded
                            operands (SC_BF16_LAYERS; in bf_woff's block); conv: bit 4 the
-                           direct forward, bit 8 AMX's dx added in place (grouped form) */
+                           direct forward, bit 8 AMX's dx added in place (grouped form),
+                           bit 16 AMX's forward on channel pairs in place */
   uint32_t *bf_scr;     /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
 };
@@ -413,6 +421,23 @@ static inline void sc__bf16_pack_colpairs(uint32_t *restrict dst, const float *r
   }
   if (P->spec.kw % 2)
     for (size_t k = 0; k < all; k++) dst[all + k] = sc__fbits(x[k]) >> 16;
+}
+/* The (padded) input tile x of a conv layer as pairs of neighbouring channels, for AMX's
+ * forward: dst[(cp Hp + y) Wp + x][t] = (x[2 cp][y][x][t], x[2 cp + 1][y][x][t]), an odd
+ * count's last channel paired with zero. The sources hold bf16 values: a pair is their upper
+ * halves. */
+static inline void sc__bf16_pack_chpairs(uint32_t *restrict dst, const float *restrict x,
+                                         const sc__lplan *P) {
+  size_t hw = P->hp * P->wp * SC__TW;
+  for (size_t cp = 0; 2 * cp < P->ic; cp++) {
+    const float *a = x + 2 * cp * hw, *b = a + hw;
+    uint32_t *d = dst + cp * hw;
+    if (2 * cp + 1 < P->ic)
+      for (size_t k = 0; k < hw; k++)
+        d[k] = sc__fbits(a[k]) >> 16 | (sc__fbits(b[k]) & 0xffff0000u);
+    else
+      for (size_t k = 0; k < hw; k++) d[k] = sc__fbits(a[k]) >> 16;
+  }
 }
 /* A conv layer's output row u as a dense layer (im2col, packed): its input x is the (padded)
  * C x Hp x Wp tile, output position (u, v) reads tap r at row (u sh Wp + v sw + roff[r]); the
@@ -4115,6 +4140,62 @@ static void sc__bf16_gemm_amx_model_grp(float *C0, size_t ldc, sc__grp_off co, c
   static _Thread_local sc__amx_tiles T; /* 8 KB: off the stack */
   SC__AMX_GEMM_BODY(SC__TM)
 }
+/* the summed grouped form (sc__bf16_gemm_sumg_fn): per block of C the groups one after the
+ * other into the same accumulator tiles, stored once */
+#define SC__AMX_SUMG_BODY(OPS)                                                                     \
+  {                                                                                                \
+    sc__amx_cfg cfg;                                                                               \
+    size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
+    for (size_t m0 = 0; m0 < M; m0 += 16)                                                          \
+      for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
+        size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                    \
+        size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                       \
+        size_t key = mr | nc0 << 5 | nc1 << 10;                                                    \
+        if (key != cur) {                                                                          \
+          sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0, (unsigned)kr); \
+          __asm__ volatile("" : : "r"(&cfg) : "memory");                                           \
+          OPS##_CFG(&cfg);                                                                         \
+          cur = key;                                                                               \
+        }                                                                                          \
+        OPS##_ZERO(0);                                                                             \
+        if (nc1) OPS##_ZERO(1);                                                                    \
+        for (size_t g = 0; g < G; g++) {                                                           \
+          const uint32_t *a0 =                                                                     \
+              A0 + (ao.off ? ao.off[g * ao.step] * ao.scale : g * ao.stride) + m0 * lda;           \
+          const uint32_t *b0 =                                                                     \
+              B0 + (bo.off ? bo.off[g * bo.step] * bo.scale : g * bo.stride) + n0;                 \
+          for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                \
+            OPS##_LOAD(2, a0 + k0, lda * 4);                                                       \
+            OPS##_LOAD(3, b0 + k0 * ldb, ldb * 4);                                                 \
+            OPS##_DP(0, 2, 3);                                                                     \
+            if (nc1) {                                                                             \
+              OPS##_LOAD(4, b0 + k0 * ldb + 16, ldb * 4);                                          \
+              OPS##_DP(1, 2, 4);                                                                   \
+            }                                                                                      \
+          }                                                                                        \
+          if (kr) {                                                                                \
+            OPS##_LOAD(5, a0 + K16, lda * 4);                                                      \
+            OPS##_LOAD(6, b0 + K16 * ldb, ldb * 4);                                                \
+            OPS##_DP(0, 5, 6);                                                                     \
+            if (nc1) {                                                                             \
+              OPS##_LOAD(7, b0 + K16 * ldb + 16, ldb * 4);                                         \
+              OPS##_DP(1, 5, 7);                                                                   \
+            }                                                                                      \
+          }                                                                                        \
+        }                                                                                          \
+        float *c0 = C + m0 * ldc + n0;                                                             \
+        OPS##_STORE(0, c0, ldc * 4);                                                               \
+        if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                                 \
+      }                                                                                            \
+    if (cur != SIZE_MAX) OPS##_RELEASE();                                                          \
+    __asm__ volatile("" ::: "memory");                                                             \
+  }
+static void sc__bf16_gemm_amx_model_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda,
+                                         sc__grp_off ao, const uint32_t *B0, size_t ldb,
+                                         sc__grp_off bo, size_t M, size_t N, size_t K2, size_t G) {
+  static _Thread_local sc__amx_tiles T;
+  SC__AMX_SUMG_BODY(SC__TM)
+}
 static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                     int acc) {
@@ -4140,6 +4221,12 @@ sc__bf16_gemm_amx_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
                       sc__grp_off ao, const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                       size_t G, int acc) {
   SC__AMX_GEMM_BODY(SC__TH)
+}
+__attribute__((target("amx-tile,amx-bf16"))) static void
+sc__bf16_gemm_amx_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda, sc__grp_off ao,
+                       const uint32_t *B0, size_t ldb, sc__grp_off bo, size_t M, size_t N,
+                       size_t K2, size_t G) {
+  SC__AMX_SUMG_BODY(SC__TH)
 }
 static void sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda,
                               const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
@@ -4167,6 +4254,7 @@ static int sc__cpu_amx(void) {
 }
 #endif
 #undef SC__AMX_GEMM_BODY
+#undef SC__AMX_SUMG_BODY
 
 /* AVX512_BF16 usable here: the CPU has it (CPUID leaf 7 subleaf 1, EAX bit 5) and the OS
  * saves the AVX-512 state (what __builtin_cpu_supports("avx512f") checks) */
@@ -4217,6 +4305,8 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
     words = sc__add(words, sc__add(sc__mul(O, I2, &ok), sc__mul(I, O2, &ok), &ok), &ok);
     if (conv) /* and the direct forward's pairs of neighbouring taps: at most R per channel */
       words = sc__add(words, sc__mul(O, I, &ok), &ok);
+    if (conv) /* AMX: the dx's permuted rows (I O2) and the channel-pair weights (at most O I) */
+      words = sc__add(words, sc__add(sc__mul(I, O2, &ok), sc__mul(O, I, &ok), &ok), &ok);
     size_t f = sc__mul(I2, n, &ok);
     if (conv) { /* the direct forward's column pairs of the input tile, and its single columns */
       size_t q = sc__mul(sc__mul(2 * P->ic, P->hp, &ok), sc__mul(P->wp, SC__TW, &ok), &ok);
@@ -4353,12 +4443,16 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
       /* on AMX a conv's dx is added into its input's tile in place, by the grouped GEMM */
       if (amx && P->spec.kind == SC_LAYER_CONV2D && P->spec.sw == 1 && (ws->bf_on[l] & 2))
         ws->bf_on[l] |= 8;
+      /* and its forward on the input's channel pairs in place (the summed grouped form) */
+      if (amx && P->spec.kind == SC_LAYER_CONV2D && P->spec.sw == 1 && (ws->bf_on[l] & 1))
+        ws->bf_on[l] |= 16;
     }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
   ws->bf_gemm_rows = kind == SC__BF16K_MODEL ? sc__bf16_gemm_model_rows : NULL;
   ws->bf_nt = kind == SC__BF16K_MODEL ? sc__bf16_nt_model : NULL;
   ws->bf_gemm_grp = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_grp : NULL;
+  ws->bf_gemm_sumg = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_sumg : NULL;
   ws->bf_round = NULL;
 #ifdef SC__HAVE_BF16_NATIVE
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_rows = sc__bf16_gemm_native_rows;
@@ -4369,6 +4463,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
 #ifdef SC__HAVE_AMX
   if (kind == SC__BF16K_AMX) ws->bf_gemm = sc__bf16_gemm_amx;
   if (kind == SC__BF16K_AMX) ws->bf_gemm_grp = sc__bf16_gemm_amx_grp;
+  if (kind == SC__BF16K_AMX) ws->bf_gemm_sumg = sc__bf16_gemm_amx_sumg;
 #ifdef SC__HAVE_BF16_NATIVE
   if (kind == SC__BF16K_AMX && sc__cpu_bf16()) ws->bf_round = sc__bf16_round_native;
 #endif
@@ -7763,6 +7858,20 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
           break;
         }
+        if (SC__BFK(l) && (ws->bf_on[l] & 16)) { /* AMX: the input's channel pairs in place */
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, kw = P->spec.kw;
+          size_t CP = (P->ic + 1) / 2, KC = CP * P->spec.kh * kw;
+          const uint32_t *wh =
+              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + 2 * P->R * ((P->oc + 1) / 2);
+          sc__bf16_pack_chpairs(bfs, in, P);
+          for (size_t u = 0; u < P->oh; u++) /* group (cp, i): kw taps, B's rows TW apart */
+            ws->bf_gemm_sumg(a + u * RW, npos * SC__TW, wh, KC, (sc__grp_off){NULL, 0, 0, kw},
+                             bfs + u * P->spec.sh * P->wp * SC__TW, SC__TW,
+                             (sc__grp_off){P->roff, kw, SC__TW, 0}, P->oc, RW, kw, CP * P->spec.kh);
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
         if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
           size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
           for (size_t u = 0; u < P->oh; u++) {
@@ -8550,7 +8659,7 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
       uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
       /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
        * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
-      for (size_t o = 0; o < (ws->bf_on[l] & 4 ? 0 : O); o++) { /* (a direct forward's: below) */
+      for (size_t o = 0; o < (ws->bf_on[l] & 20 ? 0 : O); o++) { /* (bits 4, 16: below) */
         const float *r = W + o * I;
         for (size_t k = 0; k < I / 2; k++)
           wf[o * I2 + k] = sc__fbits(r[2 * k]) >> 16 | (sc__fbits(r[2 * k + 1]) & 0xffff0000u);
@@ -8564,6 +8673,18 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
       if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
         for (size_t m = 0; m < I; m++)
           memcpy(wd + I * O2 + m * O2, wd + P->tperm[m] * O2, O2 * sizeof *wd);
+      if (conv &&
+          (ws->bf_on[l] & 16)) { /* AMX's forward: (w[o][2 cp][i][j], w[o][2 cp + 1][i][j]) */
+        uint32_t *wh = wd + 2 * I * O2;
+        size_t ic = P->ic, t = P->spec.kh * P->spec.kw, KC = (ic + 1) / 2 * t;
+        for (size_t o = 0; o < O; o++)
+          for (size_t q = 0; q < KC; q++) {
+            size_t cp = q / t, ij = q % t;
+            const float *r = W + o * I + 2 * cp * t + ij;
+            wh[o * KC + q] =
+                sc__fbits(r[0]) >> 16 | (2 * cp + 1 < ic ? sc__fbits(r[t]) & 0xffff0000u : 0u);
+          }
+      }
       if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
         uint32_t *wc = wd + I * O2;
         size_t kw = P->spec.kw, JP = (kw + 1) / 2, KD = P->ic * P->spec.kh * JP;
