@@ -441,14 +441,15 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     AMX may add a pair's two products in another order than
  *     vdpbf16ps (Intel documents two), so its results may differ in the last bits from the
  *     AVX512_BF16 kernels'; across thread counts they stay the same. Any other value of
- *     SC_BF16_KERNELS is SC_ERR_ARG. A conv layer's products avoid im2col where they can
- *     (stride 1, the AVX512_BF16 kernels or their model): dW reads the input's pairs in place
- *     (as dot products when the layer has fewer than 16 output channels), dx is added into the
- *     input in place. Elsewhere (AMX, strides) the pullback (dW, dx) of a conv layer with
- *     fewer than 8 output channels runs on the float kernels instead, on the same rounded
- *     operands (its packing for the GEMM costs more than the pullback in float: LeNet5's
- *     first conv), and on AMX its forward too; SC_BF16_LAYERS=all puts every conv layer
- *     on the bf16 GEMM, =auto (or unset) is this default, any other value is SC_ERR_ARG.
+ *     SC_BF16_KERNELS is SC_ERR_ARG. A conv layer's products avoid im2col where they can (stride
+ *     1): dW reads the input's pairs in place (on AVX512_BF16 as dot products when the layer has
+ *     fewer than 16 output channels), dx is added into the input in place, and on AMX the forward
+ *     reads the input packed once as pairs of channels. With strides, and always on AMX,
+ *     the pullback (dW, dx) of a conv layer with fewer than 8 output channels runs on the float
+ *     kernels instead, on the same rounded operands (its packing for the GEMM costs more than the
+ *     pullback in float: LeNet5's first conv), and on AMX its forward too; SC_BF16_LAYERS=all puts
+ *     every conv layer on the bf16 GEMM, =auto (or unset) is this default, any other value is
+ *     SC_ERR_ARG.
  *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float
  *     kernels on any CPU. A product of two bfloat16 numbers is exact in float, so this gives
  *     the bf16 kernels' results up to the order of the float additions: the reference the
