@@ -4072,25 +4072,47 @@ static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
       T->t[c][m][n] = sc__fbits(acc);
     }
 }
+/* the two bodies' common parts: a block of C at (m0, n0), its shape and (when it changes) its
+ * configuration; and its k-steps, C's tiles += A's rows at a0 times B's columns at b0 */
+#define SC__AMX_BLOCK_CFG(OPS)                                                                     \
+  size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                          \
+  size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                             \
+  size_t key = mr | nc0 << 5 | nc1 << 10;                                                          \
+  if (key != cur) { /* a block of another shape: its configuration */                              \
+    sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0, (unsigned)kr);       \
+    __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */            \
+    OPS##_CFG(&cfg);                                                                               \
+    cur = key;                                                                                     \
+  }
+#define SC__AMX_KSTEPS(OPS, a0, b0)                                                                \
+  for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                        \
+    OPS##_LOAD(2, (a0) + k0, lda * 4);                                                             \
+    OPS##_LOAD(3, (b0) + k0 * ldb, ldb * 4);                                                       \
+    OPS##_DP(0, 2, 3);                                                                             \
+    if (nc1) {                                                                                     \
+      OPS##_LOAD(4, (b0) + k0 * ldb + 16, ldb * 4);                                                \
+      OPS##_DP(1, 2, 4);                                                                           \
+    }                                                                                              \
+  }                                                                                                \
+  if (kr) { /* the last k-step, of fewer than 16 pairs */                                          \
+    OPS##_LOAD(5, (a0) + K16, lda * 4);                                                            \
+    OPS##_LOAD(6, (b0) + K16 * ldb, ldb * 4);                                                      \
+    OPS##_DP(0, 5, 6);                                                                             \
+    if (nc1) {                                                                                     \
+      OPS##_LOAD(7, (b0) + K16 * ldb + 16, ldb * 4);                                               \
+      OPS##_DP(1, 5, 7);                                                                           \
+    }                                                                                              \
+  }
 #define SC__AMX_GEMM_BODY(OPS)                                                                     \
   {                                                                                                \
     sc__amx_cfg cfg;                                                                               \
     size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
-    for (size_t g_ = 0; g_ < G; g_++) { /* the groups: C at its offset, A at g_ ags */             \
+    for (size_t g_ = 0; g_ < G; g_++) { /* the groups: C and A at their offsets */                 \
       float *const C = C0 + (co.off ? co.off[g_ * co.step] * co.scale : g_ * co.stride);           \
       const uint32_t *const A = A0 + (ao.off ? ao.off[g_ * ao.step] * ao.scale : g_ * ao.stride);  \
       for (size_t m0 = 0; m0 < M; m0 += 16)                                                        \
         for (size_t n0 = 0; n0 < N; n0 += 32) {                                                    \
-          size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                  \
-          size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                     \
-          size_t key = mr | nc0 << 5 | nc1 << 10;                                                  \
-          if (key != cur) { /* a block of another shape: its configuration */                      \
-            sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0,              \
-                           (unsigned)kr);                                                          \
-            __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */    \
-            OPS##_CFG(&cfg);                                                                       \
-            cur = key;                                                                             \
-          }                                                                                        \
+          SC__AMX_BLOCK_CFG(OPS)                                                                   \
           float *c0 = C + m0 * ldc + n0;                                                           \
           if (acc) {                                                                               \
             OPS##_LOAD(0, c0, ldc * 4);                                                            \
@@ -4099,25 +4121,7 @@ static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
             OPS##_ZERO(0);                                                                         \
             if (nc1) OPS##_ZERO(1);                                                                \
           }                                                                                        \
-          const uint32_t *a0 = A + m0 * lda, *b0 = B + n0;                                         \
-          for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                \
-            OPS##_LOAD(2, a0 + k0, lda * 4);                                                       \
-            OPS##_LOAD(3, b0 + k0 * ldb, ldb * 4);                                                 \
-            OPS##_DP(0, 2, 3);                                                                     \
-            if (nc1) {                                                                             \
-              OPS##_LOAD(4, b0 + k0 * ldb + 16, ldb * 4);                                          \
-              OPS##_DP(1, 2, 4);                                                                   \
-            }                                                                                      \
-          }                                                                                        \
-          if (kr) { /* the last k-step, of fewer than 16 pairs */                                  \
-            OPS##_LOAD(5, a0 + K16, lda * 4);                                                      \
-            OPS##_LOAD(6, b0 + K16 * ldb, ldb * 4);                                                \
-            OPS##_DP(0, 5, 6);                                                                     \
-            if (nc1) {                                                                             \
-              OPS##_LOAD(7, b0 + K16 * ldb + 16, ldb * 4);                                         \
-              OPS##_DP(1, 5, 7);                                                                   \
-            }                                                                                      \
-          }                                                                                        \
+          SC__AMX_KSTEPS(OPS, A + m0 * lda, B + n0)                                                \
           OPS##_STORE(0, c0, ldc * 4);                                                             \
           if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                               \
         }                                                                                          \
@@ -4148,40 +4152,13 @@ static void sc__bf16_gemm_amx_model_grp(float *C0, size_t ldc, sc__grp_off co, c
     size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
     for (size_t m0 = 0; m0 < M; m0 += 16)                                                          \
       for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
-        size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                    \
-        size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                       \
-        size_t key = mr | nc0 << 5 | nc1 << 10;                                                    \
-        if (key != cur) {                                                                          \
-          sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0, (unsigned)kr); \
-          __asm__ volatile("" : : "r"(&cfg) : "memory");                                           \
-          OPS##_CFG(&cfg);                                                                         \
-          cur = key;                                                                               \
-        }                                                                                          \
+        SC__AMX_BLOCK_CFG(OPS)                                                                     \
         OPS##_ZERO(0);                                                                             \
         if (nc1) OPS##_ZERO(1);                                                                    \
         for (size_t g = 0; g < G; g++) {                                                           \
-          const uint32_t *a0 =                                                                     \
-              A0 + (ao.off ? ao.off[g * ao.step] * ao.scale : g * ao.stride) + m0 * lda;           \
-          const uint32_t *b0 =                                                                     \
-              B0 + (bo.off ? bo.off[g * bo.step] * bo.scale : g * bo.stride) + n0;                 \
-          for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                \
-            OPS##_LOAD(2, a0 + k0, lda * 4);                                                       \
-            OPS##_LOAD(3, b0 + k0 * ldb, ldb * 4);                                                 \
-            OPS##_DP(0, 2, 3);                                                                     \
-            if (nc1) {                                                                             \
-              OPS##_LOAD(4, b0 + k0 * ldb + 16, ldb * 4);                                          \
-              OPS##_DP(1, 2, 4);                                                                   \
-            }                                                                                      \
-          }                                                                                        \
-          if (kr) {                                                                                \
-            OPS##_LOAD(5, a0 + K16, lda * 4);                                                      \
-            OPS##_LOAD(6, b0 + K16 * ldb, ldb * 4);                                                \
-            OPS##_DP(0, 5, 6);                                                                     \
-            if (nc1) {                                                                             \
-              OPS##_LOAD(7, b0 + K16 * ldb + 16, ldb * 4);                                         \
-              OPS##_DP(1, 5, 7);                                                                   \
-            }                                                                                      \
-          }                                                                                        \
+          SC__AMX_KSTEPS(                                                                          \
+              OPS, A0 + (ao.off ? ao.off[g * ao.step] * ao.scale : g * ao.stride) + m0 * lda,      \
+              B0 + (bo.off ? bo.off[g * bo.step] * bo.scale : g * bo.stride) + n0)                 \
         }                                                                                          \
         float *c0 = C + m0 * ldc + n0;                                                             \
         OPS##_STORE(0, c0, ldc * 4);                                                               \
@@ -4255,6 +4232,8 @@ static int sc__cpu_amx(void) {
 #endif
 #undef SC__AMX_GEMM_BODY
 #undef SC__AMX_SUMG_BODY
+#undef SC__AMX_BLOCK_CFG
+#undef SC__AMX_KSTEPS
 
 /* AVX512_BF16 usable here: the CPU has it (CPUID leaf 7 subleaf 1, EAX bit 5) and the OS
  * saves the AVX-512 state (what __builtin_cpu_supports("avx512f") checks) */
