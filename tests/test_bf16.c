@@ -464,8 +464,8 @@ static void test_emulated_conv(void **state) {
 /* ------------------------------------------------------------ the bf16 kernels */
 /* SC_PRECISION_BF16's dense layers run a GEMM on bf16 pairs: "model" is portable code doing
  * what vdpbf16ps does (any CPU), "native" the AVX512_BF16 kernel (only on a CPU with it; the
- * test says so where it is skipped), "amx" the AMX-BF16 GEMM (tiles of 16 x 16; only on a CPU
- * with AMX) and "amx-model" that GEMM's blocking on a portable model of the tiles (any CPU).
+ * test says so where it is skipped), "amx" the AMX-BF16 GEMM (tiles shaped to each block; only on a
+ * CPU with AMX) and "amx-model" that GEMM's blocking on a portable model of the tiles (any CPU).
  * Each is checked against the double reference on the same rounded operands (tight, as the
  * emulation), against the emulation (the same operands, another summation order: tight), and
  * native against the model, amx against its model (Intel documents two orders of a pair's
