@@ -8029,35 +8029,26 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
             ws->bf_nt(gs + P->poff, R, dzp, ld / 2, RW / 2, xp, P->roff, SC__TW / 2,
                       P->spec.sh * P->wp * (SC__TW / 2), K, R, RW / 2, P->oh);
-          } else if (want_g && P->spec.sw == 1 && ws->bf_gemm_rows) {
+          } else if (want_g && P->spec.sw == 1 && (ws->bf_gemm_rows || ws->bf_gemm_grp)) {
             /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
              * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
-             * lane pairs transposed (dzt); the product accumulates in dwt (R x K) */
-            float *dwt = (float *)(void *)bfs;
-            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
-            size_t hw = P->hp * P->wp * SC__TW;
-            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
-            for (size_t u = 0; u < P->oh; u++) {
-              sc__bf16_pack_lanes_ts(dzt, cur + u * RW, K, RW, ld);
-              ws->bf_gemm_rows(dwt, K, xp + u * P->spec.sh * P->wp * (SC__TW / 2), SC__TW / 2, dzt,
-                               K, R, K, RW / 2, u > 0, P->roff, NULL, 0, NULL);
-            }
-            float *gw = gs + P->poff;
-            for (size_t o = 0; o < K; o++)
-              for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
-          } else if (want_g && P->spec.sw == 1 && ws->bf_gemm_grp) {
-            /* AMX: the same product, one group of kw taps (ci, i) a GEMM of the grouped form
-             * (its rows of A one lane-pair row apart in the tile packed once, overlapping) */
+             * lane pairs transposed (dzt); the product accumulates in dwt (R x K). On AMX one
+             * group of kw taps (ci, i) is a GEMM of the grouped form (its rows of A one
+             * lane-pair row apart, overlapping) */
             float *dwt = (float *)(void *)bfs;
             uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
             size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
             SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
             for (size_t u = 0; u < P->oh; u++) {
+              const uint32_t *xu = xp + u * P->spec.sh * P->wp * (SC__TW / 2);
               sc__bf16_pack_lanes_ts(dzt, cur + u * RW, K, RW, ld);
-              ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K},
-                              xp + u * P->spec.sh * P->wp * (SC__TW / 2), SC__TW / 2,
-                              (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
-                              P->ic * P->spec.kh, u > 0);
+              if (ws->bf_gemm_rows)
+                ws->bf_gemm_rows(dwt, K, xu, SC__TW / 2, dzt, K, R, K, RW / 2, u > 0, P->roff, NULL,
+                                 0, NULL);
+              else
+                ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K}, xu, SC__TW / 2,
+                                (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
+                                P->ic * P->spec.kh, u > 0);
             }
             float *gw = gs + P->poff;
             for (size_t o = 0; o < K; o++)
@@ -8073,31 +8064,25 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
             float *dcol = (float *)(void *)(bfs + K2 * RW);
             memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
-            if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
-                                                        are the input tile's, by tap groups */
-              for (size_t u = 0; u < P->oh; u++) {
-                SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
-                ws->bf_gemm_rows(xg + u * P->spec.sh * P->wp * SC__TW, SC__TW,
-                                 ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R, RW,
-                                 K2, 1, P->tperm, P->troff, P->ic, NULL);
-              }
-            else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
-                                          apart) a GEMM of the grouped form, A's rows permuted */
-              for (size_t u = 0; u < P->oh; u++) {
-                SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
-                ws->bf_gemm_grp(xg + u * P->spec.sh * P->wp * SC__TW, P->hp * P->wp * SC__TW,
-                                (sc__grp_off){P->troff, P->ic, SC__TW, 0},
-                                ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2) + R * K2, K2,
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            for (size_t u = 0; u < P->oh; u++) {
+              float *xu = xg + u * P->spec.sh * P->wp * SC__TW;
+              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+              if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
+                                                          are the input tile's, by tap groups */
+                ws->bf_gemm_rows(xu, SC__TW, wt, K2, bfs, RW, R, RW, K2, 1, P->tperm, P->troff,
+                                 P->ic, NULL);
+              else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
+                                            apart) a GEMM of the grouped form, A's rows permuted */
+                ws->bf_gemm_grp(xu, P->hp * P->wp * SC__TW,
+                                (sc__grp_off){P->troff, P->ic, SC__TW, 0}, wt + R * K2, K2,
                                 (sc__grp_off){NULL, 0, 0, P->ic * K2}, bfs, RW, P->ic, RW, K2,
                                 P->spec.kh * P->spec.kw, 1);
-              }
-            else
-              for (size_t u = 0; u < P->oh; u++) {
-                SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
-                ws->bf_gemm(dcol, RW, ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2), K2, bfs, RW, R,
-                            RW, K2, 0);
+              else { /* im2col: the taps' dx in dcol, then added into the tile */
+                ws->bf_gemm(dcol, RW, wt, K2, bfs, RW, R, RW, K2, 0);
                 sc__bf16_col2im(xg, dcol, P, u);
               }
+            }
             if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
           }
           break;
