@@ -362,6 +362,10 @@ static inline void sc__bf16_round_n(float *restrict x, size_t n) {
 static inline uint32_t sc__bf16_pair(float lo, float hi) {
   return (uint32_t)sc__bf16_bits(lo) | (uint32_t)sc__bf16_bits(hi) << 16;
 }
+/* the pair of two floats that hold bf16 values already (rounded): their upper halves */
+static inline uint32_t sc__bf16_pair_r(float lo, float hi) {
+  return sc__fbits(lo) >> 16 | (sc__fbits(hi) & 0xffff0000u);
+}
 /* pairs along the rows: dst[k][t] = (src[2k][t], src[2k + 1][t]) for k < ceil(R / 2), t < n,
  * a missing last row as zeros (source rows lds apart). For the forward (pairs of inputs) and
  * dx (pairs of outputs). */
@@ -399,8 +403,7 @@ static inline void sc__bf16_pack_lanes_ts(uint32_t *restrict dst, const float *r
                                           size_t R, size_t n, size_t lds) {
   for (size_t o = 0; o < R; o++) {
     const float *r = src + o * lds;
-    for (size_t k = 0; k < n / 2; k++)
-      dst[k * R + o] = sc__fbits(r[2 * k]) >> 16 | (sc__fbits(r[2 * k + 1]) & 0xffff0000u);
+    for (size_t k = 0; k < n / 2; k++) dst[k * R + o] = sc__bf16_pair_r(r[2 * k], r[2 * k + 1]);
   }
 }
 /* The direct forward's B: the (padded) input tile x (C x Hp x Wp positions of TW lanes) as
@@ -415,8 +418,7 @@ static inline void sc__bf16_pack_colpairs(uint32_t *restrict dst, const float *r
   for (size_t y = 0; y < rows; y++) {
     const float *s = x + y * P->wp * SC__TW;
     uint32_t *d = dst + y * P->wp * SC__TW;
-    for (size_t k = 0; k < n; k++)
-      d[k] = sc__fbits(s[k]) >> 16 | (sc__fbits(s[k + SC__TW]) & 0xffff0000u);
+    for (size_t k = 0; k < n; k++) d[k] = sc__bf16_pair_r(s[k], s[k + SC__TW]);
     for (size_t k = n; k < n + SC__TW; k++) d[k] = sc__fbits(s[k]) >> 16;
   }
   if (P->spec.kw % 2)
@@ -433,8 +435,7 @@ static inline void sc__bf16_pack_chpairs(uint32_t *restrict dst, const float *re
     const float *a = x + 2 * cp * hw, *b = a + hw;
     uint32_t *d = dst + cp * hw;
     if (2 * cp + 1 < P->ic)
-      for (size_t k = 0; k < hw; k++)
-        d[k] = sc__fbits(a[k]) >> 16 | (sc__fbits(b[k]) & 0xffff0000u);
+      for (size_t k = 0; k < hw; k++) d[k] = sc__bf16_pair_r(a[k], b[k]);
     else
       for (size_t k = 0; k < hw; k++) d[k] = sc__fbits(a[k]) >> 16;
   }
@@ -8625,14 +8626,12 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
        * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
       for (size_t o = 0; o < (ws->bf_on[l] & 20 ? 0 : O); o++) { /* (bits 4, 16: below) */
         const float *r = W + o * I;
-        for (size_t k = 0; k < I / 2; k++)
-          wf[o * I2 + k] = sc__fbits(r[2 * k]) >> 16 | (sc__fbits(r[2 * k + 1]) & 0xffff0000u);
+        for (size_t k = 0; k < I / 2; k++) wf[o * I2 + k] = sc__bf16_pair_r(r[2 * k], r[2 * k + 1]);
         if (I % 2) wf[o * I2 + I / 2] = sc__fbits(r[I - 1]) >> 16;
       }
       for (size_t m = 0; m < O2; m++) {
         const float *a = W + 2 * m * I, *b = 2 * m + 1 < O ? a + I : NULL;
-        for (size_t i = 0; i < I; i++)
-          wd[i * O2 + m] = sc__fbits(a[i]) >> 16 | (b ? sc__fbits(b[i]) & 0xffff0000u : 0u);
+        for (size_t i = 0; i < I; i++) wd[i * O2 + m] = sc__bf16_pair_r(a[i], b ? b[i] : 0.0f);
       }
       if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
         for (size_t m = 0; m < I; m++)
@@ -8645,8 +8644,7 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
           for (size_t q = 0; q < KC; q++) {
             size_t cp = q / t, ij = q % t;
             const float *r = W + o * I + 2 * cp * t + ij;
-            wh[o * KC + q] =
-                sc__fbits(r[0]) >> 16 | (2 * cp + 1 < ic ? sc__fbits(r[t]) & 0xffff0000u : 0u);
+            wh[o * KC + q] = sc__bf16_pair_r(r[0], 2 * cp + 1 < ic ? r[t] : 0.0f);
           }
       }
       if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
@@ -8655,8 +8653,7 @@ static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
         for (size_t o = 0; o < O; o++)
           for (size_t q = 0; q < KD; q++) {
             const float *r = W + o * I + (q / JP) * kw + 2 * (q % JP);
-            wc[o * KD + q] = sc__fbits(r[0]) >> 16 |
-                             (2 * (q % JP) + 1 < kw ? sc__fbits(r[1]) & 0xffff0000u : 0u);
+            wc[o * KD + q] = sc__bf16_pair_r(r[0], 2 * (q % JP) + 1 < kw ? r[1] : 0.0f);
           }
       }
     }
