@@ -8605,58 +8605,108 @@ static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
 #if SC__F32
-/* bf16 precisions: the parameters with their weights rounded to bfloat16 (biases kept) */
-static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
-  const sc_chain *c = ws->chain;
-  memcpy(ws->bf_p, p, c->nparams * sizeof *p);
-  for (size_t l = 0; l < c->nlayers; l++) {
-    const sc__lplan *P = &c->L[l];
-    if (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)
-      sc__bf16_round_n(ws->bf_p + P->poff, P->np - (P->spec.bias ? P->oc : 0));
+/* bf16 precisions: the parameters with their weights rounded to bfloat16 (biases kept), and the
+ * bf16 kernels' weight operands made from them, in units of a layer's rows [o0, o1) (o0 even): a
+ * unit rounds its rows and packs the pairs made of them only, so units run on any thread in any
+ * order and give the same bits. (One serial pass took 43 us of LeNet5's 550-us bf16 step on
+ * 2 threads, the other thread waiting: the rounding, in the portable code, half of it.) */
+static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, size_t o0, size_t o1) {
+  const sc__lplan *P = &ws->chain->L[l];
+  int conv = P->spec.kind == SC_LAYER_CONV2D;
+  if (P->spec.kind != SC_LAYER_DENSE && !conv) {
+    memcpy(ws->bf_p + P->poff, p + P->poff, P->np * sizeof *p);
+    return;
   }
-  if (ws->bf16k) /* the bf16 kernels' weight operands: pairs along the inputs and the outputs */
-    for (size_t l = 0; l < c->nlayers; l++) {
-      const sc__lplan *P = &c->L[l];
-      int conv = P->spec.kind == SC_LAYER_CONV2D;
-      if ((P->spec.kind != SC_LAYER_DENSE && !conv) || !ws->bf_on[l]) continue;
-      const float *W = ws->bf_p + P->poff; /* conv: K x R, as a dense layer's O x I */
-      size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
-      uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
-      /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
-       * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
-      for (size_t o = 0; o < (ws->bf_on[l] & 20 ? 0 : O); o++) { /* (bits 4, 16: below) */
-        const float *r = W + o * I;
-        for (size_t k = 0; k < I / 2; k++) wf[o * I2 + k] = sc__bf16_pair_r(r[2 * k], r[2 * k + 1]);
-        if (I % 2) wf[o * I2 + I / 2] = sc__fbits(r[I - 1]) >> 16;
+  /* conv: K x R, as a dense layer's O x I; weights first, then the biases */
+  size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+  float *W = ws->bf_p + P->poff;
+  memcpy(W + o0 * I, p + P->poff + o0 * I, (o1 - o0) * I * sizeof *p);
+  (ws->bf_round ? ws->bf_round : sc__bf16_round_n)(W + o0 * I, (o1 - o0) * I);
+  if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
+  if (!ws->bf16k || !ws->bf_on[l]) return;
+  /* the bf16 kernels' weight operands: pairs along the inputs and the outputs */
+  uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
+  /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
+   * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
+  for (size_t o = o0; o < (ws->bf_on[l] & 20 ? o0 : o1); o++) { /* (bits 4, 16: below) */
+    const float *r = W + o * I;
+    for (size_t k = 0; k < I / 2; k++) wf[o * I2 + k] = sc__bf16_pair_r(r[2 * k], r[2 * k + 1]);
+    if (I % 2) wf[o * I2 + I / 2] = sc__fbits(r[I - 1]) >> 16;
+  }
+  size_t m0 = o0 / 2, m1 = (o1 + 1) / 2;
+  for (size_t i = 0; i < I; i++) /* wd's rows in order; this unit's pairs m of each */
+    for (size_t m = m0; m < m1; m++)
+      wd[i * O2 + m] =
+          sc__bf16_pair_r(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0);
+  if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
+    for (size_t i = 0; i < I; i++)
+      memcpy(wd + I * O2 + i * O2 + m0, wd + P->tperm[i] * O2 + m0, (m1 - m0) * sizeof *wd);
+  if (conv && (ws->bf_on[l] & 16)) { /* AMX's forward: (w[o][2 cp][i][j], w[o][2 cp + 1][i][j]) */
+    uint32_t *wh = wd + 2 * I * O2;
+    size_t ic = P->ic, t = P->spec.kh * P->spec.kw, KC = (ic + 1) / 2 * t;
+    for (size_t o = o0; o < o1; o++)
+      for (size_t q = 0; q < KC; q++) {
+        size_t cp = q / t, ij = q % t;
+        const float *r = W + o * I + 2 * cp * t + ij;
+        wh[o * KC + q] = sc__bf16_pair_r(r[0], 2 * cp + 1 < ic ? r[t] : 0.0f);
       }
-      for (size_t m = 0; m < O2; m++) {
-        const float *a = W + 2 * m * I, *b = 2 * m + 1 < O ? a + I : NULL;
-        for (size_t i = 0; i < I; i++) wd[i * O2 + m] = sc__bf16_pair_r(a[i], b ? b[i] : 0.0f);
+  }
+  if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
+    uint32_t *wc = wd + I * O2;
+    size_t kw = P->spec.kw, JP = (kw + 1) / 2, KD = P->ic * P->spec.kh * JP;
+    for (size_t o = o0; o < o1; o++)
+      for (size_t q = 0; q < KD; q++) {
+        const float *r = W + o * I + (q / JP) * kw + 2 * (q % JP);
+        wc[o * KD + q] = sc__bf16_pair_r(r[0], 2 * (q % JP) + 1 < kw ? r[1] : 0.0f);
       }
-      if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
-        for (size_t m = 0; m < I; m++)
-          memcpy(wd + I * O2 + m * O2, wd + P->tperm[m] * O2, O2 * sizeof *wd);
-      if (conv &&
-          (ws->bf_on[l] & 16)) { /* AMX's forward: (w[o][2 cp][i][j], w[o][2 cp + 1][i][j]) */
-        uint32_t *wh = wd + 2 * I * O2;
-        size_t ic = P->ic, t = P->spec.kh * P->spec.kw, KC = (ic + 1) / 2 * t;
-        for (size_t o = 0; o < O; o++)
-          for (size_t q = 0; q < KC; q++) {
-            size_t cp = q / t, ij = q % t;
-            const float *r = W + o * I + 2 * cp * t + ij;
-            wh[o * KC + q] = sc__bf16_pair_r(r[0], 2 * cp + 1 < ic ? r[t] : 0.0f);
-          }
-      }
-      if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
-        uint32_t *wc = wd + I * O2;
-        size_t kw = P->spec.kw, JP = (kw + 1) / 2, KD = P->ic * P->spec.kh * JP;
-        for (size_t o = 0; o < O; o++)
-          for (size_t q = 0; q < KD; q++) {
-            const float *r = W + o * I + (q / JP) * kw + 2 * (q % JP);
-            wc[o * KD + q] = sc__bf16_pair_r(r[0], 2 * (q % JP) + 1 < kw ? r[1] : 0.0f);
-          }
-      }
+  }
+}
+
+/* a layer's rows per unit: an even number, about SC__BFP_UNIT weights (16 KB: in L1) */
+#define SC__BFP_UNIT 4096
+static size_t sc__bf16_params_chunk(const sc__lplan *P) {
+  size_t I = P->spec.kind == SC_LAYER_CONV2D ? P->R : P->in;
+  size_t ch = I ? SC__BFP_UNIT / I : 0;
+  return ch < 2 ? 2 : ch & ~(size_t)1;
+}
+/* unit u: its layer and rows; 0 when u is past the last */
+static int sc__bf16_params_unit(const sc_chain *c, size_t u, size_t *l, size_t *o0, size_t *o1) {
+  for (size_t k = 0; k < c->nlayers; k++) {
+    const sc__lplan *P = &c->L[k];
+    if (P->np == 0) continue;
+    int wl = P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D;
+    size_t O = !wl ? 1 : P->spec.kind == SC_LAYER_CONV2D ? P->oc : P->out;
+    size_t ch = wl ? sc__bf16_params_chunk(P) : 1, n = (O + ch - 1) / ch;
+    if (u < n) {
+      *l = k;
+      *o0 = u * ch;
+      *o1 = O - *o0 < ch ? O : *o0 + ch;
+      return 1;
     }
+    u -= n;
+  }
+  return 0;
+}
+typedef struct {
+  sc_workspace *ws;
+  const float *p;
+} sc__bfp_job;
+static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
+  const sc__bfp_job *B = arg;
+  size_t l, o0, o1;
+  (void)worker;
+  for (size_t u = 0;; u++) { /* units taken as they go, or all in order */
+    size_t k = nworkers > 1 ? sc__pool_claim(B->ws->pool) : u;
+    if (!sc__bf16_params_unit(B->ws->chain, k, &l, &o0, &o1)) return;
+    sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
+  }
+}
+static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
+  sc__bfp_job B = {ws, p};
+  if (ws->chain->nparams >= SC__OPT_PAR_MIN)
+    sc__pool_run(ws->pool, sc__bf16_params_task, &B);
+  else /* small: waking the pool would cost more */
+    sc__bf16_params_task(&B, 0, 1);
   return ws->bf_p;
 }
 #endif

@@ -564,31 +564,39 @@ static void test_kernels_reference(void **state) {
 }
 
 /* wider layers (odd widths, more than 32 inputs: the kernel's column tails; a layer without
- * bias, with gelu's saved pre-activations) and a LeNet-like convnet, each against the
- * emulation */
+ * bias, with gelu's saved pre-activations), a LeNet-like convnet, and a convnet of more than
+ * 16,384 parameters (the bf16 weights are made on the pool, a layer's rows in several units:
+ * 3 for the second conv, with its dx, 5 for the 960 -> 17 layer, the last of one row), each
+ * against the emulation */
 static void test_kernels_shapes(void **state) {
   (void)state;
   enum { B = 70 };
   uint64_t s = 13;
-  float *x = malloc(B * 64 * sizeof *x), *t = malloc(B * 5 * sizeof *t);
+  float *x = malloc(B * 288 * sizeof *x), *t = malloc(B * 5 * sizeof *t);
   int32_t lab[B];
   assert_true(x && t);
-  for (size_t k = 0; k < B * 64; k++) x[k] = (float)tu_unif(&s);
+  for (size_t k = 0; k < B * 288; k++) x[k] = (float)tu_unif(&s);
   for (size_t k = 0; k < B * 5; k++) t[k] = (float)tu_unif(&s);
   for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
   sc_layer mlp[] = {sc_dense(37, SC_TANH), sc_dense_nobias(33, SC_GELU), sc_dense(5, SC_IDENTITY)};
   sc_layer cnn[] = {sc_conv2d(3, 3, 4, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
                     sc_dense(10, SC_TANH), sc_dense(3, SC_IDENTITY)};
-  for (int net = 0; net < 2; net++) {
+  sc_layer big[] = {sc_conv2d(1, 1, 16, SC_RELU), sc_conv2d(3, 3, 60, SC_RELU), sc_flatten(),
+                    sc_dense(17, SC_TANH), sc_dense(3, SC_IDENTITY)};
+  static const char *const names[] = {"64 -> 37 -> 33 -> 5", "convnet", "big convnet"};
+  for (int net = 0; net < 3; net++) {
     sc_chain *c = NULL;
     if (net == 0)
       SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 3));
-    else
+    else if (net == 1)
       SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 8, 8, cnn, 5));
+    else
+      SC_OK_OR_FAIL(sc_chain_create_image(&c, 8, 6, 6, big, 5));
     sc_loss loss = net ? SC_LOSS_LOGIT_CROSSENTROPY : SC_LOSS_SQUARED;
     const void *tg = net ? (const void *)lab : (const void *)t;
     size_t np;
     SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    assert_true(net < 2 || np > 16384);
     float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), *ge = malloc(np * sizeof *ge);
     float *gf = malloc(np * sizeof *gf);
     assert_true(p && g && ge && gf);
@@ -601,8 +609,10 @@ static void test_kernels_shapes(void **state) {
       sc_chain_destroy(c);
       if (net == 0)
         SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 3));
-      else
+      else if (net == 1)
         SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 8, 8, cnn, 5));
+      else
+        SC_OK_OR_FAIL(sc_chain_create_image(&c, 8, 6, 6, big, 5));
       unsetenv("SC_BF16_KERNELS");
       fp32_and_bf16(c, loss, p, x, tg, B, &lf, gf, &le, ge);
       for (int kk = 0; kk < 4; kk++) {
@@ -612,10 +622,13 @@ static void test_kernels_shapes(void **state) {
         double gm = max_diff(ge, NULL, np), d = max_diff(g, ge, np);
         print_message("  [%s kernels, %s, %s] loss %.7g (emulation %.7g), max |g - g_emul| / "
                       "max|g| %.2e\n",
-                      KINDS[kk], isas[is], net ? "convnet" : "64 -> 37 -> 33 -> 5", (double)lb,
-                      (double)le, d / gm);
+                      KINDS[kk], isas[is], names[net], (double)lb, (double)le, d / gm);
         assert_true(fabsf(lb - le) <= 1e-5f * le);
-        assert_true(d <= 1e-4 * gm);
+        /* the big convnet: 1e-3. Another summation order can move a float sum across a bf16
+         * rounding boundary, and that activation then differs by a bf16 step (2^-8 relative);
+         * 1,560 rounded activations per sample (70 samples) give the model 9.4e-5 against the
+         * emulation, every other kind 3.6e-7. A wrong unit of the weights gives 0.3 to 1. */
+        assert_true(d <= (net == 2 ? 1e-3 : 1e-4) * gm);
       }
     }
     unsetenv("SC_ISA");
