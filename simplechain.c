@@ -6754,7 +6754,7 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
 #if VW == 16
 #define V_CONV_FWD_BLOCKS(X) X(0, 4, 2) X(1, 6, 2) X(2, 8, 1)
 #define V_CONV_DW_BLOCKS(X) X(0, 4, 4) X(1, 6, 4) X(2, 8, 2)
-#define CDX_CB 4
+#define CDX_CB 6
 #else
 #define V_CONV_FWD_BLOCKS(X) X(0, 2, 1) X(1, 1, 3) X(2, 3, 1)
 #define V_CONV_DW_BLOCKS(X) X(0, 3, 3) X(1, 2, 4) X(2, 4, 2)
@@ -6927,6 +6927,9 @@ static void vec_conv_dx_f32(float *restrict dx, const float *restrict W, const f
   size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
   size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
   size_t IH = P->ih, IW = P->iw, K = P->oc, NPOS = OH * OW, c = 0;
+#if CDX_CB >= 6
+  V_CDX_ROWS(6)
+#endif
 #if CDX_CB >= 4
   V_CDX_ROWS(4)
 #endif
