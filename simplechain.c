@@ -8557,9 +8557,9 @@ SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME,
                                                      vec_conv_dw_names,
                                                      V_CONV_DW_K6
 #else
-                                                      NULL,
-                                                      NULL,
-                                                      0
+                                                     NULL,
+                                                     NULL,
+                                                     0
 #endif
 };
 #else

@@ -257,7 +257,9 @@ const char *sc_chain_isa(const sc_chain *chain);
  * (output channels x output columns: AVX2 2x1, 1x3, 3x1; AVX-512 4x2, 6x2, 8x1) and three for
  * its weight gradient (channels x taps: AVX2 3x3, 2x4, 4x2; AVX-512 4x4, 6x4, 8x2). Every
  * shape keeps every sum in the same order, so all give the same bits. The rule takes the
- * first of each (measured best on LeNet5); SC_PLAN=measure times them (the forward with
+ * first of each (measured best on LeNet5), but for the weight gradient of a layer whose channels
+ * are a multiple of 6 and not of 4 on AVX-512: 6x4 (LeNet5's first conv, 9 % faster on an AMD
+ * Zen 4 than 4x4's blocks of 4 + 2 channels); SC_PLAN=measure times them (the forward with
  * sc_forward, then the dW blocks with sc_valgrad on a one-layer twin) and SC_WISDOM keeps the
  * answer ("conv" entries keyed by input shape, channels, kernel, stride, padding, activation
  * and bias); SC_CONV_FWD=shape and SC_CONV_DW=shape force one (the other keeps the rule's; a
