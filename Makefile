@@ -381,7 +381,7 @@ bench-kernels: $(BUILD)/kernels_speed $(BUILD)/kernels_speed_avx2
 # where the CPU has AMX-BF16, AMX (baseline flags: the kernels carry their own targets)
 $(BUILD)/bf16_gemm: bench/bf16_gemm.c bench/bench_time.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O3 $(WARN) -pthread -I. $< -o $@ $(LDLIBS)
+	$(CC) -std=c11 -O3 $(WARN) -pthread $(XSMM_DEFS) -I. $< -o $@ $(LDLIBS)
 bench-bf16-gemm: $(BUILD)/bf16_gemm
 	./$(BUILD)/bf16_gemm
 

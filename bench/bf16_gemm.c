@@ -5,6 +5,10 @@
  * one LDTILECFG + TILERELEASE pair (each AMX call pays one), and an AMX call followed by an
  * AVX-512 pass over its output (the switch between the units). ns per call (median of 7 runs),
  * GFLOP/s counted on the shape's own M N K (2 flops per multiply-add, 2 multiply-adds per pair).
+ * In builds with libxsmm, also libxsmm 1.17's bf16 GEMM (libxsmm_bsmmdispatch: bf16 inputs, fp32
+ * output) on the same operands: our row-major C = A B is its column-major C^T = B^T A^T, and our
+ * B (pairs along k) is its VNNI layout of that first operand (LIBXSMM_GEMM_FLAG_VNNI_A); its
+ * result is checked against ours.
  *   make bench-bf16-gemm   (x86-64; needs AVX512_BF16 for anything to run) */
 #include "../simplechain.c"
 
@@ -25,6 +29,26 @@ typedef struct {
 } shape;
 
 static size_t up16(size_t x) { return (x + 15) & ~(size_t)15; }
+
+#ifdef SC_HAVE_XSMM
+#include <libxsmm.h>
+static libxsmm_bsmmfunction xk; /* the shape being timed */
+/* libxsmm's kernel for M x N x K2 pairs (C rows N apart, A rows K2 pairs, B rows N pairs), or
+ * NULL where it JITs none */
+static libxsmm_bsmmfunction xsmm_kernel(size_t M, size_t N, size_t K2, int acc) {
+  libxsmm_blasint m = (libxsmm_blasint)N, n = (libxsmm_blasint)M, k = (libxsmm_blasint)(2 * K2);
+  libxsmm_blasint lda = m, ldb = k, ldc = m;
+  float alpha = 1, beta = acc ? 1.0f : 0.0f;
+  int flags = LIBXSMM_GEMM_FLAG_VNNI_A;
+  return libxsmm_bsmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, NULL);
+}
+static void xsmm_gemm(float *c, size_t ldc, const uint32_t *a, size_t lda, const uint32_t *b,
+                      size_t ldb, size_t M, size_t N, size_t K2, int acc) {
+  (void)ldc, (void)lda, (void)ldb, (void)M, (void)N, (void)K2, (void)acc;
+  xk((const libxsmm_bfloat16 *)(const void *)b, (const libxsmm_bfloat16 *)(const void *)a, c);
+}
+static float Cx[300 * 800] __attribute__((aligned(64)));
+#endif
 
 static double time_gemm(sc__bf16_gemm_fn f, size_t M, size_t N, size_t K2, int acc) {
   double ns[7];
@@ -85,8 +109,12 @@ int main(void) {
       {"dense1 dW (120 x 256 x 16)", 120, 256, 16, 1},
       {"dense1 dx (256 x 32 x 60)", 256, 32, 60, 0},
   };
-  printf("%-30s %12s %12s %12s %12s\n", "shape (M x N x K pairs)", "native ns", "amx ns",
-         "amx16 ns", "native GF/s");
+#ifdef SC_HAVE_XSMM
+  libxsmm_init();
+  printf("libxsmm target: %s\n", libxsmm_get_target_arch());
+#endif
+  printf("%-30s %12s %12s %12s %12s %12s %12s\n", "shape (M x N x K pairs)", "native ns", "amx ns",
+         "amx16 ns", "native GF/s", "xsmm ns", "xsmm GF/s");
   for (size_t s = 0; s < sizeof S / sizeof S[0]; s++) {
     const shape *h = &S[s];
     double tn = time_gemm(sc__bf16_gemm_native, h->M, h->N, h->K2, h->acc), ta = 0, tp = 0;
@@ -96,10 +124,24 @@ int main(void) {
       tp = time_gemm(sc__bf16_gemm_amx, up16(h->M), up16(h->N), up16(h->K2), h->acc);
     }
 #endif
-    printf("%-30s %12.0f %12.0f %12.0f %12.1f\n", h->name, tn, ta, tp,
-           4.0 * h->M * h->N * h->K2 / tn);
-    printf("RESULT bench=bf16_gemm shape=%zux%zux%zu native_ns=%.0f amx_ns=%.0f amx16_ns=%.0f\n",
-           h->M, h->N, h->K2, tn, ta, tp);
+    double tx = 0, dmax = 0, cmax = 0;
+#ifdef SC_HAVE_XSMM
+    if ((xk = xsmm_kernel(h->M, h->N, h->K2, h->acc))) {
+      memset(C, 0, h->M * h->N * sizeof *C), memset(Cx, 0, h->M * h->N * sizeof *Cx);
+      sc__bf16_gemm_native(C, h->N, A, h->K2, B, h->N, h->M, h->N, h->K2, h->acc);
+      xsmm_gemm(Cx, h->N, A, h->K2, B, h->N, h->M, h->N, h->K2, h->acc);
+      for (size_t i = 0; i < h->M * h->N; i++) {
+        dmax = fmax(dmax, fabs((double)C[i] - (double)Cx[i]));
+        cmax = fmax(cmax, fabs((double)C[i]));
+      }
+      tx = time_gemm(xsmm_gemm, h->M, h->N, h->K2, h->acc);
+    }
+#endif
+    printf("%-30s %12.0f %12.0f %12.0f %12.1f %12.0f %12.1f\n", h->name, tn, ta, tp,
+           4.0 * h->M * h->N * h->K2 / tn, tx, tx > 0 ? 4.0 * h->M * h->N * h->K2 / tx : 0.0);
+    printf("RESULT bench=bf16_gemm shape=%zux%zux%zu native_ns=%.0f amx_ns=%.0f amx16_ns=%.0f "
+           "xsmm_ns=%.0f xsmm_vs_native_maxdiff=%.2e\n",
+           h->M, h->N, h->K2, tn, ta, tp, tx, cmax > 0 ? dmax / cmax : 0.0);
   }
 #ifdef SC__HAVE_AMX
   if (amx) {
