@@ -8018,13 +8018,21 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       case SC_LAYER_CONV2D:
         SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
         if (want_g) {
-          if (P->lane_off != SIZE_MAX) {
+          if (P->lane_off != SIZE_MAX) { /* the bias gradient's lanes: each channel's sum over
+                                            its positions in a local row (in registers: bl and
+                                            cur share the tile, so added in place it was loaded
+                                            and stored at every position; 9.5 of conv1's 41 ms
+                                            per 20,000 LeNet5 images). The same additions. */
             SC__T *bl = tm + P->lane_off;
             size_t npos = P->oh * P->ow;
-            for (size_t k = 0; k < P->oc; k++)
+            for (size_t k = 0; k < P->oc; k++) {
+              SC__T sum[SC__TW];
+              memcpy(sum, bl + k * SC__TW, sizeof sum);
+              const SC__T *ck = cur + k * npos * SC__TW;
               for (size_t q = 0; q < npos; q++)
-                for (int t = 0; t < SC__TW; t++)
-                  bl[k * SC__TW + (size_t)t] += cur[(k * npos + q) * SC__TW + (size_t)t];
+                for (int t = 0; t < SC__TW; t++) sum[t] += ck[q * SC__TW + (size_t)t];
+              memcpy(bl + k * SC__TW, sum, sizeof sum);
+            }
           }
         }
 #if SC__F32
