@@ -5924,44 +5924,15 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
   }
 }
 
-/* sc__act_bwd, and bl[k] += d[k] (the bias gradient in lane form) in the same pass over
- * d; the same operations as act_bwd followed by the sum, so the same bits */
+/* sc__act_bwd with the bias gradient's lanes (bl: K rows of SC__TW) summed in the same pass
+ * over d: K channels of npos positions (a dense layer: K outputs, npos 1); each channel's sums
+ * in a local row (in registers; bl and d share the tile, so summed in place they were loaded and
+ * stored at every position). The same operations in the same order as act_bwd then the sums:
+ * the same bits. LeNet5's conv1, 20,000 images, 1 thread (Zen 4): the in-place sums took 9.5 of
+ * its 41-ms backward in bf16 */
 SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
                                           const SC__T *restrict a, const SC__T *restrict z,
-                                          size_t n, sc_act act) {
-  size_t k;
-  switch (act) {
-  case SC_IDENTITY:
-    for (k = 0; k < n; k++) bl[k] += d[k];
-    return;
-  case SC_RELU:
-    for (k = 0; k < n; k++) {
-      SC__T v = a[k] <= 0 ? 0 : d[k];
-      d[k] = v, bl[k] += v;
-    }
-    return;
-  case SC_TANH:
-    for (k = 0; k < n; k++) {
-      SC__T v = d[k] * (1 - a[k] * a[k]);
-      d[k] = v, bl[k] += v;
-    }
-    return;
-  default:
-    SC__TN(sc__act_bwd)(d, a, z, n, act);
-    for (k = 0; k < n; k++) bl[k] += d[k];
-    return;
-  }
-}
-
-/* a conv layer's sc__act_bwd with its bias gradient's lanes (bl: K rows of SC__TW) summed over
- * the npos positions of each channel in the same pass; each channel's sums in a local row (in
- * registers; bl and d share the tile, so summed in place they were loaded and stored at every
- * position). The same operations in the same order as act_bwd then the sums: the same bits.
- * LeNet5's conv1, 20,000 images, 1 thread (Zen 4): the in-place sums took 9.5 of its 41-ms
- * backward in bf16 */
-SC__KSTATIC void SC__TN(sc__act_bwd_conv_lane)(SC__T *restrict d, SC__T *restrict bl,
-                                               const SC__T *restrict a, const SC__T *restrict z,
-                                               size_t K, size_t npos, sc_act act) {
+                                          size_t K, size_t npos, sc_act act) {
   int fused = act == SC_IDENTITY || act == SC_RELU || act == SC_TANH;
   if (!fused) SC__TN(sc__act_bwd)(d, a, z, K * npos * SC__TW, act);
   for (size_t k = 0; k < K; k++) {
@@ -7979,7 +7950,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (d_ready)
           d_ready = 0;
         else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
-          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out * SC__TW, P->spec.act);
+          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
         else
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
 #if SC__F32
@@ -8047,10 +8018,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         break;
       case SC_LAYER_CONV2D:
         if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
-          SC__TN(sc__act_bwd_conv_lane)
-          (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
-        else
-          SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+          SC__TN(sc__act_bwd_lane)
+        (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
+        else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
 #if SC__F32
         if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
         if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
