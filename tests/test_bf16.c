@@ -787,6 +787,53 @@ static void test_kernels_auto_layers(void **state) {
   free(x);
 }
 
+/* the native GEMM's forward epilogue (bias, relu or identity, rounding, as it stores) on
+ * non-finite values: +inf and -inf made by the first layer (the library refuses non-finite
+ * inputs), their sum a NaN that relu passes on as the float kernels do (max(0, NaN) is NaN; with
+ * the operands the other way round it would be 0), conv and dense layers alike */
+static void test_kernels_epilogue_nan(void **state) {
+  (void)state;
+  enum { B = 2 };
+  for (int conv = 0; conv < 2; conv++) {
+    /* dense: 2 -> 2 identity (+inf, -inf) -> 1 relu (NaN) -> 1 identity; conv: the same with
+     * 1x1 kernels on 2 channels of 1x1 pixels */
+    sc_layer D[] = {sc_dense(2, SC_IDENTITY), sc_dense(1, SC_RELU), sc_dense(1, SC_IDENTITY)};
+    sc_layer C[] = {sc_conv2d(1, 1, 2, SC_IDENTITY), sc_conv2d(1, 1, 1, SC_RELU),
+                    sc_conv2d(1, 1, 1, SC_IDENTITY)};
+    float x[B * 2] = {1e20f, 1e20f, 0.5f, 0.25f}, y[3][B];
+    const char *kinds[3] = {NULL, "model", "native"}; /* NULL: the emulation */
+    int ran = 0;
+    for (int k = 0; k < 3; k++) {
+      if (kinds[k] && !kernels_on(kinds[k])) continue;
+      unsetenv("SC_BF16_LAYERS");
+      sc_chain *c = NULL;
+      sc_workspace *ws = NULL;
+      if (conv)
+        SC_OK_OR_FAIL(sc_chain_create_image(&c, 2, 1, 1, C, 3));
+      else
+        SC_OK_OR_FAIL(sc_chain_create(&c, 2, D, 3));
+      size_t np;
+      SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+      assert_int_equal(np, 6 + 3 + 2); /* weights then biases, per layer */
+      float p[11] = {1e20f, 0, 0, -1e20f, 0, 0, 1, 1, 0, 1, 0.5f};
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      if (kinds[k]) setenv("SC_BF16_KERNELS", kinds[k], 1);
+      SC_OK_OR_FAIL(sc_workspace_set_precision(ws, kinds[k] ? SC_PRECISION_BF16
+                                                            : SC_PRECISION_BF16_EMULATED));
+      unsetenv("SC_BF16_KERNELS");
+      SC_OK_OR_FAIL(sc_forward(c, p, x, B, y[k], ws));
+      sc_workspace_destroy(ws);
+      sc_chain_destroy(c);
+      assert_true(isnan(y[k][0])); /* inf + -inf through relu */
+      assert_true(isfinite(y[k][1]));
+      if (k) assert_memory_equal(&y[k][1], &y[0][1], sizeof y[0][1]);
+      ran++;
+    }
+    print_message("  [%s] NaN through relu in %d of 3 kinds (emulation, model, native)\n",
+                  conv ? "conv" : "dense", ran);
+  }
+}
+
 /* a small conv's direct forward (pairs of neighbouring columns, odd kernel width) with an
  * infinite input (made by the layer before it: the library refuses non-finite inputs): the
  * outputs whose windows hold it are non-finite, the others equal the emulation's (a window's
@@ -900,6 +947,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_conv),
       cmocka_unit_test(test_kernels_auto_layers),
       cmocka_unit_test(test_kernels_direct_inf),
+      cmocka_unit_test(test_kernels_epilogue_nan),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
