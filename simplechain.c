@@ -320,10 +320,12 @@ struct sc_workspace {
    * SC__BF16K_MODEL (portable code computing what vdpbf16ps computes), SC__BF16K_NATIVE, or
    * the AMX GEMM: SC__BF16K_AMX, SC__BF16K_AMX_MODEL (its portable model) */
   int bf16k;
-  sc__bf16_gemm_fn bf_gemm;                  /* the GEMM of that kind */
-  sc__bf16_gemm_rows_fn bf_gemm_rows;        /* and with A's rows at offsets; NULL: AMX */
-  sc__bf16_nt_fn bf_nt;                      /* the dot-product form; NULL: AMX */
-  sc__bf16_gemm_ep_fn bf_gemm_ep;            /* with the forward's epilogue: native only */
+  sc__bf16_gemm_fn bf_gemm;           /* the GEMM of that kind */
+  sc__bf16_gemm_rows_fn bf_gemm_rows; /* and with A's rows at offsets; NULL: AMX */
+  sc__bf16_nt_fn bf_nt;               /* the dot-product form; NULL: AMX */
+  sc__bf16_gemm_ep_fn bf_gemm_ep;     /* with the forward's epilogue: native only */
+  void (*bf_dz_lanes)(uint32_t *restrict, const float *restrict, float *restrict,
+                      const float *restrict, size_t, size_t, int); /* native only */
   sc__bf16_gemm_grp_fn bf_gemm_grp;          /* the grouped form: AMX only, else NULL */
   sc__bf16_gemm_sumg_fn bf_gemm_sumg;        /* the summed grouped form: AMX only */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
@@ -4034,6 +4036,37 @@ __attribute__((target("avx512f,avx512bf16"))) static void sc__bf16_round_native(
     _mm512_mask_storeu_epi32(x + k, m, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
+/* the dz of a conv layer with few channels and no dx (the dot-product form's dW only): relu's
+ * (or the identity's) pullback of d (K channels of npos positions of SC__TW lanes; relu: 0 where
+ * a <= 0), its bias lanes summed into bl (K rows of SC__TW; NULL: no bias) and its lane pairs,
+ * rounded by VCVTNEPS2BF16, in dzp (K rows of npos SC__TW / 2 pairs): in one pass the bits of
+ * sc__act_bwd_lane, the rounding and pack_lanes, which each went over LeNet5's 442-KB conv1
+ * gradient (d itself is left as it was: nothing reads it after). Conv1 backward, 20,000 images,
+ * 1 thread, Zen 4: see the commit */
+__attribute__((target("avx512f,avx512bf16"))) static void
+sc__bf16_dz_lanes_native(uint32_t *restrict dzp, const float *restrict d, float *restrict bl,
+                         const float *restrict a, size_t K, size_t npos, int relu) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t k = 0; k < K; k++) {
+    const float *dk = d + k * npos * SC__TW, *ak = a + k * npos * SC__TW;
+    uint32_t *zk = dzp + k * npos * (SC__TW / 2);
+    __m512 s[SC__TW / 16];
+    for (int h = 0; h < SC__TW / 16; h++)
+      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
+    for (size_t q = 0; q < npos; q++)
+      for (int h = 0; h < SC__TW / 16; h++) {
+        size_t e = q * SC__TW + 16 * (size_t)h;
+        __m512 v = _mm512_loadu_ps(dk + e);
+        if (relu)
+          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(ak + e), zero, _CMP_LE_OQ), v,
+                                   zero);
+        s[h] = _mm512_add_ps(s[h], v);
+        _mm256_storeu_si256((__m256i *)(void *)(zk + e / 2), (__m256i)_mm512_cvtneps_pbh(v));
+      }
+    if (bl)
+      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
+  }
+}
 /* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
  * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
  * bits taken as they are; a missing odd row 2m + 1 = O gives 0). Blocks of 8 pairs (16 rows) x
@@ -4527,6 +4560,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   ws->bf_gemm_rows = kind == SC__BF16K_MODEL ? sc__bf16_gemm_model_rows : NULL;
   ws->bf_nt = kind == SC__BF16K_MODEL ? sc__bf16_nt_model : NULL;
   ws->bf_gemm_ep = NULL;
+  ws->bf_dz_lanes = NULL;
   ws->bf_gemm_grp = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_grp : NULL;
   ws->bf_gemm_sumg = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_sumg : NULL;
   ws->bf_round = NULL;
@@ -4534,6 +4568,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_rows = sc__bf16_gemm_native_rows;
   if (kind == SC__BF16K_NATIVE) ws->bf_nt = sc__bf16_nt_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_ep = sc__bf16_gemm_native_ep;
+  if (kind == SC__BF16K_NATIVE) ws->bf_dz_lanes = sc__bf16_dz_lanes_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_round = sc__bf16_round_native;
 #endif
@@ -8140,6 +8175,22 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         }
         break;
       case SC_LAYER_CONV2D:
+#if SC__F32
+        if (SC__BFKB(l) && ws->bf_dz_lanes && want_g && !need_dx && P->spec.sw == 1 && ws->bf_nt &&
+            P->oc < 16 && (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY)) {
+          /* the dot-product form's dW alone: dz's pullback, bias lanes, rounding and lane
+           * pairs in one pass (sc__bf16_dz_lanes_native), then as below */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
+          uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
+          ws->bf_dz_lanes(dzp, cur, P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL, a, P->oc,
+                          npos, P->spec.act == SC_RELU);
+          SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+          ws->bf_nt(gs + P->poff, P->R, dzp, ld / 2, P->ow * (SC__TW / 2), xp, P->roff, SC__TW / 2,
+                    P->spec.sh * P->wp * (SC__TW / 2), P->oc, P->R, P->ow * (SC__TW / 2), P->oh);
+          break;
+        }
+#endif
         if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
           SC__TN(sc__act_bwd_lane)
         (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
