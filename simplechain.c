@@ -326,6 +326,9 @@ struct sc_workspace {
   sc__bf16_gemm_ep_fn bf_gemm_ep;     /* with the forward's epilogue: native only */
   void (*bf_dz_lanes)(uint32_t *restrict, const float *restrict, float *restrict,
                       const float *restrict, size_t, size_t, int); /* native only */
+  void (*bf_dz_pool)(uint32_t *restrict, const float *restrict, const float *restrict,
+                     const float *restrict, float *restrict, size_t, size_t, size_t,
+                     int);                   /* native only */
   sc__bf16_gemm_grp_fn bf_gemm_grp;          /* the grouped form: AMX only, else NULL */
   sc__bf16_gemm_sumg_fn bf_gemm_sumg;        /* the summed grouped form: AMX only */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
@@ -4067,6 +4070,62 @@ sc__bf16_dz_lanes_native(uint32_t *restrict dzp, const float *restrict d, float 
       for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
   }
 }
+/* the same with a 2 x 2 max-pooling layer above the conv folded in: g is the pool's dz (K
+ * channels of OH / 2 x OW / 2 windows of SC__TW lanes), pa its output, x its input (the conv's
+ * output, K x OH x OW positions, OH and OW even); the pool's pullback gives a position its
+ * window's dz where x there is the window's first value equal to pa (in row-major order within
+ * the window; NaN equals nothing) and 0 elsewhere, then as sc__bf16_dz_lanes_native:
+ * vec_pool_bwd's bits without writing its dx (442 KB a tile in LeNet5) */
+__attribute__((target("avx512f,avx512bf16"))) static void
+sc__bf16_dz_pool_native(uint32_t *restrict dzp, const float *restrict g, const float *restrict pa,
+                        const float *restrict x, float *restrict bl, size_t K, size_t OH, size_t OW,
+                        int relu) {
+  const __m512 zero = _mm512_setzero_ps();
+  size_t PW = OW / 2, npos = OH * OW, RS = OW * SC__TW;
+  for (size_t k = 0; k < K; k++) {
+    const float *xk = x + k * npos * SC__TW, *gk = g + k * (npos / 4) * SC__TW;
+    const float *ak = pa + k * (npos / 4) * SC__TW;
+    uint32_t *zk = dzp + k * npos * (SC__TW / 2);
+    __m512 s[SC__TW / 16];
+    for (int h = 0; h < SC__TW / 16; h++)
+      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
+    for (size_t y = 0; y < OH; y++) {
+      const float *top = xk + (y & ~(size_t)1) * RS; /* the windows' first row */
+      for (size_t wc = 0; wc < PW; wc++)
+        for (int h = 0; h < SC__TW / 16; h++) {
+          size_t ew = ((y / 2) * PW + wc) * SC__TW + 16 * (size_t)h;
+          size_t e0 = 2 * wc * SC__TW + 16 * (size_t)h; /* the window's left column */
+          __m512 av = _mm512_loadu_ps(ak + ew), dv = _mm512_loadu_ps(gk + ew);
+          __mmask16 t0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(top + e0), av, _CMP_EQ_OQ);
+          __mmask16 t1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(top + e0 + SC__TW), av, _CMP_EQ_OQ);
+          const float *r = xk + y * RS + e0;
+          __m512 x0 = _mm512_loadu_ps(r), x1 = _mm512_loadu_ps(r + SC__TW);
+          __mmask16 h0, h1; /* the hits of this row's two positions */
+          if (y % 2 == 0) {
+            h0 = t0;
+            h1 = t1 & (__mmask16)~t0;
+          } else {
+            __mmask16 taken = t0 | t1;
+            __mmask16 b0 = _mm512_cmp_ps_mask(x0, av, _CMP_EQ_OQ);
+            h0 = b0 & (__mmask16)~taken;
+            h1 = _mm512_cmp_ps_mask(x1, av, _CMP_EQ_OQ) & (__mmask16) ~(taken | b0);
+          }
+          __m512 v0 = _mm512_maskz_mov_ps(h0, dv), v1 = _mm512_maskz_mov_ps(h1, dv);
+          if (relu) {
+            v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, zero, _CMP_LE_OQ), v0, zero);
+            v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_LE_OQ), v1, zero);
+          }
+          s[h] = _mm512_add_ps(_mm512_add_ps(s[h], v0), v1);
+          uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
+          _mm256_storeu_si256((__m256i *)(void *)zq, (__m256i)_mm512_cvtneps_pbh(v0));
+          _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2),
+                              (__m256i)_mm512_cvtneps_pbh(v1));
+        }
+    }
+    if (bl)
+      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
+  }
+}
 /* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
  * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
  * bits taken as they are; a missing odd row 2m + 1 = O gives 0). Blocks of 8 pairs (16 rows) x
@@ -4561,6 +4620,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   ws->bf_nt = kind == SC__BF16K_MODEL ? sc__bf16_nt_model : NULL;
   ws->bf_gemm_ep = NULL;
   ws->bf_dz_lanes = NULL;
+  ws->bf_dz_pool = NULL;
   ws->bf_gemm_grp = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_grp : NULL;
   ws->bf_gemm_sumg = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_sumg : NULL;
   ws->bf_round = NULL;
@@ -4569,6 +4629,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   if (kind == SC__BF16K_NATIVE) ws->bf_nt = sc__bf16_nt_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_ep = sc__bf16_gemm_native_ep;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_lanes = sc__bf16_dz_lanes_native;
+  if (kind == SC__BF16K_NATIVE) ws->bf_dz_pool = sc__bf16_dz_pool_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_round = sc__bf16_round_native;
 #endif
@@ -8097,6 +8158,16 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     SC__PROF(L, SC__P_FNS, 0);
     if (!backward) continue;
     int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
+#if SC__F32
+    /* bf16 native: conv layer k's dz (k = 0: no dx) made with its dW's packing in one pass
+     * (ws->bf_dz_lanes), and with a max-pooling layer above it, that pool's pullback too
+     * (ws->bf_dz_pool, pool_fused: the pool left its dz in cur) */
+#define SC__DZ_FUSE(k)                                                                             \
+  ((k) == 0 && !J->gx && want_g && SC__BFKB(k) && ws->bf_dz_lanes && ws->bf_nt &&                  \
+   c->L[k].spec.kind == SC_LAYER_CONV2D && c->L[k].spec.sw == 1 && c->L[k].oc < 16 &&              \
+   (c->L[k].spec.act == SC_RELU || c->L[k].spec.act == SC_IDENTITY))
+    int pool_fused = 0;
+#endif
     for (size_t l = L; l-- > 0;) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
@@ -8176,15 +8247,19 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         break;
       case SC_LAYER_CONV2D:
 #if SC__F32
-        if (SC__BFKB(l) && ws->bf_dz_lanes && want_g && !need_dx && P->spec.sw == 1 && ws->bf_nt &&
-            P->oc < 16 && (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY)) {
+        if (SC__DZ_FUSE(l)) {
           /* the dot-product form's dW alone: dz's pullback, bias lanes, rounding and lane
            * pairs in one pass (sc__bf16_dz_lanes_native), then as below */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
           uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
-          ws->bf_dz_lanes(dzp, cur, P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL, a, P->oc,
-                          npos, P->spec.act == SC_RELU);
+          float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (pool_fused) {
+            const sc__lplan *Q = &c->L[l + 1];
+            ws->bf_dz_pool(dzp, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          } else
+            ws->bf_dz_lanes(dzp, cur, bl, a, P->oc, npos, P->spec.act == SC_RELU);
           SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
           ws->bf_nt(gs + P->poff, P->R, dzp, ld / 2, P->ow * (SC__TW / 2), xp, P->roff, SC__TW / 2,
                     P->spec.sh * P->wp * (SC__TW / 2), P->oc, P->R, P->ow * (SC__TW / 2), P->oh);
@@ -8273,6 +8348,14 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
         break;
       case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (l == 1 && ws->bf_dz_pool && SC__DZ_FUSE(0) && P->spec.kh == 2 && P->spec.kw == 2 &&
+            P->ih % 2 == 0 && P->iw % 2 == 0) { /* the conv below does this pullback */
+          pool_fused = 1;
+          need_dx = 0; /* cur stays */
+          break;
+        }
+#endif
         if (need_dx) SC__K_POOL_BWD(nxt, xin, a, cur, P);
         break;
       case SC_LAYER_FLATTEN:
@@ -8331,6 +8414,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 }
 #undef SC__BFK
 #undef SC__BFKB
+#ifdef SC__DZ_FUSE
+#undef SC__DZ_FUSE
+#endif
 #undef SC__BFROUND
 
 static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s) {

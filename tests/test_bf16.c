@@ -834,6 +834,58 @@ static void test_kernels_epilogue_nan(void **state) {
   }
 }
 
+/* the native kernels fold a 2 x 2 max-pooling's pullback into the dz of the conv below it
+ * (LeNet5's conv1 and pool1): ties in the windows (every position of a window tying with the
+ * ones before it in turn, bf16 values so that the rounding keeps them) must route the window's
+ * dz to its first maximum as the pool's own pullback does; the gradient the model kernels' bits */
+static void test_kernels_pool_ties(void **state) {
+  (void)state;
+  enum { B = 40, H = 4, W = 4 };
+  sc_layer L[] = {sc_conv2d(1, 1, 2, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
+                  sc_dense(3, SC_IDENTITY)};
+  /* a window's values in row-major order: all four equal, then the maximum first at positions
+   * 1, 2, 3 with the later ones equal to it */
+  static const float pat[4][4] = {
+      {1, 1, 1, 1}, {0.5f, 1, 1, 1}, {0.5f, 0.25f, 1, 1}, {0.5f, 0.25f, 0.125f, 1}};
+  float x[B * H * W], t[B * 3], g[2][64];
+  for (size_t b = 0; b < B; b++) {
+    for (size_t w = 0; w < 4; w++) { /* window w at (w / 2, w % 2), pattern (w + b) % 4 */
+      const float *q = pat[(w + b) % 4];
+      float sc = (float)(1 + b % 3);
+      for (size_t i = 0; i < 4; i++)
+        x[b * H * W + (2 * (w / 2) + i / 2) * W + 2 * (w % 2) + i % 2] = sc * q[i];
+    }
+    for (size_t o = 0; o < 3; o++) t[b * 3 + o] = 0.25f * (float)((b + o) % 5);
+  }
+  int ran = 0;
+  for (int k = 0; k < 2; k++) {
+    const char *kind = k ? "native" : "model";
+    if (!kernels_on(kind)) continue;
+    unsetenv("SC_BF16_LAYERS");
+    sc_chain *c = NULL;
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, H, W, L, 4));
+    size_t np;
+    SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    assert_true(np <= 64);
+    float p[64];
+    SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
+    p[0] = 1, p[1] = 2, p[2] = 0, p[3] = 0; /* the conv: x and 2 x, bias 0 (ties kept) */
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+    setenv("SC_BF16_KERNELS", kind, 1);
+    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+    unsetenv("SC_BF16_KERNELS");
+    float lv;
+    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lv, g[k], NULL, ws));
+    sc_workspace_destroy(ws);
+    sc_chain_destroy(c);
+    if (k) assert_memory_equal(g[1], g[0], np * sizeof g[0][0]);
+    ran++;
+  }
+  print_message("  %d of 2 kinds (model, native) with tied windows%s\n", ran,
+                ran == 2 ? ": the same gradient" : "");
+}
+
 /* a small conv's direct forward (pairs of neighbouring columns, odd kernel width) with an
  * infinite input (made by the layer before it: the library refuses non-finite inputs): the
  * outputs whose windows hold it are non-finite, the others equal the emulation's (a window's
@@ -948,6 +1000,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_auto_layers),
       cmocka_unit_test(test_kernels_direct_inf),
       cmocka_unit_test(test_kernels_epilogue_nan),
+      cmocka_unit_test(test_kernels_pool_ties),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
