@@ -445,8 +445,10 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     AVX512_BF16 kernels'; across thread counts they stay the same. Any other value of
  *     SC_BF16_KERNELS is SC_ERR_ARG. A conv layer's products avoid im2col where they can (stride
  *     1): dW reads the input's pairs in place (on AVX512_BF16 as dot products when the layer has
- *     fewer than 16 output channels), dx is added into the input in place, and on AMX the forward
- *     reads the input packed once as pairs of channels. With strides, and always on AMX,
+ *     fewer than 16 output channels), dx is added into the input in place, and the forward reads
+ *     the input packed once as pairs of channels (on AMX; on AVX512_BF16 where the input has an
+ *     even number of channels, else as pairs of neighbouring columns when the layer has fewer
+ *     than 16 output channels). With strides, and always on AMX,
  *     the pullback (dW, dx) of a conv layer with fewer than 8 output channels runs on the float
  *     kernels instead, on the same rounded operands (its packing for the GEMM costs more than the
  *     pullback in float: LeNet5's first conv), and on AMX its forward too; SC_BF16_LAYERS=all puts
