@@ -326,9 +326,9 @@ struct sc_workspace {
   sc__bf16_gemm_ep_fn bf_gemm_ep;     /* with the forward's epilogue: native only */
   void (*bf_dz_lanes)(uint32_t *restrict, const float *restrict, float *restrict,
                       const float *restrict, size_t, size_t, int); /* native only */
-  void (*bf_dz_pool)(uint32_t *restrict, const float *restrict, const float *restrict,
-                     const float *restrict, float *restrict, size_t, size_t, size_t,
-                     int);                   /* native only */
+  void (*bf_dz_pool)(uint32_t *restrict, float *restrict, const float *restrict,
+                     const float *restrict, const float *restrict, float *restrict, size_t, size_t,
+                     size_t, int);           /* native only */
   sc__bf16_gemm_grp_fn bf_gemm_grp;          /* the grouped form: AMX only, else NULL */
   sc__bf16_gemm_sumg_fn bf_gemm_sumg;        /* the summed grouped form: AMX only */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
@@ -4076,17 +4076,19 @@ sc__bf16_dz_lanes_native(uint32_t *restrict dzp, const float *restrict d, float 
  * output, K x OH x OW positions, OH and OW even); the pool's pullback gives a position its
  * window's dz where x there is the window's first value equal to pa (in row-major order within
  * the window; NaN equals nothing) and 0 elsewhere, then as sc__bf16_dz_lanes_native:
- * vec_pool_bwd's bits without writing its dx (442 KB a tile in LeNet5) */
+ * vec_pool_bwd's bits without writing its dx (442 KB a tile in LeNet5). With dzf (dzp NULL) the
+ * rounded dz goes there as floats instead (K x OH x OW positions of SC__TW lanes), for a conv
+ * whose pullback packs it otherwise (LeNet5's conv2: dx and dW by rows) */
 __attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_dz_pool_native(uint32_t *restrict dzp, const float *restrict g, const float *restrict pa,
-                        const float *restrict x, float *restrict bl, size_t K, size_t OH, size_t OW,
-                        int relu) {
+sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf, const float *restrict g,
+                        const float *restrict pa, const float *restrict x, float *restrict bl,
+                        size_t K, size_t OH, size_t OW, int relu) {
   const __m512 zero = _mm512_setzero_ps();
   size_t PW = OW / 2, npos = OH * OW, RS = OW * SC__TW;
   for (size_t k = 0; k < K; k++) {
     const float *xk = x + k * npos * SC__TW, *gk = g + k * (npos / 4) * SC__TW;
     const float *ak = pa + k * (npos / 4) * SC__TW;
-    uint32_t *zk = dzp + k * npos * (SC__TW / 2);
+    uint32_t *zk = dzp ? dzp + k * npos * (SC__TW / 2) : NULL;
     __m512 s[SC__TW / 16];
     for (int h = 0; h < SC__TW / 16; h++)
       s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
@@ -4117,10 +4119,16 @@ sc__bf16_dz_pool_native(uint32_t *restrict dzp, const float *restrict g, const f
             v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_LE_OQ), v1, zero);
           }
           s[h] = _mm512_add_ps(_mm512_add_ps(s[h], v0), v1);
+          __m256i r0 = (__m256i)_mm512_cvtneps_pbh(v0), r1 = (__m256i)_mm512_cvtneps_pbh(v1);
+          if (dzf) {
+            float *fq = dzf + k * npos * SC__TW + (y * OW + 2 * wc) * SC__TW + 16 * (size_t)h;
+            _mm512_storeu_si512(fq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r0), 16));
+            _mm512_storeu_si512(fq + SC__TW, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r1), 16));
+            continue;
+          }
           uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
-          _mm256_storeu_si256((__m256i *)(void *)zq, (__m256i)_mm512_cvtneps_pbh(v0));
-          _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2),
-                              (__m256i)_mm512_cvtneps_pbh(v1));
+          _mm256_storeu_si256((__m256i *)(void *)zq, r0);
+          _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2), r1);
         }
     }
     if (bl)
@@ -8285,7 +8293,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
           if (pool_fused) {
             const sc__lplan *Q = &c->L[l + 1];
-            ws->bf_dz_pool(dzp, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
+            ws->bf_dz_pool(dzp, NULL, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
                            P->spec.act == SC_RELU);
           } else
             ws->bf_dz_lanes(dzp, cur, bl, a, P->oc, npos, P->spec.act == SC_RELU);
@@ -8295,12 +8303,27 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           break;
         }
 #endif
-        if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
-          SC__TN(sc__act_bwd_lane)
-        (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
-        else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
 #if SC__F32
-        if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+        if (pool_fused) { /* the pool's and the activation's pullback, the lanes, the rounding */
+          ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a,
+                         want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL, P->oc, P->oh,
+                         P->ow, P->spec.act == SC_RELU);
+          SC__T *tmp = cur;
+          cur = nxt;
+          nxt = tmp;
+          pool_fused = 0;
+        } else
+#endif
+        {
+          if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+            SC__TN(sc__act_bwd_lane)
+          (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
+          else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+          if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
+        }
+#if SC__F32
         if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
@@ -8378,8 +8401,11 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         break;
       case SC_LAYER_MAXPOOL2D:
 #if SC__F32
-        if (l == 1 && ws->bf_dz_pool && SC__DZ_FUSE(0) && P->spec.kh == 2 && P->spec.kw == 2 &&
-            P->ih % 2 == 0 && P->iw % 2 == 0) { /* the conv below does this pullback */
+        if (l >= 1 && ws->bf_dz_pool && c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            SC__BFKB(l - 1) &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* the conv below does this pullback (with its activation's) */
           pool_fused = 1;
           need_dx = 0; /* cur stays */
           break;

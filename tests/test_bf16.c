@@ -837,12 +837,16 @@ static void test_kernels_epilogue_nan(void **state) {
 /* the native kernels fold a 2 x 2 max-pooling's pullback into the dz of the conv below it
  * (LeNet5's conv1 and pool1): ties in the windows (every position of a window tying with the
  * ones before it in turn, bf16 values so that the rounding keeps them) must route the window's
- * dz to its first maximum as the pool's own pullback does; the gradient the model kernels' bits */
+ * dz to its first maximum as the pool's own pullback does; the gradient the model kernels' bits.
+ * The first conv gets the pool's pullback with its dW's packing; a second conv in between (which
+ * has a dx) gets it as floats */
 static void test_kernels_pool_ties(void **state) {
   (void)state;
   enum { B = 40, H = 4, W = 4 };
-  sc_layer L[] = {sc_conv2d(1, 1, 2, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
-                  sc_dense(3, SC_IDENTITY)};
+  sc_layer L1[] = {sc_conv2d(1, 1, 2, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
+                   sc_dense(3, SC_IDENTITY)};
+  sc_layer L2[] = {sc_conv2d(1, 1, 2, SC_IDENTITY), sc_conv2d(1, 1, 2, SC_RELU), sc_maxpool2d(2, 2),
+                   sc_flatten(), sc_dense(3, SC_IDENTITY)};
   /* a window's values in row-major order: all four equal, then the maximum first at positions
    * 1, 2, 3 with the later ones equal to it */
   static const float pat[4][4] = {
@@ -858,32 +862,35 @@ static void test_kernels_pool_ties(void **state) {
     for (size_t o = 0; o < 3; o++) t[b * 3 + o] = 0.25f * (float)((b + o) % 5);
   }
   int ran = 0;
-  for (int k = 0; k < 2; k++) {
-    const char *kind = k ? "native" : "model";
+  for (int k = 0; k < 4; k++) {
+    const char *kind = k % 2 ? "native" : "model";
+    int two = k / 2; /* the second chain */
     if (!kernels_on(kind)) continue;
     unsetenv("SC_BF16_LAYERS");
     sc_chain *c = NULL;
     sc_workspace *ws = NULL;
-    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, H, W, L, 4));
+    SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, H, W, two ? L2 : L1, two ? 5 : 4));
     size_t np;
     SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
     assert_true(np <= 64);
     float p[64];
     SC_OK_OR_FAIL(sc_params_init(c, p, np, 3));
     p[0] = 1, p[1] = 2, p[2] = 0, p[3] = 0; /* the conv: x and 2 x, bias 0 (ties kept) */
+    if (two)                                /* the second conv: the identity, bias 0 */
+      p[4] = 1, p[5] = 0, p[6] = 0, p[7] = 1, p[8] = 0, p[9] = 0;
     SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
     setenv("SC_BF16_KERNELS", kind, 1);
     SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
     unsetenv("SC_BF16_KERNELS");
     float lv;
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lv, g[k], NULL, ws));
+    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lv, g[k % 2], NULL, ws));
     sc_workspace_destroy(ws);
     sc_chain_destroy(c);
-    if (k) assert_memory_equal(g[1], g[0], np * sizeof g[0][0]);
+    if (k % 2) assert_memory_equal(g[1], g[0], np * sizeof g[0][0]);
     ran++;
   }
-  print_message("  %d of 2 kinds (model, native) with tied windows%s\n", ran,
-                ran == 2 ? ": the same gradient" : "");
+  print_message("  %d of 4 runs (2 chains x model, native) with tied windows%s\n", ran,
+                ran == 4 ? ": the same gradients" : "");
 }
 
 /* a small conv's direct forward (pairs of neighbouring columns, odd kernel width) with an
