@@ -8976,20 +8976,26 @@ static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, siz
                16)) { /* the channel-pair forward: (w[o][2 cp][i][j], w[o][2 cp + 1][i][j]) */
     uint32_t *wh = wd + 2 * I * O2;
     size_t ic = P->ic, t = P->spec.kh * P->spec.kw, KC = (ic + 1) / 2 * t;
-    for (size_t o = o0; o < o1; o++)
-      for (size_t q = 0; q < KC; q++) {
-        size_t cp = q / t, ij = q % t;
-        const float *r = W + o * I + 2 * cp * t + ij;
-        wh[o * KC + q] = sc__bf16_pair_r(r[0], 2 * cp + 1 < ic ? r[t] : 0.0f);
+    for (size_t o = o0; o < o1; o++) /* q = cp t + ij (no division: 3 ms an epoch) */
+      for (size_t cp = 0; 2 * cp < ic; cp++) {
+        const float *r = W + o * I + 2 * cp * t;
+        uint32_t *d = wh + o * KC + cp * t;
+        if (2 * cp + 1 < ic)
+          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__bf16_pair_r(r[ij], r[ij + t]);
+        else
+          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__fbits(r[ij]) >> 16;
       }
   }
   if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
     uint32_t *wc = wd + I * O2;
     size_t kw = P->spec.kw, JP = (kw + 1) / 2, KD = P->ic * P->spec.kh * JP;
-    for (size_t o = o0; o < o1; o++)
-      for (size_t q = 0; q < KD; q++) {
-        const float *r = W + o * I + (q / JP) * kw + 2 * (q % JP);
-        wc[o * KD + q] = sc__bf16_pair_r(r[0], 2 * (q % JP) + 1 < kw ? r[1] : 0.0f);
+    for (size_t o = o0; o < o1; o++) /* q = (ci kh + i) JP + jp */
+      for (size_t g = 0; g < P->ic * P->spec.kh; g++) {
+        const float *r = W + o * I + g * kw;
+        uint32_t *d = wc + o * KD + g * JP;
+        for (size_t jp = 0; 2 * jp + 1 < kw; jp++)
+          d[jp] = sc__bf16_pair_r(r[2 * jp], r[2 * jp + 1]);
+        if (kw % 2) d[JP - 1] = sc__fbits(r[kw - 1]) >> 16;
       }
   }
 }
