@@ -851,7 +851,7 @@ static void test_kernels_pool_ties(void **state) {
    * 1, 2, 3 with the later ones equal to it */
   static const float pat[4][4] = {
       {1, 1, 1, 1}, {0.5f, 1, 1, 1}, {0.5f, 0.25f, 1, 1}, {0.5f, 0.25f, 0.125f, 1}};
-  float x[B * H * W], t[B * 3], g[2][64];
+  float x[B * H * W], t[B * 3], g[2][64], gx[2][B * H * W];
   for (size_t b = 0; b < B; b++) {
     for (size_t w = 0; w < 4; w++) { /* window w at (w / 2, w % 2), pattern (w + b) % 4 */
       const float *q = pat[(w + b) % 4];
@@ -862,9 +862,10 @@ static void test_kernels_pool_ties(void **state) {
     for (size_t o = 0; o < 3; o++) t[b * 3 + o] = 0.25f * (float)((b + o) % 5);
   }
   int ran = 0;
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < 8; k++) { /* (chain, with gx) x (model, native) */
     const char *kind = k % 2 ? "native" : "model";
-    int two = k / 2; /* the second chain */
+    int two = k / 2 % 2, wgx = k / 4; /* the second chain; the input's gradient too (the first
+                                         conv then has a dx: its dz as floats) */
     if (!kernels_on(kind)) continue;
     unsetenv("SC_BF16_LAYERS");
     sc_chain *c = NULL;
@@ -883,14 +884,17 @@ static void test_kernels_pool_ties(void **state) {
     SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
     unsetenv("SC_BF16_KERNELS");
     float lv;
-    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lv, g[k % 2], NULL, ws));
+    SC_OK_OR_FAIL(
+        sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lv, g[k % 2], wgx ? gx[k % 2] : NULL, ws));
     sc_workspace_destroy(ws);
     sc_chain_destroy(c);
     if (k % 2) assert_memory_equal(g[1], g[0], np * sizeof g[0][0]);
+    if (k % 2 && wgx) assert_memory_equal(gx[1], gx[0], sizeof gx[0]);
     ran++;
   }
-  print_message("  %d of 4 runs (2 chains x model, native) with tied windows%s\n", ran,
-                ran == 4 ? ": the same gradients" : "");
+  print_message("  %d of 8 runs (2 chains, with and without gx, x model, native) with tied "
+                "windows%s\n",
+                ran, ran == 8 ? ": the same gradients" : "");
 }
 
 /* a small conv's direct forward (pairs of neighbouring columns, odd kernel width) with an
