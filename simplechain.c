@@ -5030,11 +5030,15 @@ static void sc__optjob_task(void *arg, int worker, int nworkers) {
   size_t parts = sc__parts(nworkers), k0, k1;
   for (size_t w = (size_t)worker; w < parts; w += (size_t)nworkers) {
     sc__part_range(w, parts, J->n, &k0, &k1);
-    if (k1 <= k0) continue;
-    memcpy(J->pbak + k0, J->p + k0, (k1 - k0) * sizeof(float));
-    J->kf->adam(J->p + k0, J->g + k0, J->m + k0, J->v + k0, k1 - k0, J->k);
-    size_t b = J->kf->find_nonfinite(J->p + k0, k1 - k0);
-    if (b < k1 - k0) J->bad[w] = k0 + b;
+    /* the backup, the step and the scan block by block, each block's arrays in L1 between
+     * them (one pass each over the whole part read p, g, m, v from L2 three times) */
+    for (size_t b0 = k0; b0 < k1; b0 += 2048) { /* (all of it: pbak is restored whole) */
+      size_t nb = k1 - b0 < 2048 ? k1 - b0 : 2048;
+      memcpy(J->pbak + b0, J->p + b0, nb * sizeof(float));
+      J->kf->adam(J->p + b0, J->g + b0, J->m + b0, J->v + b0, nb, J->k);
+      size_t b = J->kf->find_nonfinite(J->p + b0, nb);
+      if (b < nb && J->bad[w] == J->n) J->bad[w] = b0 + b; /* the part's first */
+    }
   }
 }
 

@@ -66,6 +66,45 @@ static sc_train_opts base_opts(sc_optim o, int threads) {
   return opts;
 }
 
+/* the guard with ADAM on a chain of 40,200 parameters (its step, backup and scan run block by
+ * block of 2,048, on 1 and 2 threads): weight W[20][0] (p[4000], in the second block) at 3e38
+ * on an input that is always 0 leaves the loss finite, but its L2 term (weight_decay 10) makes
+ * its gradient, then the update, non-finite: the message names p[4000] and p comes back whole */
+static void test_guard_adam_wide(void **state) {
+  (void)state;
+  enum { IN = 200, N = 64 };
+  sc_layer L[] = {sc_dense(200, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, IN, L, 1));
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  assert_int_equal(np, 40200);
+  float *x = malloc(N * IN * sizeof *x), *t = malloc(N * 200 * sizeof *t);
+  float *p = malloc(np * sizeof *p), *p0 = malloc(np * sizeof *p0);
+  assert_true(x && t && p && p0);
+  for (size_t k = 0; k < N * IN; k++) x[k] = (float)((k * 37) % 101) / 101.0f - 0.5f;
+  for (size_t b = 0; b < N; b++) x[b * IN] = 0.0f;
+  for (size_t k = 0; k < N * 200; k++) t[k] = (float)((k * 53) % 97) / 97.0f;
+  for (int threads = 1; threads <= 2; threads++) {
+    SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
+    p[20 * IN] = 3e38f;
+    memcpy(p0, p, np * sizeof *p);
+    sc_data d = {x, t, N};
+    sc_optim adam = sc_adam(1e-3);
+    adam.weight_decay = 10;
+    sc_train_opts o = base_opts(adam, threads);
+    o.batch_size = N;
+    sc_train_report rep;
+    SC_EXPECT(SC_ERR_NONFINITE, sc_train(c, SC_LOSS_SQUARED, p, &d, &o, &rep));
+    if (!strstr(sc_last_error(), "made p[4000]"))
+      fail_msg("not the update's guard on p[4000]: '%s'", sc_last_error());
+    assert_int_equal(rep.steps, 0);
+    assert_memory_equal(p, p0, np * sizeof *p); /* the parameters it was given, all */
+  }
+  free(x), free(t), free(p), free(p0);
+  sc_chain_destroy(c);
+}
+
 static void test_guard(void **state) {
   (void)state;
   fixture f;
@@ -415,11 +454,9 @@ static void test_damaged(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_guard),
-      cmocka_unit_test(test_clip),
-      cmocka_unit_test(test_cosine),
-      cmocka_unit_test(test_resume_bitwise),
-      cmocka_unit_test(test_mismatch_and_args),
+      cmocka_unit_test(test_guard),          cmocka_unit_test(test_guard_adam_wide),
+      cmocka_unit_test(test_clip),           cmocka_unit_test(test_cosine),
+      cmocka_unit_test(test_resume_bitwise), cmocka_unit_test(test_mismatch_and_args),
       cmocka_unit_test(test_damaged),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
