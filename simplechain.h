@@ -408,7 +408,9 @@ typedef struct sc_layer_profile {
 /* The counters so far: rows[l] for layer l, rows[nlayers] for the rest of the calls' work
  * (gathering the batch, the loss, folding the slices' gradients); nrows >= nlayers + 1
  * (later rows are zeroed). The fused pullback of a dense layer into the one below puts
- * the lower layer's activation derivative into the upper layer's backward time. */
+ * the lower layer's activation derivative into the upper layer's backward time; with the
+ * AVX512_BF16 kernels a 2 x 2 max-pooling's pullback is done by the conv layer below it, so
+ * its backward time shows in that conv's row (the pool's row is then near 0). */
 sc_status sc_workspace_profile_read(const sc_workspace *ws, sc_layer_profile *rows, size_t nrows);
 
 /* The rows as a table, one line per row (layer, fwd ms, GFLOP/s, bwd ms, GFLOP/s, share of
