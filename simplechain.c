@@ -328,7 +328,10 @@ struct sc_workspace {
                       const float *restrict, size_t, size_t, int); /* native only */
   void (*bf_dz_pool)(uint32_t *restrict, float *restrict, const float *restrict,
                      const float *restrict, const float *restrict, float *restrict, size_t, size_t,
-                     size_t, int);           /* native only */
+                     size_t, int); /* native only */
+  /* a stride-1 conv's dx as a correlation (bf_on bit 32): the model's or native, else NULL */
+  void (*bf_dx_corr)(float *restrict, const uint32_t *restrict, const uint32_t *restrict, size_t,
+                     size_t, size_t, size_t, size_t, size_t);
   sc__bf16_gemm_grp_fn bf_gemm_grp;          /* the grouped form: AMX only, else NULL */
   sc__bf16_gemm_sumg_fn bf_gemm_sumg;        /* the summed grouped form: AMX only */
   void (*bf_round)(float *restrict, size_t); /* VCVTNEPS2BF16's rounding with the native
@@ -340,7 +343,8 @@ struct sc_workspace {
                            operands (SC_BF16_LAYERS; in bf_woff's block); conv: bit 4 the
                            direct forward, bit 8 AMX's dx added in place (grouped form),
                            bit 16 the forward on channel pairs in place (AMX: the
-                           summed grouped form; AVX512_BF16: rows at roff) */
+                           summed grouped form; AVX512_BF16: rows at roff), bit 32 dx as
+                           a correlation (bf_dx_corr) */
   uint32_t *bf_scr;     /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
 };
@@ -3832,6 +3836,34 @@ static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t 
                                 int acc) {
   sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, 0, NULL);
 }
+/* The dx of a stride-1 conv layer (C input channels, K2 pairs of output channels, kh x kw
+ * taps, oh x ow outputs) as a correlation: each element of the (padded) input's gradient xg
+ * (C x (oh + kh - 1) x (ow + kw - 1) positions of TW lanes, overwritten) is one sum over the
+ * taps (i, j) whose output (y - i, x - j) exists, in the order i, j, then the pairs op, of
+ * wt[(c kh + i) kw + j][op] (W^T's pairs, sc__bf16_params) times dzp[op][(y - i) ow + x - j]
+ * (dz's channel pairs, sc__bf16_pack_rows over the whole tile). Each sum is made once, in
+ * registers on the native kernel, instead of adding each output row's taps into xg (8 pairs
+ * at a time for LeNet5's conv2). What vdpbf16ps computes, as sc__bf16_gemm_model. */
+static void sc__bf16_dx_corr_model(float *restrict xg, const uint32_t *restrict wt,
+                                   const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh,
+                                   size_t kw, size_t oh, size_t ow) {
+  size_t hp = oh + kh - 1, wp = ow + kw - 1, npos = oh * ow;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < hp; y++)
+      for (size_t x = 0; x < wp; x++)
+        for (size_t t = 0; t < SC__TW; t++) {
+          float acc = 0.0f;
+          for (size_t i = y >= oh ? y - oh + 1 : 0; i <= y && i < kh; i++)
+            for (size_t j = x >= ow ? x - ow + 1 : 0; j <= x && j < kw; j++)
+              for (size_t op = 0; op < K2; op++) {
+                uint32_t a = wt[((c * kh + i) * kw + j) * K2 + op],
+                         b = dzp[(op * npos + (y - i) * ow + x - j) * SC__TW + t];
+                acc = sc__ftz(acc + sc__bf16_hi_f(a) * sc__bf16_hi_f(b));
+                acc = sc__ftz(acc + sc__bf16_lo_f(a) * sc__bf16_lo_f(b));
+              }
+          xg[((c * hp + y) * wp + x) * SC__TW + t] = acc;
+        }
+}
 /* sc__bf16_nt_fn's fold of 16 lanes: p[i] + p[i + 8], then + 4, + 2, + 1 (IEEE float adds) */
 static float sc__bf16_fold16(const float *p) {
   float s8[8], s4[4], s2[2];
@@ -4005,6 +4037,48 @@ sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t s
   }
 }
 #undef SC__BF16_NT
+/* sc__bf16_dx_corr_model on AVX512_BF16: blocks of MB channels x one position (its 32 lanes),
+ * 2 MB accumulators, then one store */
+#define SC__BF16_DXC(MB)                                                                           \
+  for (; c + MB <= C; c += MB)                                                                     \
+    for (size_t y = 0; y < hp; y++) {                                                              \
+      size_t i0 = y >= oh ? y - oh + 1 : 0, i1 = y < kh ? y + 1 : kh;                              \
+      for (size_t x = 0; x < wp; x++) {                                                            \
+        size_t j0 = x >= ow ? x - ow + 1 : 0, j1 = x < kw ? x + 1 : kw;                            \
+        __m512 c0[MB], c1[MB];                                                                     \
+        for (int r = 0; r < MB; r++) c0[r] = c1[r] = _mm512_setzero_ps();                          \
+        for (size_t i = i0; i < i1; i++)                                                           \
+          for (size_t j = j0; j < j1; j++) {                                                       \
+            const uint32_t *b = dzp + ((y - i) * ow + x - j) * SC__TW;                             \
+            const uint32_t *a = wt + ((c * kh + i) * kw + j) * K2;                                 \
+            for (size_t op = 0; op < K2; op++) {                                                   \
+              __m512i b0 = _mm512_loadu_si512(b + op * ps);                                        \
+              __m512i b1 = _mm512_loadu_si512(b + op * ps + 16);                                   \
+              for (int r = 0; r < MB; r++) {                                                       \
+                __m512i av = _mm512_set1_epi32((int)a[(size_t)r * as + op]);                       \
+                c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)av);                       \
+                c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)av);                       \
+              }                                                                                    \
+            }                                                                                      \
+          }                                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                     \
+          float *d = xg + (((c + (size_t)r) * hp + y) * wp + x) * SC__TW;                          \
+          _mm512_storeu_ps(d, c0[r]);                                                              \
+          _mm512_storeu_ps(d + 16, c1[r]);                                                         \
+        }                                                                                          \
+      }                                                                                            \
+    }
+__attribute__((target("avx512f,avx512bf16"))) static void
+sc__bf16_dx_corr_native(float *restrict xg, const uint32_t *restrict wt,
+                        const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh, size_t kw,
+                        size_t oh, size_t ow) {
+  size_t hp = oh + kh - 1, wp = ow + kw - 1, ps = oh * ow * SC__TW, as = kh * kw * K2, c = 0;
+  SC__BF16_DXC(6)
+  SC__BF16_DXC(4)
+  SC__BF16_DXC(2)
+  SC__BF16_DXC(1)
+}
+#undef SC__BF16_DXC
 static void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                       int acc, const size_t *arow, const size_t *crow, size_t grp,
@@ -4491,6 +4565,10 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
     size_t b = sc__add(sc__mul(O, n / 2, &ok), sc__mul(n / 2, I, &ok), &ok);
     size_t d = sc__mul(O2, n, &ok);
     if (conv) d = sc__add(d, sc__mul(I, n, &ok), &ok); /* and the taps' float gradients */
+    if (conv) { /* or dz's channel pairs over the whole tile (dx as a correlation) */
+      size_t e = sc__mul(sc__mul(O2, P->oh, &ok), n, &ok);
+      if (e > d) d = e;
+    }
     if (conv) { /* dW^T (R x K floats), dz^T, the tile's lane pairs; or dz's pairs (dot form) */
       size_t xw = sc__mul(sc__mul(P->ic, P->hp, &ok), P->wp * (SC__TW / 2), &ok);
       size_t t = sc__add(sc__mul(I, O, &ok), sc__mul(n / 2, O, &ok), &ok);
@@ -4628,6 +4706,10 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
       if (nt && P->spec.kind == SC_LAYER_CONV2D && (ws->bf_on[l] & 1) && !(ws->bf_on[l] & 4) &&
           P->ic % 2 == 0)
         ws->bf_on[l] |= 16;
+      /* and its dx as a correlation (stride 1: the padded input is oh + kh - 1 rows) */
+      if (nt && P->spec.kind == SC_LAYER_CONV2D && (ws->bf_on[l] & 2) && P->spec.sh == 1 &&
+          P->hp == P->oh + P->spec.kh - 1 && P->wp == P->ow + P->spec.kw - 1)
+        ws->bf_on[l] |= 32;
     }
   ws->bf16k = kind;
   ws->bf_gemm = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model : sc__bf16_gemm_model;
@@ -4636,6 +4718,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   ws->bf_gemm_ep = NULL;
   ws->bf_dz_lanes = NULL;
   ws->bf_dz_pool = NULL;
+  ws->bf_dx_corr = kind == SC__BF16K_MODEL ? sc__bf16_dx_corr_model : NULL;
   ws->bf_gemm_grp = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_grp : NULL;
   ws->bf_gemm_sumg = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_sumg : NULL;
   ws->bf_round = NULL;
@@ -4645,6 +4728,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_ep = sc__bf16_gemm_native_ep;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_lanes = sc__bf16_dz_lanes_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_pool = sc__bf16_dz_pool_native;
+  if (kind == SC__BF16K_NATIVE) ws->bf_dx_corr = sc__bf16_dx_corr_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_round = sc__bf16_round_native;
 #endif
@@ -8387,7 +8471,13 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
               SC__BFP(pack_taps_t)(xt, xs, P, u);
               ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
             }
-          if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
+          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            SC__BFP(pack_rows)(bfs, cur, K, ld, ld);
+            ws->bf_dx_corr(xg, wt, bfs, P->ic, K2, P->spec.kh, P->spec.kw, P->oh, P->ow);
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          } else if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
             float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
             float *dcol = (float *)(void *)(bfs + K2 * RW);
             memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));

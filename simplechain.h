@@ -447,7 +447,8 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     AVX512_BF16 kernels'; across thread counts they stay the same. Any other value of
  *     SC_BF16_KERNELS is SC_ERR_ARG. A conv layer's products avoid im2col where they can (stride
  *     1): dW reads the input's pairs in place (on AVX512_BF16 as dot products when the layer has
- *     fewer than 16 output channels), dx is added into the input in place, and the forward reads
+ *     fewer than 16 output channels), dx is added into the input in place (on AVX512_BF16
+ *     each input position's sum over its taps at once, a correlation), and the forward reads
  *     the input packed once as pairs of channels (on AMX; on AVX512_BF16 where the input has an
  *     even number of channels, else as pairs of neighbouring columns when the layer has fewer
  *     than 16 output channels). With strides, and always on AMX,

@@ -713,6 +713,63 @@ static void test_kernels_conv(void **state) {
   sc_chain_destroy(c);
 }
 
+/* a stride-1 conv's dx as a correlation (each input position's sum over its taps made once):
+ * channel counts that fill every register block of the native kernel (6, 4, 2, 1 input
+ * channels), odd output channel counts (a pair with zero), padding, kernels wider than tall
+ * and taller than wide, the input gradient (the first conv's dx too): the model against the
+ * emulation (tight), native against the model (the same bits), 1 and 2 threads */
+static void test_kernels_dx_corr(void **state) {
+  (void)state;
+  enum { B = 37, IN = 3 * 7 * 6 };
+  sc_layer L[] = {sc_conv2d_ex(3, 2, 7, SC_RELU, 1, 1, 1, 0),     /* 3x7x6 -> 7x7x5 */
+                  sc_conv2d_ex(2, 3, 13, SC_TANH, 1, 1, 1, 1),    /* -> 13x8x5 */
+                  sc_conv2d_nobias(3, 3, 4, SC_RELU, 1, 1, 0, 0), /* -> 4x6x3 */
+                  sc_conv2d_ex(1, 2, 5, SC_IDENTITY, 1, 1, 0, 1), /* -> 5x6x4 */
+                  sc_flatten(),
+                  sc_dense(3, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create_image(&c, 3, 7, 6, L, sizeof L / sizeof *L));
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *x = malloc(B * IN * sizeof *x), *p = malloc(np * sizeof *p), *g[4], *gx[4], l[4];
+  int32_t lab[B];
+  assert_true(x && p);
+  class_data(x, B * IN, lab, B, 29);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 6));
+  for (int m = 0; m < 4; m++) {
+    g[m] = malloc(np * sizeof *g[m]);
+    gx[m] = malloc(B * IN * sizeof *gx[m]);
+    assert_true(g[m] && gx[m]);
+  }
+  /* 0: the emulation, 1: the model, 2: native, 3: native on 2 threads */
+  class_valgrad(c, SC_PRECISION_BF16_EMULATED, 1, p, x, lab, B, &l[0], g[0], gx[0]);
+  assert_true(kernels_on("model"));
+  class_valgrad(c, SC_PRECISION_BF16, 1, p, x, lab, B, &l[1], g[1], gx[1]);
+  double gm = max_diff(g[0], NULL, np), xm = max_diff(gx[0], NULL, B * IN);
+  double d = max_diff(g[1], g[0], np), dx = max_diff(gx[1], gx[0], B * IN);
+  print_message("  [model kernels] loss %.7g (emulation %.7g); max |g - g_emul| / max|g| %.2e, "
+                "the same for gx %.2e\n",
+                (double)l[1], (double)l[0], d / gm, dx / xm);
+  assert_true(fabsf(l[1] - l[0]) <= 1e-5f * l[0]);
+  assert_true(d <= 1e-4 * gm);
+  assert_true(dx <= 1e-4 * xm && xm > 0);
+  if (kernels_on("native")) {
+    class_valgrad(c, SC_PRECISION_BF16, 1, p, x, lab, B, &l[2], g[2], gx[2]);
+    class_valgrad(c, SC_PRECISION_BF16, 2, p, x, lab, B, &l[3], g[3], gx[3]);
+    for (int m = 2; m < 4; m++) {
+      assert_memory_equal(&l[m], &l[1], sizeof l[1]);
+      assert_memory_equal(g[m], g[1], np * sizeof *g[1]);
+      assert_memory_equal(gx[m], gx[1], B * IN * sizeof *gx[1]);
+    }
+    print_message("  [native kernels] the model's bits on 1 and 2 threads\n");
+  }
+  unsetenv("SC_BF16_KERNELS");
+  unsetenv("SC_BF16_LAYERS");
+  for (int m = 0; m < 4; m++) free(g[m]), free(gx[m]);
+  free(x), free(p);
+  sc_chain_destroy(c);
+}
+
 /* SC_BF16_LAYERS on a convnet whose first conv has few channels, against the emulation
  * (tight). With the model kernels (and the native ones, which give the model's bits), auto and
  * all run every layer on the bf16 forms (a small conv's dW as dot products): the same bits.
@@ -1008,6 +1065,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_reference),
       cmocka_unit_test(test_kernels_shapes),
       cmocka_unit_test(test_kernels_conv),
+      cmocka_unit_test(test_kernels_dx_corr),
       cmocka_unit_test(test_kernels_auto_layers),
       cmocka_unit_test(test_kernels_direct_inf),
       cmocka_unit_test(test_kernels_epilogue_nan),
