@@ -191,9 +191,9 @@ typedef struct sc__lplan {
   size_t hp, wp;               /* conv: (padded) input height and width */
   size_t R;                    /* conv: taps per output channel, ic*kh*kw */
   const size_t *roff;          /* conv: R tap offsets (ci*hp + i)*wp + j, in tile rows */
-  const size_t *cpoff;         /* conv: the bf16 direct forward's rows, ic kh ceil(kw / 2): the
-                                   offsets (ci*hp + i)*wp + 2 jp of column pairs (taps 2 jp, 2 jp + 1);
-                                   an odd width's last column in the single copy, ic hp wp on */
+  const size_t *cpoff;         /* conv: the bf16 direct forward's rows, ic ceil(kh kw / 2):
+                                  per channel its taps in row-major order, paired (2q, 2q + 1);
+                                  see sc__bf16_pack_colpairs */
   const size_t *tperm, *troff; /* conv: the taps in (i, j)-major, ci-minor order, and their
                                   offsets (roff[tperm[m]]): groups of ic taps whose rows of
                                   an input tile never overlap (the bf16 dx's rows of C) */
@@ -431,21 +431,39 @@ static inline void sc__bf16_pack_lanes_ts(uint32_t *restrict dst, const float *r
   }
 }
 /* The direct forward's B: the (padded) input tile x (C x Hp x Wp positions of TW lanes) as
- * pairs of neighbouring columns, dst[(c Hp + y) Wp + x][t] = (x[c][y][x][t], x[c][y][x + 1][t]),
- * the last column paired with zero; with an odd kernel width, after them the same positions
- * paired with zero alone (a window's last column: its pair's other product is 0 x 0, never
- * 0 x a neighbour, which could be infinite). The sources hold bf16 values (rounded inputs,
+ * pairs of neighbouring columns, dst[(c Hp + y) Wp + x][t] = (x[c][y][x][t], x[c][y][x + 1][t])
+ * (the last column paired with zero), and after them a second plane: with an odd kernel width
+ * kw and kh >= 2 the wrapped pairs (x[c][y][x + kw - 1][t], x[c][y + 1][x][t]) (zeros past the
+ * edges), for a 1 x 1 kernel each position paired with zero. A channel's kh kw taps, in
+ * row-major order, are paired (2q, 2q + 1): in one row a column pair, across a row's end a
+ * wrapped pair; an odd count's last tap is the second half of the column pair (or, kw = 1, the
+ * wrapped pair) before it, its first half weighted 0, so the other product is 0 x a value of
+ * the same window, never 0 x a neighbour (which could be infinite). LeNet5's 5 x 5 kernel: 13
+ * pairs, not the 15 of pairing each row alone. The sources hold bf16 values (rounded inputs,
  * outputs and zero padding): a pair is their upper halves. */
 static inline void sc__bf16_pack_colpairs(uint32_t *restrict dst, const float *restrict x,
                                           const sc__lplan *P) {
-  size_t rows = P->ic * P->hp, n = (P->wp - 1) * SC__TW, all = rows * P->wp * SC__TW;
+  size_t rows = P->ic * P->hp, wq = P->wp * SC__TW, n = (P->wp - 1) * SC__TW, all = rows * wq;
+  size_t kw = P->spec.kw, sh = (kw - 1) * SC__TW, m = wq - sh; /* wrapped: m lanes have a first */
   for (size_t y = 0; y < rows; y++) {
-    const float *s = x + y * P->wp * SC__TW;
-    uint32_t *d = dst + y * P->wp * SC__TW;
+    const float *s = x + y * wq;
+    uint32_t *d = dst + y * wq;
     for (size_t k = 0; k < n; k++) d[k] = sc__bf16_pair_r(s[k], s[k + SC__TW]);
     for (size_t k = n; k < n + SC__TW; k++) d[k] = sc__fbits(s[k]) >> 16;
   }
-  if (P->spec.kw % 2)
+  if (kw % 2 && P->spec.kh >= 2)
+    for (size_t y = 0; y < rows; y++) {
+      const float *s = x + y * wq, *b = (y + 1) % P->hp ? s + wq : NULL; /* a channel's last row */
+      uint32_t *d = dst + all + y * wq;
+      if (b) {
+        for (size_t k = 0; k < m; k++) d[k] = sc__bf16_pair_r(s[k + sh], b[k]);
+        for (size_t k = m; k < wq; k++) d[k] = sc__fbits(b[k]) & 0xffff0000u;
+      } else {
+        for (size_t k = 0; k < m; k++) d[k] = sc__fbits(s[k + sh]) >> 16;
+        for (size_t k = m; k < wq; k++) d[k] = 0;
+      }
+    }
+  else if (kw == 1 && P->spec.kh == 1)
     for (size_t k = 0; k < all; k++) dst[all + k] = sc__fbits(x[k]) >> 16;
 }
 /* The (padded) input tile x of a conv layer as pairs of neighbouring channels, for AMX's
@@ -1038,13 +1056,20 @@ static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, siz
             poff[m] = P->roff[perm[m]];
           }
       P->tperm = perm, P->troff = poff;
-      size_t *cpo = poff + P->R, jp = (P->spec.kw + 1) / 2; /* column pairs' rows (<= R) */
+      /* the direct forward's pairs of taps (sc__bf16_pack_colpairs), ic ceil(kh kw / 2) <= R */
+      size_t *cpo = poff + P->R, kh = P->spec.kh, kw = P->spec.kw, t = kh * kw;
+      size_t plane2 = P->ic * P->hp * P->wp; /* the wrapped pairs (or the single copies) */
       m = 0;
       for (size_t ci = 0; ci < P->ic; ci++)
-        for (size_t i = 0; i < P->spec.kh; i++)
-          for (size_t j = 0; j < jp; j++) /* an odd width's last column: its single copy */
-            cpo[m++] = (2 * j + 1 < P->spec.kw ? 0 : P->ic * P->hp * P->wp) +
-                       (ci * P->hp + i) * P->wp + 2 * j;
+        for (size_t q = 2; q <= t + 1; q += 2) { /* taps q - 2 and q - 1 */
+          size_t i = (q - 2) / kw, j = (q - 2) % kw, row = (ci * P->hp + i) * P->wp;
+          if (q <= t) /* a column pair in row i, or a wrapped pair into row i + 1 */
+            cpo[m++] = j + 1 < kw ? row + j : plane2 + row;
+          else if (kw >= 2) /* the last tap: its column pair's second half */
+            cpo[m++] = row + j - 1;
+          else /* kw = 1: its wrapped pair's second half; 1 x 1: its single copy */
+            cpo[m++] = kh >= 2 ? plane2 + row - P->wp : plane2 + row;
+        }
       P->cpoff = cpo;
       taps += 4 * P->R;
     }
@@ -8165,7 +8190,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #if SC__F32
         if (SC__BFK(l) && (ws->bf_on[l] & 4)) { /* direct: pairs of neighbouring columns */
           size_t RW = P->ow * SC__TW, npos = P->oh * P->ow;
-          size_t KD = P->ic * P->spec.kh * ((P->spec.kw + 1) / 2);
+          size_t KD = P->ic * ((P->spec.kh * P->spec.kw + 1) / 2);
           const uint32_t *wc =
               ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + P->R * ((P->oc + 1) / 2);
           sc__bf16_pack_colpairs(bfs, in, P);
@@ -9096,16 +9121,16 @@ static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, siz
           for (size_t ij = 0; ij < t; ij++) d[ij] = sc__fbits(r[ij]) >> 16;
       }
   }
-  if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: (w[o][ci][i][2 jp], [2 jp + 1]) */
+  if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: a channel's taps (2q, 2q + 1) */
     uint32_t *wc = wd + I * O2;
-    size_t kw = P->spec.kw, JP = (kw + 1) / 2, KD = P->ic * P->spec.kh * JP;
-    for (size_t o = o0; o < o1; o++) /* q = (ci kh + i) JP + jp */
-      for (size_t g = 0; g < P->ic * P->spec.kh; g++) {
-        const float *r = W + o * I + g * kw;
-        uint32_t *d = wc + o * KD + g * JP;
-        for (size_t jp = 0; 2 * jp + 1 < kw; jp++)
-          d[jp] = sc__bf16_pair_r(r[2 * jp], r[2 * jp + 1]);
-        if (kw % 2) d[JP - 1] = sc__fbits(r[kw - 1]) >> 16;
+    size_t t = P->spec.kh * P->spec.kw, TP = (t + 1) / 2, KD = P->ic * TP;
+    for (size_t o = o0; o < o1; o++)
+      for (size_t ci = 0; ci < P->ic; ci++) {
+        const float *r = W + o * I + ci * t;
+        uint32_t *d = wc + o * KD + ci * TP;
+        for (size_t q = 0; 2 * q + 1 < t; q++) d[q] = sc__bf16_pair_r(r[2 * q], r[2 * q + 1]);
+        if (t % 2) /* the last tap: the second half of its pair (a 1 x 1 kernel's: the first) */
+          d[TP - 1] = t > 1 ? sc__bf16_pair_r(0.0f, r[t - 1]) : sc__fbits(r[0]) >> 16;
       }
   }
 }

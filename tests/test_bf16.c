@@ -716,8 +716,11 @@ static void test_kernels_conv(void **state) {
 /* a stride-1 conv's dx as a correlation (each input position's sum over its taps made once):
  * channel counts that fill every register block of the native kernel (6, 4, 2, 1 input
  * channels), odd output channel counts (a pair with zero), padding, kernels wider than tall
- * and taller than wide, the input gradient (the first conv's dx too): the model against the
- * emulation (tight), native against the model (the same bits), 1 and 2 threads */
+ * and taller than wide, the input gradient (the first conv's dx too); and the small convs'
+ * forward on pairs of taps (sc__bf16_pack_colpairs: column pairs, pairs wrapped into the next
+ * row, an odd count's last tap in its neighbour's pair, 3 x 1 and 1 x 3 and 1 x 1 kernels): the
+ * model against the emulation (tight), native against the model (the same bits), 1 and 2
+ * threads */
 static void test_kernels_dx_corr(void **state) {
   (void)state;
   enum { B = 37, IN = 3 * 7 * 6 };
@@ -725,6 +728,9 @@ static void test_kernels_dx_corr(void **state) {
                   sc_conv2d_ex(2, 3, 13, SC_TANH, 1, 1, 1, 1),    /* -> 13x8x5 */
                   sc_conv2d_nobias(3, 3, 4, SC_RELU, 1, 1, 0, 0), /* -> 4x6x3 */
                   sc_conv2d_ex(1, 2, 5, SC_IDENTITY, 1, 1, 0, 1), /* -> 5x6x4 */
+                  sc_conv2d_ex(3, 1, 4, SC_RELU, 1, 1, 1, 0),     /* -> 4x6x4 */
+                  sc_conv2d_ex(1, 3, 3, SC_TANH, 1, 1, 0, 1),     /* -> 3x6x4 */
+                  sc_conv2d(1, 1, 2, SC_IDENTITY),                /* -> 2x6x4 */
                   sc_flatten(),
                   sc_dense(3, SC_IDENTITY)};
   sc_chain *c = NULL;
