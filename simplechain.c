@@ -8310,7 +8310,18 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       SC__PROF(l, SC__P_FNS, n);
     }
     const SC__T *yhat = in;
-    SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+    /* dz ping-pongs between two buffers: a layer reads cur and writes the dz of the layer below
+     * into nxt, the other one. On the first tile of a pair, a dense layer that holds its dz for
+     * the pair's dW (hold_off) gets it written there directly instead (no copy); its dx then
+     * goes to a ping-pong buffer again */
+    SC__T *const pp0 = tm + c->d0_off, *const pp1 = tm + c->d1_off;
+#ifdef SC__K_DWL2
+#define SC__HOLDS(Q) (pair_first && (Q)->hold_off != SIZE_MAX)
+#else
+#define SC__HOLDS(Q) 0
+#endif
+    SC__T *cur = pp0, *nxt = pp1;
+    if (backward && SC__HOLDS(&c->L[L - 1])) cur = tm + c->L[L - 1].hold_off;
     if (J->mode == SC__FORWARD) {
       SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
       continue;
@@ -8340,6 +8351,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       const SC__T *xin = l ? tm + SC__AOFF(&c->L[l - 1]) : X;
       const SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
       int need_dx = l > 0 || J->gx;
+      nxt = cur == pp0 ? pp1 : pp0;
+      if (l > 0 && SC__HOLDS(&c->L[l - 1])) nxt = tm + c->L[l - 1].hold_off;
       switch (P->spec.kind) {
       case SC_LAYER_DENSE:
         if (d_ready)
@@ -8381,9 +8394,10 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
               SC__T *hd = tm + P->hold_off;
               const SC__T *hx = tm + (l ? c->L[l - 1].a_off : c->x_off);
-              if (pair_first)
-                memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
-              else
+              if (pair_first) {
+                if (cur != hd) /* (written there by the layer above, or not) */
+                  memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
+              } else
                 SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first);
             } else
               SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first);
@@ -8562,11 +8576,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         need_dx = 0; /* in place */
         break;
       }
-      if (need_dx) {
-        SC__T *tmp = cur;
-        cur = nxt;
-        nxt = tmp;
-      }
+      if (need_dx) cur = nxt;
       SC__PROF(l, SC__P_BNS, n);
     }
     if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
@@ -8617,6 +8627,7 @@ static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s) {
 }
 
 #undef SC__AOFF
+#undef SC__HOLDS
 
 /* index of the first NaN/Inf in v[0..n), or n */
 SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
