@@ -8188,42 +8188,28 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           in = tm + P->pad_off;
         }
 #if SC__F32
-        if (SC__BFK(l) && (ws->bf_on[l] & 4)) { /* direct: pairs of neighbouring columns */
-          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow;
-          size_t KD = P->ic * ((P->spec.kh * P->spec.kw + 1) / 2);
-          const uint32_t *wc =
-              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + P->R * ((P->oc + 1) / 2);
-          sc__bf16_pack_colpairs(bfs, in, P);
-          for (size_t u = 0; u < P->oh; u++) { /* B's rows read in place */
-            const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
-            if (ep)
-              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wc, KD, B, SC__TW, P->oc, RW, KD, P->cpoff,
-                             ep);
-            else
-              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wc, KD, B, SC__TW, P->oc, RW, KD, 0, NULL,
-                               NULL, 0, P->cpoff);
-          }
-          if (ep) break;
-          SC__TN(sc__bias_act_tile)
-          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
-          break;
-        }
-        if (SC__BFK(l) && (ws->bf_on[l] & 16) && !ws->bf_gemm_sumg) {
-          /* AVX512_BF16 or its model: the input's channel pairs in place, B's row k (the pair
-           * cp of tap (i, j), k = (cp kh + i) kw + j) at roff[k], roff's formula with cp for ci */
-          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow;
-          size_t KC = (P->ic + 1) / 2 * P->spec.kh * P->spec.kw;
-          const uint32_t *wh =
-              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + 2 * P->R * ((P->oc + 1) / 2);
-          sc__bf16_pack_chpairs(bfs, in, P);
+        if (SC__BFK(l) && ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg))) {
+          /* the input tile packed once, B's row k read in place at brow[k]: bit 4 its pairs of
+           * neighbouring columns (the direct forward, cpoff), else (bit 16, AVX512_BF16 or its
+           * model) its channel pairs, the pair cp of tap (i, j) being row k = (cp kh + i) kw + j
+           * at roff[k] (roff's formula with cp for ci) */
+          int cols = ws->bf_on[l] & 4;
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, t = P->spec.kh * P->spec.kw;
+          size_t K2 = cols ? P->ic * ((t + 1) / 2) : (P->ic + 1) / 2 * t;
+          const uint32_t *wb = ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) +
+                               (cols ? 1 : 2) * P->R * ((P->oc + 1) / 2); /* wc or wh */
+          const size_t *brow = cols ? P->cpoff : P->roff;
+          if (cols)
+            sc__bf16_pack_colpairs(bfs, in, P);
+          else
+            sc__bf16_pack_chpairs(bfs, in, P);
           for (size_t u = 0; u < P->oh; u++) {
             const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
             if (ep)
-              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wh, KC, B, SC__TW, P->oc, RW, KC, P->roff,
-                             ep);
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, brow, ep);
             else
-              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wh, KC, B, SC__TW, P->oc, RW, KC, 0, NULL,
-                               NULL, 0, P->roff);
+              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, 0, NULL,
+                               NULL, 0, brow);
           }
           if (ep) break;
           SC__TN(sc__bias_act_tile)
