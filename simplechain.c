@@ -41,7 +41,7 @@
 #include <string.h>
 #include <time.h>
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h> /* for the vector kernels (kernels/ files, the built-in AVX2 set) */
+#include <immintrin.h> /* for the vector kernels (kernels/ files, the built-in sets) */
 #endif
 
 #ifdef SC_HAVE_ZLIB
@@ -747,19 +747,29 @@ const char *sc_act_name(sc_act act) {
 static const sc__kt_f32 sc__kt_ref_f32;
 static const sc__kt_f64 sc__kt_ref_f64;
 /* A build without kernels/ files (the two drop-in files, SC_HAVE_KERNELS undefined) on
- * x86-64 with GCC >= 8 or Clang >= 10 compiles the typed section once more at the end of
- * this file, for AVX2 + FMA by pragma (the same code as kernels/avx2.c): the "avx2" set,
- * picked by CPUID like the kernels/ one. -DSC_NO_BUILTIN_AVX2 leaves it out. */
+ * x86-64 with GCC >= 8 or Clang >= 10 compiles the typed section twice more at the end of
+ * this file, by target pragma: for AVX2 + FMA (the same code as kernels/avx2.c: the "avx2"
+ * set) and for AVX-512 (as kernels/avx512.c: "avx512"), picked by CPUID like the kernels/
+ * ones. -DSC_NO_BUILTIN_AVX512 leaves out the second (a faster compile), -DSC_NO_BUILTIN_AVX2
+ * both. */
 #if !defined(SC_HAVE_KERNELS) && !defined(SC__KERNELS_ONLY) && !defined(SC_NO_BUILTIN_AVX2) &&     \
     defined(__x86_64__) && defined(__GNUC__) && defined(__OPTIMIZE__)
 #if (defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 8)
 #define SC__BUILTIN_AVX2 1
 static const sc__kt_f32 sc__kt_f32_avx2in;
 static const sc__kt_f64 sc__kt_f64_avx2in;
+#ifndef SC_NO_BUILTIN_AVX512
+#define SC__BUILTIN_AVX512 1
+static const sc__kt_f32 sc__kt_f32_avx512in;
+static const sc__kt_f64 sc__kt_f64_avx512in;
+#endif
 #endif
 #endif
 #ifndef SC__BUILTIN_AVX2
 #define SC__BUILTIN_AVX2 0
+#endif
+#ifndef SC__BUILTIN_AVX512
+#define SC__BUILTIN_AVX512 0
 #endif
 #ifdef SC_HAVE_KERNELS
 extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
@@ -796,12 +806,16 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
     if (!f2) f2 = &sc__kt_f32_avx2in, d2 = &sc__kt_f64_avx2in;
 #endif
   }
-#if SC__KERNELS
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      SC__HAS_KT(sc__kt_f32_avx512) && SC__HAS_KT(sc__kt_f64_avx512))
-    f5 = &sc__kt_f32_avx512, d5 = &sc__kt_f64_avx512;
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+#if SC__KERNELS
+    if (SC__HAS_KT(sc__kt_f32_avx512) && SC__HAS_KT(sc__kt_f64_avx512))
+      f5 = &sc__kt_f32_avx512, d5 = &sc__kt_f64_avx512;
 #endif
+#if SC__BUILTIN_AVX512
+    if (!f5) f5 = &sc__kt_f32_avx512in, d5 = &sc__kt_f64_avx512in;
+#endif
+  }
 #endif
   *kf = &sc__kt_ref_f32;
   *kd = &sc__kt_ref_f64;
@@ -814,8 +828,7 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
 #if SC__KERNELS
                       "this CPU does not support it, or its kernels/ file was not compiled in"
 #elif SC__BUILTIN_AVX2
-                      "this CPU does not support it, or (avx512) kernels/avx512.c was not "
-                      "compiled in"
+                      "this CPU does not support it"
 #else
                       "this build has no SIMD kernels (build with make, or compile kernels/avx2.c "
                       "and kernels/avx512.c with simplechain.c)"
@@ -5949,7 +5962,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 }
 #endif /* !SC__KERNELS_ONLY */
 
-/* ===================================== the built-in AVX2 set of a two-file build */
+/* ========================== the built-in AVX2 and AVX-512 sets of a two-file build */
 /* The typed section once more, for AVX2 + FMA, exactly as kernels/avx2.c compiles it
  * (its flags given by pragma, the vector kernels, VOB 6): names end in _f32_avx2 and
  * _f64_avx2, the tables are sc__kt_f32_avx2in and sc__kt_f64_avx2in. Last in the file,
@@ -5997,6 +6010,127 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #pragma GCC pop_options
 #endif
 #endif /* SC__BUILTIN_AVX2 */
+
+/* The same for AVX-512, exactly as kernels/avx512.c compiles it (VOB 8): names end in
+ * _f32_avx512 and _f64_avx512, the tables are sc__kt_f32_avx512in and sc__kt_f64_avx512in. */
+#if SC__BUILTIN_AVX512
+#if defined(__clang__)
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
+#pragma clang fp contract(fast)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512")
+#pragma GCC optimize("O3", "fp-contract=fast", "no-math-errno")
+#endif
+#undef SC__ISA_AVX2
+#define SC__ISA_AVX512 1
+#undef SC__ISA_NAME
+#define SC__ISA_NAME "avx512"
+#undef SC__KT_EXPORT_F32
+#undef SC__KT_EXPORT_F64
+#define SC__KT_EXPORT_F32 sc__kt_f32_avx512in
+#define SC__KT_EXPORT_F64 sc__kt_f64_avx512in
+#undef VOB
+#undef SC__OB
+#define VOB 8
+#define SC__OB 8
+#undef SC_KERNELS_VEC_F32_H
+#undef SC_KERNELS_VEC_F64_H
+/* The vector kernels' own names (types and functions, not made by SC__TN) are taken by the
+ * AVX2 pass: here they get a suffix. A name missing here fails the build (redefinition). */
+#define sc_vf sc_vf_avx512
+#define sc_vfu sc_vfu_avx512
+#define sc_vi sc_vi_avx512
+#define sc_vu sc_vu_avx512
+#define v_act_rows v_act_rows_avx512
+#define v_act_store v_act_store_avx512
+#define v_bf16_pack_lanes v_bf16_pack_lanes_avx512
+#define v_bf16_pack_lanes_t v_bf16_pack_lanes_t_avx512
+#define v_bf16_pack_lanes_ts v_bf16_pack_lanes_ts_avx512
+#define v_bf16_pack_rows v_bf16_pack_rows_avx512
+#define v_bf16_pack_taps v_bf16_pack_taps_avx512
+#define v_bf16_pack_taps_t v_bf16_pack_taps_t_avx512
+#define v_bf16_pairs16 v_bf16_pairs16_avx512
+#define v_bf16_pairs_ab v_bf16_pairs_ab_avx512
+#define v_bf16_pairs_t8 v_bf16_pairs_t8_avx512
+#define v_bf16_round_n v_bf16_round_n_avx512
+#define v_quot v_quot_avx512
+#define v_sel v_sel_avx512
+#define v_tanh_inplace v_tanh_inplace_avx512
+#define v_tanh_q v_tanh_q_avx512
+#define v_tanh_rat v_tanh_rat_avx512
+#define v_transpose8 v_transpose8_avx512
+#define vec_bias_act_f32 vec_bias_act_f32_avx512
+#define vec_conv_bias_act_f32 vec_conv_bias_act_f32_avx512
+#define vec_conv_dw_names vec_conv_dw_names_avx512
+#define vec_conv_dwl0_f32 vec_conv_dwl0_f32_avx512
+#define vec_conv_dwl1_f32 vec_conv_dwl1_f32_avx512
+#define vec_conv_dwl2_f32 vec_conv_dwl2_f32_avx512
+#define vec_conv_dwl_f32 vec_conv_dwl_f32_avx512
+#define vec_conv_dx_f32 vec_conv_dx_f32_avx512
+#define vec_conv_fwd0_f32 vec_conv_fwd0_f32_avx512
+#define vec_conv_fwd1_f32 vec_conv_fwd1_f32_avx512
+#define vec_conv_fwd2_f32 vec_conv_fwd2_f32_avx512
+#define vec_conv_fwd_f32 vec_conv_fwd_f32_avx512
+#define vec_conv_fwd_names vec_conv_fwd_names_avx512
+#define vec_dense_dw_f32 vec_dense_dw_f32_avx512
+#define vec_dense_dwd_f64 vec_dense_dwd_f64_avx512
+#define vec_dense_dwl_f32 vec_dense_dwl_f32_avx512
+#define vec_dense_dwl_n vec_dense_dwl_n_avx512
+#define vec_dense_dx_act_f32 vec_dense_dx_act_f32_avx512
+#define vec_dense_dx_body vec_dense_dx_body_avx512
+#define vec_dense_dx_f32 vec_dense_dx_f32_avx512
+#define vec_dense_fwd_f32 vec_dense_fwd_f32_avx512
+#define vec_dwl_fold_f32 vec_dwl_fold_f32_avx512
+#define vec_dwl_fold_f64 vec_dwl_fold_f64_avx512
+#define vec_fold8 vec_fold8_avx512
+#define vec_fold8x8 vec_fold8x8_avx512
+#define vec_gather_f32 vec_gather_f32_avx512
+#define vec_pool_bwd_f32 vec_pool_bwd_f32_avx512
+#define vec_pool_fwd_f32 vec_pool_fwd_f32_avx512
+#define vone_dw_f64 vone_dw_f64_avx512
+#define vone_dx_f64 vone_dx_f64_avx512
+#define vone_fwd_f64 vone_fwd_f64_avx512
+#define vone_hsum4 vone_hsum4_avx512
+#define vone_rowdot vone_rowdot_avx512
+#define vone_splat vone_splat_avx512
+/* and the vector kernels' macros that differ by vector width are defined anew */
+#undef VW
+#undef V_BCAST
+#undef V_FMA
+#undef V_RCP
+#undef v_min
+#undef v_max
+#undef v_ge_sel
+#undef V_CONV_FWD_BLOCKS
+#undef V_CONV_DW_BLOCKS
+#undef V_CONV_DW_K6
+#undef CDX_CB
+#undef SC__T
+#undef SC__TN
+#undef SC__TT
+#undef SC__F32
+#define SC__T float
+#define SC__TN(name) name##_f32_avx512
+#define SC__TT(name) name##_f32
+#define SC__F32 1
+#include "simplechain.c"
+#undef SC__T
+#undef SC__TN
+#undef SC__TT
+#undef SC__F32
+#define SC__T double
+#define SC__TN(name) name##_f64_avx512
+#define SC__TT(name) name##_f64
+#define SC__F32 0
+#include "simplechain.c"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* SC__BUILTIN_AVX512 */
 
 #else /* ================================================ SC__TYPED: the typed section */
 /* The typed section: compiled once per element type SC__T (float, double) with names
@@ -6551,7 +6685,7 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 /* The vector kernels (float): GCC/Clang vector extensions and intrinsics.
  *
  * Compiled in the typed section when an ISA instantiation (kernels/avx2.c,
- * kernels/avx512.c, or the built-in AVX2 set at the end of this file) defines SC__VEC_F32: one
+ * kernels/avx512.c, or a built-in set at the end of this file) defines SC__VEC_F32: one
  * source, compiled per ISA. VW is the native vector width in floats (16 for AVX-512, 8 for AVX2); a
  * tile row of SC__TW samples is NV = SC__TW / VW native vectors. VOB output rows are blocked so
  * that their VOB x NV accumulators stay in registers. The ISA files compile with
@@ -7920,7 +8054,7 @@ static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *
 #define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
 #endif
 
-#ifndef SC__BUILTIN_PASS /* the built-in AVX2 pass uses the types of the first pass */
+#ifndef SC__BUILTIN_PASS /* the built-in passes use the types of the first pass */
 typedef struct SC__TT(sc__job) {
   const sc_chain *c;
   const SC__TT(sc__kt) * kt;

@@ -6,19 +6,21 @@
  *
  *   cc -std=c11 -O2 -Wall -Wextra -Werror app.c $SC_SRC_DIR/simplechain.c -I$SC_SRC_DIR -o app -lm
  *
- * (also with -DSC_NO_THREADS, with -pthread -Wpedantic as the header suggests for threads,
- * and with -DSC_NO_BUILTIN_AVX2), runs it and checks its exit status and output. The app
+ * (also with -DSC_NO_THREADS -DSC_NO_BUILTIN_AVX512, with -pthread -Wpedantic as the header
+ * suggests for threads, and with -DSC_NO_BUILTIN_AVX2), runs it and checks its exit status
+ * and output. The app
  * trains 3 -> 8 tanh -> 2 with ADAM, checks that the loss went down, which kernel set it
  * ran on, and that threads are available exactly when SC_NO_THREADS is not defined.
  * Skipped only when there is no `cc`.
  *
- * Kernel sets: on x86-64 the two files alone carry a built-in AVX2 set, picked on a CPU
- * with AVX2 + FMA; -DSC_NO_BUILTIN_AVX2 leaves only the portable "scalar" set. The two
- * builds' scalar runs (SC_ISA=scalar) give the same bits. test_dropin_kernels compiles
- * kernels/avx2.c and kernels/avx512.c along, with no flags of their own: the app must then
- * run on the kernel set the CPU supports, reach the portable build's loss within 1e-3
- * relative, and with SC_ISA=avx2 give exactly the bits of the built-in AVX2 set (the same
- * code).
+ * Kernel sets: on x86-64 the two files alone carry built-in AVX-512 and AVX2 sets, picked on
+ * a CPU with AVX-512 (F, BW, VL, DQ), else AVX2 + FMA; -DSC_NO_BUILTIN_AVX512 leaves out the
+ * first, -DSC_NO_BUILTIN_AVX2 both (only the portable "scalar" set). Every scalar run
+ * (SC_ISA=scalar) gives the same bits. test_dropin_kernels compiles kernels/avx2.c and
+ * kernels/avx512.c along, with no flags of their own: the app must then run on the kernel
+ * set the CPU supports, reach the portable build's loss within 1e-3 relative, and give
+ * exactly the bits of the built-in set of the same name (the same code): AVX-512 by default
+ * on a CPU with it, AVX2 with SC_ISA=avx2.
  */
 #include "testutil.h"
 
@@ -136,9 +138,9 @@ static int exit_code(int status) {
 }
 
 /* what earlier builds reached, for later ones to compare with: the portable (scalar) loss
- * and bits, and the bits of the two-file build's built-in AVX2 set */
+ * and bits, and the bits of the two-file build's built-in AVX2 and AVX-512 sets */
 static float scalar_loss = -1;
-static char scalar_bits[16], avx2_bits[16];
+static char scalar_bits[16], avx2_bits[16], avx512_bits[16];
 
 static int cpu_has(const char *what) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -153,23 +155,27 @@ static int cpu_has(const char *what) {
   return 0;
 }
 
-/* the kernel set the dispatcher should pick on this CPU: with the kernels/ files compiled
- * in (kernels = 1), from the two files alone (0), or without the built-in set (-1) */
-static const char *expected_isa(int kernels) {
+/* the kernel set the dispatcher should pick on this CPU, for a build with these flags, with
+ * the kernels/ files compiled in or not: the two files alone carry built-in AVX-512 and AVX2
+ * sets (-DSC_NO_BUILTIN_AVX512 leaves out the first, -DSC_NO_BUILTIN_AVX2 both) */
+static const char *expected_isa(const char *flags, int kernels) {
 #if defined(__x86_64__)
-  if (kernels > 0 && cpu_has("avx512")) return "avx512";
-  if (kernels >= 0 && cpu_has("avx2")) return "avx2";
+  int no2 = !kernels && strstr(flags, "SC_NO_BUILTIN_AVX2") != NULL;
+  int no512 = no2 || (!kernels && strstr(flags, "SC_NO_BUILTIN_AVX512") != NULL);
+  if (!no512 && cpu_has("avx512")) return "avx512";
+  if (!no2 && cpu_has("avx2")) return "avx2";
 #endif
-  (void)kernels;
+  (void)flags, (void)kernels;
   return "scalar";
 }
 
-/* builds and runs the app with extra compiler flags (and runs it once more with SC_ISA=isa,
- * where isa is not NULL); expects it to print DROPIN OK. With kernels, kernels/avx2.c and
+/* builds and runs the app with extra compiler flags (and runs it once more with SC_ISA=isa
+ * for each name in isas, a space-separated list, where isas is not NULL); expects it to print
+ * DROPIN OK. With kernels, kernels/avx2.c and
  * kernels/avx512.c are compiled along with no flags of their own (issue 13: the fast paths
  * from a plain cc command) */
 static void run_app(const char *dir, const char *extra_flags, int kernels, const char *isa);
-static void build_and_run_k(const char *extra_flags, int kernels, const char *isa) {
+static void build_and_run_k(const char *extra_flags, int kernels, const char *isas) {
   const char *src = getenv("SC_SRC_DIR");
   if (!src || !*src) src = ".";
   /* the build runs in the temporary directory: make the source directory absolute */
@@ -218,7 +224,15 @@ static void build_and_run_k(const char *extra_flags, int kernels, const char *is
   free(log);
 
   run_app(dir, extra_flags, kernels, NULL);
-  if (isa) run_app(dir, extra_flags, kernels, isa);
+  char isa[16];
+  for (const char *q = isas; q && *q; q += strspn(q, " ")) {
+    size_t len = strcspn(q, " ");
+    assert_true(len < sizeof isa);
+    memcpy(isa, q, len);
+    isa[len] = 0;
+    run_app(dir, extra_flags, kernels, isa);
+    q += len;
+  }
 
   const char *files[] = {"app.c", "app", "build.log", "out.txt", "err.txt"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -248,13 +262,8 @@ static void run_app(const char *dir, const char *extra_flags, int kernels, const
   assert_true(n >= 10);
   assert_string_equal(out + n - 10, "DROPIN OK\n");
   assert_true(n == 10 || out[n - 11] == '\n');
-  int no_builtin = strstr(extra_flags, "SC_NO_BUILTIN_AVX2") != NULL;
   char want[32];
-  snprintf(want, sizeof want, "isa=%s ",
-           isa ? isa
-               : expected_isa(kernels      ? 1
-                              : no_builtin ? -1
-                                           : 0));
+  snprintf(want, sizeof want, "isa=%s ", isa ? isa : expected_isa(extra_flags, kernels));
   if (!strstr(out, want)) fail_msg("expected %s in: %s", want, out);
   float l0 = -1, l1 = -1;
   assert_int_equal(sscanf(strstr(out, "loss0="), "loss0=%f loss=%f", &l0, &l1), 2);
@@ -262,6 +271,7 @@ static void run_app(const char *dir, const char *extra_flags, int kernels, const
   const char *bits = strstr(out, "bits=");
   assert_non_null(bits);
   int scalar = strcmp(want, "isa=scalar ") == 0, avx2 = strcmp(want, "isa=avx2 ") == 0;
+  int avx512 = strcmp(want, "isa=avx512 ") == 0;
   /* every scalar run, with or without the built-in set, gives the same bits */
   if (scalar && scalar_bits[0] && strncmp(bits, scalar_bits, 13) != 0)
     fail_msg("scalar runs differ: %.13s (%s) against %s", bits, extra_flags, scalar_bits);
@@ -274,6 +284,11 @@ static void run_app(const char *dir, const char *extra_flags, int kernels, const
     fail_msg("avx2 runs differ: %.13s (%s%s) against %s", bits, extra_flags,
              kernels ? ", kernels/ files" : "", avx2_bits);
   if (avx2 && !avx2_bits[0]) snprintf(avx2_bits, sizeof avx2_bits, "%.13s", bits);
+  /* so are the built-in AVX-512 set and kernels/avx512.c */
+  if (avx512 && avx512_bits[0] && strncmp(bits, avx512_bits, 13) != 0)
+    fail_msg("avx512 runs differ: %.13s (%s%s) against %s", bits, extra_flags,
+             kernels ? ", kernels/ files" : "", avx512_bits);
+  if (avx512 && !avx512_bits[0]) snprintf(avx512_bits, sizeof avx512_bits, "%.13s", bits);
   if (!scalar && scalar_loss > 0 && !(fabsf(l1 - scalar_loss) <= 1e-3f * scalar_loss))
     fail_msg("the %s kernels reached loss %g, the portable ones %g", want + 4, (double)l1,
              (double)scalar_loss);
@@ -305,7 +320,7 @@ static void test_dropin_threads(void **state) {
     print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
     skip();
   }
-  build_and_run("", "scalar");
+  build_and_run("", cpu_has("avx2") ? "scalar avx2" : "scalar");
 }
 
 static void test_dropin_no_threads(void **state) {
@@ -314,7 +329,7 @@ static void test_dropin_no_threads(void **state) {
     print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
     skip();
   }
-  build_and_run("-DSC_NO_THREADS", NULL);
+  build_and_run("-DSC_NO_THREADS -DSC_NO_BUILTIN_AVX512", NULL);
 }
 
 static void test_dropin_pthread_pedantic(void **state) {
