@@ -6060,6 +6060,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define v_tanh_inplace v_tanh_inplace_avx512
 #define v_tanh_q v_tanh_q_avx512
 #define v_tanh_rat v_tanh_rat_avx512
+#define v_transpose16 v_transpose16_avx512
 #define v_transpose8 v_transpose8_avx512
 #define vec_bias_act_f32 vec_bias_act_f32_avx512
 #define vec_conv_bias_act_f32 vec_conv_bias_act_f32_avx512
@@ -6078,6 +6079,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_dense_dwd_f64 vec_dense_dwd_f64_avx512
 #define vec_dense_dwl_f32 vec_dense_dwl_f32_avx512
 #define vec_dense_dwl_n vec_dense_dwl_n_avx512
+#define vec_dense_dwl2_f32 vec_dense_dwl2_f32_avx512
 #define vec_dense_dx_act_f32 vec_dense_dx_act_f32_avx512
 #define vec_dense_dx_body vec_dense_dx_body_avx512
 #define vec_dense_dx_f32 vec_dense_dx_f32_avx512

@@ -4,7 +4,10 @@
  *
  *     cc -std=c11 -O2 app.c simplechain.c -lm          (add -pthread for threads)
  *
- * `make` additionally builds kernels/ (AVX2 / AVX-512 code paths chosen at run time).
+ * On x86-64 (GCC >= 8, Clang >= 10) that build already carries AVX2 and AVX-512 kernels,
+ * chosen at run time from the CPU (-DSC_NO_BUILTIN_AVX512 leaves out the AVX-512 ones: a
+ * faster compile). `make` additionally builds kernels/ (the same kernels as separate files)
+ * and links libxsmm and SLEEF where installed.
  *
  * ------------------------------------------------------------------------------------
  * Concepts

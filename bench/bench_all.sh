@@ -667,7 +667,8 @@ section_isa() {
   done
   echo "  (+rat: SC_TANH_VARIANT=fast, the opt-in rational tanh, 6 ULP instead of 1.5: the rule picks rat)"
   # the two drop-in files alone (cc -std=c11 -O2 app.c simplechain.c): no kernels/; on x86-64
-  # the built-in AVX2 set where the CPU has AVX2 + FMA, else the portable kernels
+  # the built-in AVX-512 set where the CPU has AVX-512, else the built-in AVX2 set where it has
+  # AVX2 + FMA, else the portable kernels
   if [ -n "$PORT" ]; then
     out=$("$PORT" --steps "$ISA_STEPS" --samples "$SAMPLES" --threads 1 --every 0 --quiet 2>&1) && {
       line=$(echo "$out" | grep '^RESULT' | tail -1)
