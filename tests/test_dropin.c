@@ -8,9 +8,11 @@
  *
  * (also with -DSC_NO_THREADS -DSC_NO_BUILTIN_AVX512, with -pthread -Wpedantic as the header
  * suggests for threads, and with -DSC_NO_BUILTIN_AVX2), runs it and checks its exit status
- * and output. The app
- * trains 3 -> 8 tanh -> 2 with ADAM, checks that the loss went down, which kernel set it
- * ran on, and that threads are available exactly when SC_NO_THREADS is not defined.
+ * and output. The app trains 3 -> 8 tanh -> 2 with ADAM, checks that the loss went down,
+ * which kernel set it ran on, and that threads are available exactly when SC_NO_THREADS is
+ * not defined; it also takes 20 SGD steps on a small convnet (conv 3x3, max-pool, dense) and
+ * on the dense chain in double, and prints the bits of all three losses, which the runs
+ * below compare.
  * Skipped only when there is no `cc`.
  *
  * Kernel sets: on x86-64 the two files alone carry built-in AVX-512 and AVX2 sets, picked on
@@ -28,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *APP_SRC =
+static const char *APP_SRC1 =
     "#include \"simplechain.h\"\n"
     "#include <stdio.h>\n"
     "#include <string.h>\n"
@@ -89,11 +91,51 @@ static const char *APP_SRC =
     "    CHECK(sc_valgrad(chain, SC_LOSS_SQUARED, p, x, t, N, &loss, g, NULL, ws));\n"
     "    CHECK(sc_optimizer_step(opt, p, g, np));\n"
     "  }\n"
-    "  CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, x, t, N, &loss, ws));\n"
-    "  unsigned int bits;\n"
+    "  CHECK(sc_loss_value(chain, SC_LOSS_SQUARED, p, x, t, N, &loss, ws));\n";
+/* (in two strings: C99 compilers need only support 4,095 characters in one) */
+static const char *APP_SRC2 =
+    "  /* a conv chain (float) and the dense chain in double: 20 SGD steps each, their losses'\n"
+    "   * bits printed too, so that the builds' conv and double kernels are compared as well */\n"
+    "  sc_layer cl[] = {sc_conv2d(3, 3, 4, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),\n"
+    "                   sc_dense(2, SC_IDENTITY)};\n"
+    "  sc_chain *cc = NULL;\n"
+    "  CHECK(sc_chain_create_image(&cc, 2, 6, 6, cl, 4));\n"
+    "  size_t cn = 0;\n"
+    "  CHECK(sc_chain_nparams(cc, &cn));\n"
+    "  static float cp[256], cg[256], cx[N * 72];\n"
+    "  if (cn > 256) return 1;\n"
+    "  for (int i = 0; i < N * 72; i++) {\n"
+    "    s = s * 6364136223846793005ul + 1442695040888963407ul;\n"
+    "    cx[i] = (float)((double)(s >> 40) / (double)(1ul << 24) * 2.0 - 1.0);\n"
+    "  }\n"
+    "  CHECK(sc_params_init(cc, cp, cn, 7));\n"
+    "  sc_workspace *cw = NULL;\n"
+    "  CHECK(sc_workspace_create(&cw, cc, N));\n"
+    "  (void)sc_workspace_set_threads(cw, 2);\n"
+    "  float closs = 0;\n"
+    "  for (int step = 0; step < 20; step++) {\n"
+    "    CHECK(sc_valgrad(cc, SC_LOSS_SQUARED, cp, cx, t, N, &closs, cg, NULL, cw));\n"
+    "    for (size_t k = 0; k < cn; k++) cp[k] -= 0.05f * cg[k];\n"
+    "  }\n"
+    "  static double dp[64], dg[64], dx[N * 3], dt[N * 2];\n"
+    "  for (int i = 0; i < N * 3; i++) dx[i] = x[i];\n"
+    "  for (int i = 0; i < N * 2; i++) dt[i] = t[i];\n"
+    "  CHECK(sc_params_init_f64(chain, dp, np, 42));\n"
+    "  double dloss = 0;\n"
+    "  for (int step = 0; step < 20; step++) {\n"
+    "    CHECK(sc_valgrad_f64(chain, SC_LOSS_SQUARED, dp, dx, dt, N, &dloss, dg, NULL, ws));\n"
+    "    for (size_t k = 0; k < np; k++) dp[k] -= 0.1 * dg[k];\n"
+    "  }\n"
+    "  unsigned int bits, cbits;\n"
+    "  unsigned long long dbits;\n"
     "  memcpy(&bits, &loss, sizeof bits);\n"
-    "  printf(\"isa=%s loss0=%.6f loss=%.6f bits=%08x\\n\", sc_chain_isa(chain), loss0, loss, "
-    "bits);\n"
+    "  memcpy(&cbits, &closs, sizeof cbits);\n"
+    "  memcpy(&dbits, &dloss, sizeof dbits);\n"
+    "  printf(\"isa=%s loss0=%.6f loss=%.6f bits=%08x/%08x/%016llx\\n\", sc_chain_isa(chain), "
+    "loss0,\n"
+    "         loss, bits, cbits, dbits);\n"
+    "  sc_workspace_destroy(cw);\n"
+    "  sc_chain_destroy(cc);\n"
     "  if (!(loss < 0.5f * loss0)) {\n"
     "    fprintf(stderr, \"loss did not decrease enough: %g -> %g\\n\", loss0, loss);\n"
     "    return 1;\n"
@@ -140,7 +182,9 @@ static int exit_code(int status) {
 /* what earlier builds reached, for later ones to compare with: the portable (scalar) loss
  * and bits, and the bits of the two-file build's built-in AVX2 and AVX-512 sets */
 static float scalar_loss = -1;
-static char scalar_bits[16], avx2_bits[16], avx512_bits[16];
+/* "bits=" and the three losses' bits: dense float, conv float, dense double */
+#define BITS_LEN 39
+static char scalar_bits[48], avx2_bits[48], avx512_bits[48];
 
 static int cpu_has(const char *what) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -199,7 +243,8 @@ static void build_and_run_k(const char *extra_flags, int kernels, const char *is
   snprintf(path, sizeof path, "%s/app.c", dir);
   FILE *f = fopen(path, "w");
   assert_non_null(f);
-  assert_true(fputs(APP_SRC, f) >= 0);
+  assert_true(fputs(APP_SRC1, f) >= 0);
+  assert_true(fputs(APP_SRC2, f) >= 0);
   assert_int_equal(fclose(f), 0);
 
   /* exactly the documented drop-in build: the app and simplechain.c, nothing else */
@@ -270,25 +315,26 @@ static void run_app(const char *dir, const char *extra_flags, int kernels, const
   assert_true(l0 > 0 && l1 >= 0 && l1 < 0.5f * l0);
   const char *bits = strstr(out, "bits=");
   assert_non_null(bits);
+  assert_true(strcspn(bits, " \n") == BITS_LEN);
   int scalar = strcmp(want, "isa=scalar ") == 0, avx2 = strcmp(want, "isa=avx2 ") == 0;
   int avx512 = strcmp(want, "isa=avx512 ") == 0;
   /* every scalar run, with or without the built-in set, gives the same bits */
-  if (scalar && scalar_bits[0] && strncmp(bits, scalar_bits, 13) != 0)
-    fail_msg("scalar runs differ: %.13s (%s) against %s", bits, extra_flags, scalar_bits);
+  if (scalar && scalar_bits[0] && strncmp(bits, scalar_bits, BITS_LEN) != 0)
+    fail_msg("scalar runs differ: %.*s (%s) against %s", BITS_LEN, bits, extra_flags, scalar_bits);
   if (scalar && !scalar_bits[0]) {
     scalar_loss = l1;
-    snprintf(scalar_bits, sizeof scalar_bits, "%.13s", bits);
+    snprintf(scalar_bits, sizeof scalar_bits, "%.*s", BITS_LEN, bits);
   }
   /* the built-in AVX2 set and kernels/avx2.c are the same code: the same bits */
-  if (avx2 && avx2_bits[0] && strncmp(bits, avx2_bits, 13) != 0)
-    fail_msg("avx2 runs differ: %.13s (%s%s) against %s", bits, extra_flags,
+  if (avx2 && avx2_bits[0] && strncmp(bits, avx2_bits, BITS_LEN) != 0)
+    fail_msg("avx2 runs differ: %.*s (%s%s) against %s", BITS_LEN, bits, extra_flags,
              kernels ? ", kernels/ files" : "", avx2_bits);
-  if (avx2 && !avx2_bits[0]) snprintf(avx2_bits, sizeof avx2_bits, "%.13s", bits);
+  if (avx2 && !avx2_bits[0]) snprintf(avx2_bits, sizeof avx2_bits, "%.*s", BITS_LEN, bits);
   /* so are the built-in AVX-512 set and kernels/avx512.c */
-  if (avx512 && avx512_bits[0] && strncmp(bits, avx512_bits, 13) != 0)
-    fail_msg("avx512 runs differ: %.13s (%s%s) against %s", bits, extra_flags,
+  if (avx512 && avx512_bits[0] && strncmp(bits, avx512_bits, BITS_LEN) != 0)
+    fail_msg("avx512 runs differ: %.*s (%s%s) against %s", BITS_LEN, bits, extra_flags,
              kernels ? ", kernels/ files" : "", avx512_bits);
-  if (avx512 && !avx512_bits[0]) snprintf(avx512_bits, sizeof avx512_bits, "%.13s", bits);
+  if (avx512 && !avx512_bits[0]) snprintf(avx512_bits, sizeof avx512_bits, "%.*s", BITS_LEN, bits);
   if (!scalar && scalar_loss > 0 && !(fabsf(l1 - scalar_loss) <= 1e-3f * scalar_loss))
     fail_msg("the %s kernels reached loss %g, the portable ones %g", want + 4, (double)l1,
              (double)scalar_loss);
