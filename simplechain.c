@@ -6038,7 +6038,9 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #undef SC_KERNELS_VEC_F32_H
 #undef SC_KERNELS_VEC_F64_H
 /* The vector kernels' own names (types and functions, not made by SC__TN) are taken by the
- * AVX2 pass: here they get a suffix. A name missing here fails the build (redefinition). */
+ * AVX2 pass: here they get a suffix. A name missing here fails the build (redefinition): at
+ * once for a name that both passes define, and for an AVX-512-only one when AVX-512 flags
+ * (-march=native) make the AVX2 pass define it too (test_dropin_avx512_flags builds that). */
 #define sc_vf sc_vf_avx512
 #define sc_vfu sc_vfu_avx512
 #define sc_vi sc_vi_avx512
