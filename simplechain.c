@@ -329,6 +329,12 @@ struct sc_workspace {
   void (*bf_dz_pool)(uint32_t *restrict, float *restrict, const float *restrict,
                      const float *restrict, const float *restrict, float *restrict, size_t, size_t,
                      size_t, int); /* native only */
+  /* a conv's forward with a 2 x 2 max-pool folded in, and that pool's pullback from the masks
+   * of the windows' hits it leaves (sc__bf16_pool_hits_native): native only */
+  void (*bf_pool_hits)(float *restrict, uint16_t *restrict, const float *restrict, size_t, size_t,
+                       size_t, size_t, size_t, size_t, int);
+  void (*bf_dz_pool_hits)(uint32_t *restrict, float *restrict, const float *restrict,
+                          const uint16_t *restrict, float *restrict, size_t, size_t, size_t);
   /* a stride-1 conv's dx as a correlation (bf_on bit 32): the model's or native, else NULL */
   void (*bf_dx_corr)(float *restrict, const uint32_t *restrict, const uint32_t *restrict, size_t,
                      size_t, size_t, size_t, size_t, size_t);
@@ -4247,6 +4253,86 @@ sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf, const float
       for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
   }
 }
+/* A conv's forward with the 2 x 2 max-pooling layer above it folded in (bf_on's forward, its
+ * epilogue, then this on each pair of output rows, which the GEMM left in a 2-row scratch s2: K
+ * channels x 2 rows x 2 PW positions of SC__TW lanes): the windows [w0, w1) of pooled row q of
+ * pa (K x PH x PW) as vec_pool_fwd computes them (m = x0, then m = x > m ? x : m over the window
+ * in row-major order; VMAXPS(x, m) is that select), and the window's hits: per window and 16
+ * lanes, 4 masks of 16 bits (sc__pool_hits), mask j the lanes whose first value equal to the
+ * maximum is the window's position j (row-major; NaN equals nothing), none where, with relu,
+ * the maximum is <= 0 (its relu pullback is 0). The conv's output is then never stored whole
+ * (442 KB a tile in LeNet5), the pool's forward pass is skipped and its pullback reads the
+ * masks (sc__bf16_dz_pool_hits_native): the same bits. */
+#define SC__POOL_HITS(k, PH, q, PW, wc, h) /* the first of the 4 masks, in uint16_t */             \
+  (((((k) * (PH) + (q)) * (PW) + (wc)) * (SC__TW / 16) + (size_t)(h)) * 4)
+__attribute__((target("avx512f"))) static void
+sc__bf16_pool_hits_native(float *restrict pa, uint16_t *restrict hits, const float *restrict s2,
+                          size_t K, size_t q, size_t PH, size_t PW, size_t w0, size_t w1,
+                          int relu) {
+  size_t RS = 2 * PW * SC__TW; /* a row of s2 */
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t k = 0; k < K; k++) {
+    const float *r0 = s2 + k * 2 * RS, *r1 = r0 + RS;
+    for (size_t wc = w0; wc < w1; wc++)
+      for (int h = 0; h < SC__TW / 16; h++) {
+        size_t e = 2 * wc * SC__TW + 16 * (size_t)h;
+        __m512 x0 = _mm512_loadu_ps(r0 + e), x1 = _mm512_loadu_ps(r0 + e + SC__TW);
+        __m512 x2 = _mm512_loadu_ps(r1 + e), x3 = _mm512_loadu_ps(r1 + e + SC__TW);
+        __m512 m = _mm512_max_ps(x3, _mm512_max_ps(x2, _mm512_max_ps(x1, x0)));
+        unsigned live = relu ? _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ) : 0xFFFFu;
+        unsigned t0 = _mm512_cmp_ps_mask(x0, m, _CMP_EQ_OQ),
+                 t1 = _mm512_cmp_ps_mask(x1, m, _CMP_EQ_OQ);
+        unsigned t2 = _mm512_cmp_ps_mask(x2, m, _CMP_EQ_OQ),
+                 t3 = _mm512_cmp_ps_mask(x3, m, _CMP_EQ_OQ);
+        uint64_t f = (uint64_t)(t0 & live) | (uint64_t)(t1 & ~t0 & live) << 16 |
+                     (uint64_t)(t2 & ~(t0 | t1) & live) << 32 |
+                     (uint64_t)(t3 & ~(t0 | t1 | t2) & live) << 48;
+        _mm512_storeu_ps(pa + ((k * PH + q) * PW + wc) * SC__TW + 16 * (size_t)h, m);
+        memcpy(hits + SC__POOL_HITS(k, PH, q, PW, wc, h), &f, sizeof f);
+      }
+  }
+}
+/* sc__bf16_dz_pool_native's pullback with the window's hits read from the masks of
+ * sc__bf16_pool_hits_native (relu folded in there): the same adds in the same order, so the same
+ * bits, without reading the conv's output and the pool's */
+__attribute__((target("avx512f,avx512bf16"))) static void
+sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf, const float *restrict g,
+                             const uint16_t *restrict hits, float *restrict bl, size_t K, size_t OH,
+                             size_t OW) {
+  const __m512 zero = _mm512_setzero_ps();
+  size_t PW = OW / 2, PH = OH / 2, npos = OH * OW;
+  for (size_t k = 0; k < K; k++) {
+    const float *gk = g + k * (npos / 4) * SC__TW;
+    uint32_t *zk = dzp ? dzp + k * npos * (SC__TW / 2) : NULL;
+    __m512 s[SC__TW / 16];
+    for (int h = 0; h < SC__TW / 16; h++)
+      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
+    for (size_t y = 0; y < OH; y++) {
+      size_t j = y % 2 ? 2 : 0; /* the row's two positions' masks */
+      for (size_t wc = 0; wc < PW; wc++)
+        for (int h = 0; h < SC__TW / 16; h++) {
+          size_t ew = ((y / 2) * PW + wc) * SC__TW + 16 * (size_t)h;
+          const uint16_t *hm = hits + SC__POOL_HITS(k, PH, y / 2, PW, wc, h) + j;
+          __m512 dv = _mm512_loadu_ps(gk + ew);
+          __m512 v0 = _mm512_maskz_mov_ps((__mmask16)hm[0], dv);
+          __m512 v1 = _mm512_maskz_mov_ps((__mmask16)hm[1], dv);
+          s[h] = _mm512_add_ps(_mm512_add_ps(s[h], v0), v1);
+          __m256i r0 = (__m256i)_mm512_cvtneps_pbh(v0), r1 = (__m256i)_mm512_cvtneps_pbh(v1);
+          if (dzf) {
+            float *fq = dzf + k * npos * SC__TW + (y * OW + 2 * wc) * SC__TW + 16 * (size_t)h;
+            _mm512_storeu_si512(fq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r0), 16));
+            _mm512_storeu_si512(fq + SC__TW, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r1), 16));
+            continue;
+          }
+          uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
+          _mm256_storeu_si256((__m256i *)(void *)zq, r0);
+          _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2), r1);
+        }
+    }
+    if (bl)
+      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
+  }
+}
 /* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
  * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
  * bits taken as they are; a missing odd row 2m + 1 = O gives 0). Blocks of 8 pairs (16 rows) x
@@ -4756,6 +4842,8 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   ws->bf_gemm_ep = NULL;
   ws->bf_dz_lanes = NULL;
   ws->bf_dz_pool = NULL;
+  ws->bf_pool_hits = NULL;
+  ws->bf_dz_pool_hits = NULL;
   ws->bf_dx_corr = kind == SC__BF16K_MODEL ? sc__bf16_dx_corr_model : NULL;
   ws->bf_gemm_grp = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_grp : NULL;
   ws->bf_gemm_sumg = kind == SC__BF16K_AMX_MODEL ? sc__bf16_gemm_amx_model_sumg : NULL;
@@ -4766,6 +4854,11 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_ep = sc__bf16_gemm_native_ep;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_lanes = sc__bf16_dz_lanes_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_pool = sc__bf16_dz_pool_native;
+  const char *phits = getenv("SC_BF16_POOL_FOLD"); /* "0": the pool's own passes */
+  if (kind == SC__BF16K_NATIVE && !(phits && strcmp(phits, "0") == 0)) {
+    ws->bf_pool_hits = sc__bf16_pool_hits_native;
+    ws->bf_dz_pool_hits = sc__bf16_dz_pool_hits_native;
+  }
   if (kind == SC__BF16K_NATIVE) ws->bf_dx_corr = sc__bf16_dx_corr_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm = sc__bf16_gemm_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_round = sc__bf16_round_native;
@@ -8223,6 +8316,18 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
 #define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
 #define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
+  /* conv layer l's forward on pairs read in place with its epilogue, with the 2 x 2 max-pool
+   * above it folded in (ws->bf_pool_hits; its pullback then by bf_dz_pool_hits): the conv's
+   * output area holds the hits' masks, then a 2-row scratch (room for both: oh >= 4) */
+#define SC__POOL_FOLD(l)                                                                           \
+  (ws->bf_pool_hits && SC__BFK(l) && SC__BFKB(l) && ws->bf_gemm_ep && ws->bf_dz_pool &&            \
+   c->L[l].spec.kind == SC_LAYER_CONV2D &&                                                         \
+   (c->L[l].spec.act == SC_RELU || c->L[l].spec.act == SC_IDENTITY) &&                             \
+   ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg)) && (l) + 1 < L &&            \
+   c->L[(l) + 1].spec.kind == SC_LAYER_MAXPOOL2D && c->L[(l) + 1].spec.kh == 2 &&                  \
+   c->L[(l) + 1].spec.kw == 2 && c->L[l].oh % 2 == 0 && c->L[l].ow % 2 == 0 && c->L[l].oh >= 4)
+#define SC__HITS_SCR(P) /* the scratch after the masks (oc npos TW / 8 bytes), 64-byte aligned */  \
+  (((P)->oc * (P)->oh * (P)->ow * SC__TW / 32 + 15) & ~(size_t)15)
   /* rounding to bf16 in place: VCVTNEPS2BF16 with the native kernels, else the set's code */
 #define SC__BFROUND(x, n) (ws->bf_round ? ws->bf_round : SC__BFP(round_n))(x, n)
 #else
@@ -8273,6 +8378,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #endif
     SC__PROF(L, SC__P_FNS, 0);
     const SC__T *in = X;
+#if SC__F32
+    int pooled = 0; /* the layer above (a max-pool) was made by the conv's forward */
+#endif
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
       const SC__T *W = J->p + P->poff;
@@ -8337,11 +8445,27 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           const uint32_t *wb = ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) +
                                (cols ? 1 : 2) * P->R * ((P->oc + 1) / 2); /* wc or wh */
           const size_t *brow = cols ? P->cpoff : P->roff;
+          int pc = ep && SC__POOL_FOLD(l);
+          float *s2 = pc ? a + SC__HITS_SCR(P) : NULL;
           if (cols)
             sc__bf16_pack_colpairs(bfs, in, P);
           else
             sc__bf16_pack_chpairs(bfs, in, P);
-          for (size_t u = 0; u < P->oh; u++) {
+          /* the pooled: rows 2 q, 2 q + 1 made by chunks of wn windows (at most about 16 KB of
+           * the scratch, in L1), each chunk pooled as soon as it is made */
+          size_t PW = P->ow / 2, wn = P->oc >= 32 ? 1 : 32 / P->oc;
+          for (size_t q = 0; pc && q < P->oh / 2; q++)
+            for (size_t w0 = 0; w0 < PW; w0 += wn) {
+              size_t w1 = PW - w0 < wn ? PW : w0 + wn, n0 = 2 * w0 * SC__TW;
+              for (size_t u = 2 * q; u < 2 * q + 2; u++)
+                ws->bf_gemm_ep(s2 + (u % 2) * RW + n0, 2 * RW, wb, K2,
+                               bfs + u * P->spec.sh * P->wp * SC__TW + n0, SC__TW, P->oc,
+                               2 * (w1 - w0) * SC__TW, K2, brow, ep);
+              ws->bf_pool_hits(tm + SC__AOFF(&c->L[l + 1]), (uint16_t *)(void *)a, s2, P->oc, q,
+                               P->oh / 2, PW, w0, w1, P->spec.act == SC_RELU);
+              pooled = 1;
+            }
+          for (size_t u = 0; !pc && u < P->oh; u++) {
             const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
             if (ep)
               ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, brow, ep);
@@ -8408,7 +8532,15 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #endif
         SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
         break;
-      case SC_LAYER_MAXPOOL2D: SC__K_POOL_FWD(a, in, P); break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (pooled) { /* by the conv below (SC__POOL_FOLD) */
+          pooled = 0;
+          break;
+        }
+#endif
+        SC__K_POOL_FWD(a, in, P);
+        break;
       case SC_LAYER_FLATTEN: break;
       case SC_LAYER_DROPOUT:
         if (J->train && P->spec.rate > 0) {
@@ -8558,7 +8690,10 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
           uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
           float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
-          if (pool_fused) {
+          if (pool_fused && SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(dzp, NULL, cur, (const uint16_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else if (pool_fused) {
             const sc__lplan *Q = &c->L[l + 1];
             ws->bf_dz_pool(dzp, NULL, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
                            P->spec.act == SC_RELU);
@@ -8572,9 +8707,13 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #endif
 #if SC__F32
         if (pool_fused) { /* the pool's and the activation's pullback, the lanes, the rounding */
-          ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a,
-                         want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL, P->oc, P->oh,
-                         P->ow, P->spec.act == SC_RELU);
+          float *bl = want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(NULL, nxt, cur, (const uint16_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else
+            ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
           SC__T *tmp = cur;
           cur = nxt;
           nxt = tmp;

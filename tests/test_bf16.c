@@ -960,6 +960,85 @@ static void test_kernels_pool_ties(void **state) {
                 ran, ran == 8 ? ": the same gradients" : "");
 }
 
+/* a conv's forward with the 2 x 2 max-pool above it folded in (the pooled rows and the masks of
+ * the windows' first maxima made as the conv's rows are, SC_BF16_POOL_FOLD=0 to turn it off):
+ * the native kernels with and without it give the same loss, gradients (with and without the
+ * input gradient) and forward outputs, on 1 and 2 threads, and the model's. The chain: a relu conv
+ * pooled (the first layer: the dot-product dW from the masks), an identity conv pooled (dz as
+ * floats, the dx from the masks), a conv of 2 output rows pooled (too few rows for the masks: the
+ * pool's passes), with quantized inputs so that windows tie */
+static void test_kernels_pool_fold(void **state) {
+  (void)state;
+  enum { B = 45, IN = 2 * 14 * 12, NO = 3 };
+  sc_layer L[] = {sc_conv2d_ex(3, 3, 5, SC_RELU, 1, 1, 1, 1),     /* 2x14x12 -> 5x14x12 */
+                  sc_maxpool2d(2, 2),                             /* -> 5x7x6 */
+                  sc_conv2d_ex(2, 3, 7, SC_IDENTITY, 1, 1, 0, 1), /* -> 7x6x6 */
+                  sc_maxpool2d(2, 2),                             /* -> 7x3x3 */
+                  sc_conv2d(2, 2, 3, SC_RELU),                    /* -> 3x2x2 */
+                  sc_maxpool2d(2, 2),                             /* -> 3x1x1 */
+                  sc_flatten(),
+                  sc_dense(NO, SC_IDENTITY)};
+  if (!kernels_on("native")) {
+    unsetenv("SC_BF16_KERNELS");
+    unsetenv("SC_BF16_LAYERS");
+    skip();
+  }
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create_image(&c, 2, 14, 12, L, sizeof L / sizeof *L));
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *x = malloc(B * IN * sizeof *x), *p = malloc(np * sizeof *p), *g[5], *gx[5], l[5];
+  float *y[5], *gn[5], ln[5]; /* gn, ln: without the input gradient */
+  int32_t lab[B];
+  assert_true(x && p);
+  class_data(x, B * IN, lab, B, 31);
+  for (size_t k = 0; k < B * IN; k++) x[k] = 0.25f * (float)(int)(4 * x[k]); /* ties */
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 8));
+  for (int m = 0; m < 5; m++) {
+    g[m] = malloc(np * sizeof *g[m]);
+    gx[m] = malloc(B * IN * sizeof *gx[m]);
+    y[m] = malloc(B * NO * sizeof *y[m]);
+    gn[m] = malloc(np * sizeof *gn[m]);
+    assert_true(g[m] && gx[m] && y[m] && gn[m]);
+  }
+  /* 0: native without the fold, 1, 2: with it on 1 and 2 threads, 3: without on 2 threads,
+   * 4: the model */
+  for (int m = 0; m < 5; m++) {
+    setenv("SC_BF16_KERNELS", m == 4 ? "model" : "native", 1);
+    setenv("SC_BF16_POOL_FOLD", m == 0 || m == 3 ? "0" : "1", 1);
+    int threads = m == 2 || m == 3 ? 2 : 1;
+    class_valgrad(c, SC_PRECISION_BF16, threads, p, x, lab, B, &l[m], g[m], gx[m]);
+    class_valgrad(c, SC_PRECISION_BF16, threads, p, x, lab, B, &ln[m], gn[m], NULL);
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+    SC_OK_OR_FAIL(sc_workspace_set_threads(ws, threads));
+    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+    SC_OK_OR_FAIL(sc_forward(c, p, x, B, y[m], ws));
+    sc_workspace_destroy(ws);
+  }
+  unsetenv("SC_BF16_POOL_FOLD");
+  size_t nz = 0;
+  for (size_t k = 0; k < np; k++) nz += g[0][k] != 0;
+  assert_true(nz > np / 2); /* the gradients are not trivially equal */
+  for (int m = 1; m < 5; m++) {
+    assert_memory_equal(&l[m], &l[0], sizeof l[0]);
+    assert_memory_equal(g[m], g[0], np * sizeof *g[0]);
+    assert_memory_equal(gx[m], gx[0], B * IN * sizeof *gx[0]);
+    assert_memory_equal(y[m], y[0], B * NO * sizeof *y[0]);
+    assert_memory_equal(&ln[m], &ln[0], sizeof ln[0]);
+    assert_memory_equal(gn[m], gn[0], np * sizeof *gn[0]);
+  }
+  print_message("  [native kernels] the pool folded into the conv: the same loss (%.7g), "
+                "gradients (%zu of %zu non-zero), input gradient and outputs as without it "
+                "(1 and 2 threads) and as the model\n",
+                (double)l[0], nz, np);
+  unsetenv("SC_BF16_KERNELS");
+  unsetenv("SC_BF16_LAYERS");
+  for (int m = 0; m < 5; m++) free(g[m]), free(gx[m]), free(y[m]), free(gn[m]);
+  free(x), free(p);
+  sc_chain_destroy(c);
+}
+
 /* a small conv's direct forward (pairs of neighbouring columns, odd kernel width) with an
  * infinite input (made by the layer before it: the library refuses non-finite inputs): the
  * outputs whose windows hold it are non-finite, the others equal the emulation's (a window's
@@ -1076,6 +1155,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_direct_inf),
       cmocka_unit_test(test_kernels_epilogue_nan),
       cmocka_unit_test(test_kernels_pool_ties),
+      cmocka_unit_test(test_kernels_pool_fold),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
