@@ -4753,6 +4753,9 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
     if (lay && *lay && strcmp(lay, "auto") != 0 && strcmp(lay, "all") != 0)
       return SC__FAIL(SC_ERR_ARG, "SC_BF16_LAYERS='%s' is not 'auto' or 'all'", lay);
     all_layers = lay && !strcmp(lay, "all");
+    const char *fold = getenv("SC_BF16_POOL_FOLD");
+    if (fold && *fold && strcmp(fold, "0") != 0 && strcmp(fold, "1") != 0)
+      return SC__FAIL(SC_ERR_ARG, "SC_BF16_POOL_FOLD='%s' is not '0' or '1'", fold);
     if (e && !strcmp(e, "model"))
       kind = SC__BF16K_MODEL;
     else if (e && !strcmp(e, "amx-model"))
@@ -4854,8 +4857,8 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_ep = sc__bf16_gemm_native_ep;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_lanes = sc__bf16_dz_lanes_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_pool = sc__bf16_dz_pool_native;
-  const char *phits = getenv("SC_BF16_POOL_FOLD"); /* "0": the pool's own passes */
-  if (kind == SC__BF16K_NATIVE && !(phits && strcmp(phits, "0") == 0)) {
+  const char *fold = getenv("SC_BF16_POOL_FOLD"); /* "0": the pool's own passes (checked above) */
+  if (kind == SC__BF16K_NATIVE && !(fold && strcmp(fold, "0") == 0)) {
     ws->bf_pool_hits = sc__bf16_pool_hits_native;
     ws->bf_dz_pool_hits = sc__bf16_dz_pool_hits_native;
   }

@@ -193,6 +193,10 @@ static void test_precision_api(void **state) {
   SC_OK_OR_FAIL(sc_workspace_precision(ws, &pr));
   assert_int_equal(pr, SC_PRECISION_FP32); /* unchanged by the refusal */
   unsetenv("SC_BF16_LAYERS");
+  setenv("SC_BF16_POOL_FOLD", "yes", 1); /* neither 0 nor 1 */
+  SC_EXPECT(SC_ERR_ARG, sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+  assert_non_null(strstr(sc_last_error(), "SC_BF16_POOL_FOLD='yes'"));
+  unsetenv("SC_BF16_POOL_FOLD");
   setenv("SC_BF16_KERNELS", "amx", 1); /* the AMX GEMM: refused where the CPU lacks AMX */
   if (sc_workspace_set_precision(ws, SC_PRECISION_BF16) != SC_OK) {
     assert_non_null(strstr(sc_last_error(), "AMX"));
