@@ -4189,6 +4189,24 @@ sc__bf16_dz_lanes_native(uint32_t *restrict dzp, const float *restrict d, float 
       for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
   }
 }
+/* a 2 x 2 max-pool's pullback (sc__bf16_dz_pool_native, sc__bf16_dz_pool_hits_native), the end of
+ * a step: v0, v1 the dz of a window row's two positions (y, 2 wc), (y, 2 wc + 1), lanes 16 h on;
+ * added to the bias lanes' sum s, rounded, stored as floats (dzf) or as lane pairs (zk) */
+__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
+sc__bf16_dz_pool_put(__m512 v0, __m512 v1, __m512 *s, float *restrict dzf, uint32_t *restrict zk,
+                     size_t k, size_t npos, size_t y, size_t OW, size_t wc, int h) {
+  *s = _mm512_add_ps(_mm512_add_ps(*s, v0), v1);
+  __m256i r0 = (__m256i)_mm512_cvtneps_pbh(v0), r1 = (__m256i)_mm512_cvtneps_pbh(v1);
+  if (dzf) {
+    float *fq = dzf + k * npos * SC__TW + (y * OW + 2 * wc) * SC__TW + 16 * (size_t)h;
+    _mm512_storeu_si512(fq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r0), 16));
+    _mm512_storeu_si512(fq + SC__TW, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r1), 16));
+    return;
+  }
+  uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
+  _mm256_storeu_si256((__m256i *)(void *)zq, r0);
+  _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2), r1);
+}
 /* the same with a 2 x 2 max-pooling layer above the conv folded in: g is the pool's dz (K
  * channels of OH / 2 x OW / 2 windows of SC__TW lanes), pa its output, x its input (the conv's
  * output, K x OH x OW positions, OH and OW even); the pool's pullback gives a position its
@@ -4236,17 +4254,7 @@ sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf, const float
             v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, zero, _CMP_LE_OQ), v0, zero);
             v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_LE_OQ), v1, zero);
           }
-          s[h] = _mm512_add_ps(_mm512_add_ps(s[h], v0), v1);
-          __m256i r0 = (__m256i)_mm512_cvtneps_pbh(v0), r1 = (__m256i)_mm512_cvtneps_pbh(v1);
-          if (dzf) {
-            float *fq = dzf + k * npos * SC__TW + (y * OW + 2 * wc) * SC__TW + 16 * (size_t)h;
-            _mm512_storeu_si512(fq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r0), 16));
-            _mm512_storeu_si512(fq + SC__TW, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r1), 16));
-            continue;
-          }
-          uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
-          _mm256_storeu_si256((__m256i *)(void *)zq, r0);
-          _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2), r1);
+          sc__bf16_dz_pool_put(v0, v1, &s[h], dzf, zk, k, npos, y, OW, wc, h);
         }
     }
     if (bl)
@@ -4316,17 +4324,7 @@ sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf, const 
           __m512 dv = _mm512_loadu_ps(gk + ew);
           __m512 v0 = _mm512_maskz_mov_ps((__mmask16)hm[0], dv);
           __m512 v1 = _mm512_maskz_mov_ps((__mmask16)hm[1], dv);
-          s[h] = _mm512_add_ps(_mm512_add_ps(s[h], v0), v1);
-          __m256i r0 = (__m256i)_mm512_cvtneps_pbh(v0), r1 = (__m256i)_mm512_cvtneps_pbh(v1);
-          if (dzf) {
-            float *fq = dzf + k * npos * SC__TW + (y * OW + 2 * wc) * SC__TW + 16 * (size_t)h;
-            _mm512_storeu_si512(fq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r0), 16));
-            _mm512_storeu_si512(fq + SC__TW, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r1), 16));
-            continue;
-          }
-          uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
-          _mm256_storeu_si256((__m256i *)(void *)zq, r0);
-          _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2), r1);
+          sc__bf16_dz_pool_put(v0, v1, &s[h], dzf, zk, k, npos, y, OW, wc, h);
         }
     }
     if (bl)
