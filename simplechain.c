@@ -4266,7 +4266,7 @@ sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf, const float
  * channels x 2 rows x 2 PW positions of SC__TW lanes): the windows [w0, w1) of pooled row q of
  * pa (K x PH x PW) as vec_pool_fwd computes them (m = x0, then m = x > m ? x : m over the window
  * in row-major order; VMAXPS(x, m) is that select), and the window's hits: per window and 16
- * lanes, 4 masks of 16 bits (sc__pool_hits), mask j the lanes whose first value equal to the
+ * lanes, 4 masks of 16 bits (SC__POOL_HITS), mask j the lanes whose first value equal to the
  * maximum is the window's position j (row-major; NaN equals nothing), none where, with relu,
  * the maximum is <= 0 (its relu pullback is 0). The conv's output is then never stored whole
  * (442 KB a tile in LeNet5), the pool's forward pass is skipped and its pullback reads the
