@@ -55,6 +55,9 @@
 #                bf16-emulated, labelled so) beside fp32, at the batch sizes LENET_BF16_BATCHES
 #                (default "64"), with the PyTorch twin under torch.autocast(bfloat16); on a
 #                CPU without AVX512_BF16 PyTorch's bf16 is slow, and runs in the first rep only
+#   LENET_PAIRS  alternating 1-epoch runs of fp32 and bf16 (default 5; 0: none) at the first
+#                bf16 batch and each thread count, after the table: the median of their
+#                per-pair ratios, which a load that drifts between the table's runs moves less
 #   LENET_ACC    1 (default): one 10-epoch default run each on FASHION_DIR and MNIST_DIR for
 #                the test accuracy; 0 skips them.  LENET_ACC_EPOCHS (default 10)
 #   FASHION_DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist, Debian's
@@ -90,6 +93,7 @@ LENET_PT_THREADS=${LENET_PT_THREADS:-"2"}
 LENET_LIMIT=${LENET_LIMIT:-0}
 LENET_PRECISIONS=${LENET_PRECISIONS:-"fp32 bf16"}
 LENET_BF16_BATCHES=${LENET_BF16_BATCHES:-"64"}
+LENET_PAIRS=${LENET_PAIRS:-5}
 LENET_ACC=${LENET_ACC:-1}
 LENET_ACC_EPOCHS=${LENET_ACC_EPOCHS:-10}
 FASHION_DIR=${FASHION_DIR:-/usr/share/datasets/fashion-mnist}
@@ -107,6 +111,7 @@ for v in STEPS REPS SAMPLES MICRO_RUNS MICRO_REPS ISA_STEPS PEAK_REPS HF_RUNS LE
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench_all: $v must be a positive integer, got '${!v}'" >&2; exit 2; }
 done
 [[ $LENET_LIMIT =~ ^[0-9]+$ ]] || { echo "bench_all: LENET_LIMIT must be a non-negative integer, got '$LENET_LIMIT'" >&2; exit 2; }
+[[ $LENET_PAIRS =~ ^[0-9]+$ ]] || { echo "bench_all: LENET_PAIRS must be a non-negative integer, got '$LENET_PAIRS'" >&2; exit 2; }
 for v in $LENET_BATCHES $LENET_BF16_BATCHES $LENET_THREADS $LENET_PT_THREADS; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench_all: LENET_BATCHES/LENET_BF16_BATCHES/LENET_THREADS/LENET_PT_THREADS must hold positive integers, got '$v'" >&2; exit 2; }
 done
@@ -328,6 +333,30 @@ lenet_run() { # engine batch threads precision: one run; its per-epoch seconds g
   for e in $eps; do echo "$eng $pr $b $t $e $(echo "$line" | field train)" >>"$TMPD/lenet"; done
 }
 
+lenet_pairs() { # LENET_PAIRS alternating 1-epoch runs, fp32 then bf16, per thread count
+  [ "$LENET_PAIRS" -gt 0 ] && [ "$CPU_BF16" = 1 ] || return 0 # (emulated bf16 is slow by design)
+  local b t i pr out f h lim=() fs hs rs
+  b=$(echo $LENET_BF16_BATCHES | awk '{print $1}')
+  [ "$LENET_LIMIT" != 0 ] && lim=(--limit "$LENET_LIMIT")
+  echo "  paired runs: $LENET_PAIRS x (fp32, $SC_BF16) alternating, 1 epoch each, batch $b:"
+  for t in $LENET_THREADS; do
+    fs="" hs="" rs=""
+    for ((i = 1; i <= LENET_PAIRS; i++)); do
+      for pr in fp32 "$SC_BF16"; do
+        out=$("$LENET" --data "$FASHION_DIR" --epochs 1 --batch "$b" --threads "$t" --precision "$pr" \
+                --quiet "${lim[@]}" 2>&1 | grep '^RESULT' | tail -1 | field seconds_per_epoch)
+        [ "$pr" = fp32 ] && f=$out || h=$out
+      done
+      [ -n "$f" ] && [ -n "$h" ] || { echo "    threads $t: a run FAILED"; continue 2; }
+      fs+="$f " hs+="$h " rs+="$(awk -v f="$f" -v h="$h" 'BEGIN {print f / h}') "
+    done
+    awk -v t="$t" -v p="$SC_BF16" -v fs="${fs% }" -v hs="${hs% }" -v rm="$(echo $rs | tr ' ' '\n' | median)" \
+        -v fm="$(echo $fs | tr ' ' '\n' | median)" -v hm="$(echo $hs | tr ' ' '\n' | median)" -v b="$b" -v sf="$SUM" -v ld="$(load1)" 'BEGIN {
+      printf "    %s thread(s): fp32 %s s, %s %s s; medians %.4f / %.4f s; median of the pairs: %.2fx (load %s)\n", t, fs, p, hs, fm, hm, rm, ld
+      printf "lenet_pair_%s_%s_ratio %s\n", b, t, rm >> sf }'
+  done
+}
+
 LENET_KERN=""
 section_lenet() {
   echo
@@ -408,6 +437,7 @@ section_lenet() {
       done
     done
     [ $CPU_BF16 = 1 ] || echo "  (this CPU has no AVX512_BF16: simplechain's bf16 column is its emulation, slower than fp32 by design)"
+    lenet_pairs
     # where the time goes, per layer and direction (sc_train's profiler), one epoch each
     local pb pt lim=()
     pb=$(echo $LENET_BF16_BATCHES | awk '{print $1}') pt=$(echo $LENET_THREADS | tr ' ' '\n' | sort -n | tail -1)
@@ -770,6 +800,8 @@ section_summary() {
       bs=$(sumget lenet_scbf16_64_2_s)
       bx=$(div "$ls" "$bs")
       row "lenet5 $SC_BF16, 2 threads, batch 64: >= 2x fp32 (issue 14)" "$(fmt "$bx" "%.2fx")" "$(verdict "$bx" '>=' 2)"
+      [ "$(sumget lenet_pair_64_2_ratio)" != nan ] &&
+        row "  (the median of $LENET_PAIRS alternating fp32 / $SC_BF16 1-epoch pairs)" "$(fmt "$(sumget lenet_pair_64_2_ratio)" "%.2fx")" "(info)"
       row "lenet5 $SC_BF16, 2 threads, batch 64: <= 0.123 s/epoch (stretch)$lsc" "$(fmt "$bs" "%.3f s")" "$(verdict "$bs" '<=' "$(awk -v t="$ltgt" 'BEGIN {print 0.123 * t / 0.8}')")"
       row "lenet5 $SC_BF16, Fashion-MNIST: test accuracy >= 88.5 % (issue 14)" "$(pct "$(sumget lenet_acc_bf16_fashion)" 2)" "$(verdict "$(sumget lenet_acc_bf16_fashion)" '>=' 0.885)"
       row "lenet5 $SC_BF16, MNIST 10k digits: test accuracy >= 97.5 % (issue 14)" "$(pct "$(sumget lenet_acc_bf16_mnist)" 2)" "$(verdict "$(sumget lenet_acc_bf16_mnist)" '>=' 0.975)"
