@@ -7694,7 +7694,39 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
         size_t t = 8 * j + r;
         row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
       }
-      for (size_t c0 = 0; c0 < cols; c0 += 8) {
+      size_t c0 = 0;
+      if (8 * j >= n) { /* padding only */
+        for (size_t k = 0; k < cols; k++)
+          _mm256_store_ps(tile + k * SC__TW + 8 * j, _mm256_setzero_ps());
+        continue;
+      }
+      if (cols >= 4) {
+        /* 4 columns at a time: 128-bit pieces of rows r and r + 4 in the two lanes of
+         * register r (a load and an insert from memory), then a 4 x 4 transpose within the
+         * lanes, as in the AVX-512 gather (alone, 1 thread, Zen 4: 6 tiles of 24 columns 300 ->
+         * 230 ns, of 12 columns 218 -> 129 ns). Padding rows read row 0, cleared after. */
+        const float *rr[8];
+        for (int r = 0; r < 8; r++) rr[r] = row[r] ? row[r] : row[0];
+        for (; c0 + 4 <= cols; c0 += 4) {
+          float *o = tile + c0 * SC__TW + 8 * j;
+          __m256 A[4];
+          for (int r = 0; r < 4; r++)
+            A[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(rr[r] + c0)),
+                                        _mm_loadu_ps(rr[r + 4] + c0), 1);
+          __m256 t0 = _mm256_unpacklo_ps(A[0], A[1]), t1 = _mm256_unpackhi_ps(A[0], A[1]);
+          __m256 t2 = _mm256_unpacklo_ps(A[2], A[3]), t3 = _mm256_unpackhi_ps(A[2], A[3]);
+          _mm256_store_ps(o, _mm256_shuffle_ps(t0, t2, 0x44));
+          _mm256_store_ps(o + SC__TW, _mm256_shuffle_ps(t0, t2, 0xEE));
+          _mm256_store_ps(o + 2 * SC__TW, _mm256_shuffle_ps(t1, t3, 0x44));
+          _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(t1, t3, 0xEE));
+        }
+        if (8 * j + 8 > n) { /* lanes n - 8 j .. 7 */
+          __m256i pad = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)(n - 8 * j) - 1));
+          for (size_t k = 0; k < c0; k++)
+            _mm256_maskstore_ps(tile + k * SC__TW + 8 * j, pad, _mm256_setzero_ps());
+        }
+      }
+      for (; c0 < cols; c0 += 8) {
         size_t nc = cols - c0 < 8 ? cols - c0 : 8;
         __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nc), lane);
         __m256 R[8];
