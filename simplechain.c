@@ -8929,14 +8929,19 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
         SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
       if (P->lane_off == SIZE_MAX) continue;
-      const SC__T *bl = tm + P->lane_off;
+      SC__T *bl = tm + P->lane_off;
       SC__T *gb = gs + P->poff + nw;
-#if SC__F32 && defined(SC__VEC_F32) /* lane order, as it always was on these paths */
+#if SC__F32 && defined(SC__VEC_F32)
+      /* each output's NV vectors added in order into one, stored in place as vector o (below
+       * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
+       * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
+       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
       for (size_t o = 0; o < P->oc; o++) {
-        SC__T acc = 0;
-        for (int t = 0; t < SC__TW; t++) acc += bl[o * SC__TW + (size_t)t];
-        gb[o] += acc;
+        sc_vf v = V_ROW(bl + o * SC__TW, 0);
+        for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
+        V_ROWW(bl + o * VW, 0) = v;
       }
+      vec_dwl_fold_f32(gb, bl, P->oc);
 #else
       SC__K_FOLD_TW(gb, bl, P->oc);
 #endif
