@@ -6151,6 +6151,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define v_bf16_pairs_ab v_bf16_pairs_ab_avx512
 #define v_bf16_pairs_t8 v_bf16_pairs_t8_avx512
 #define v_bf16_round_n v_bf16_round_n_avx512
+#define v_gather4x8 v_gather4x8_avx512
 #define v_quot v_quot_avx512
 #define v_sel v_sel_avx512
 #define v_tanh_inplace v_tanh_inplace_avx512
@@ -7541,6 +7542,24 @@ static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const 
       }
 }
 
+/* Columns c0..c0 + 3 of 8 rows r[0..7] as 4 vectors of 8 samples, stored at o, o + SC__TW,
+ * o + 2 SC__TW, o + 3 SC__TW: the 128-bit pieces of rows k and k + 4 in the two lanes of register
+ * k (a load and an insert from memory), then a 4 x 4 transpose within the lanes (2 unpacks and
+ * 2 shuffles per 4 outputs). The gathers' fast path (bench/RESULTS.md, session 23). */
+static inline __attribute__((always_inline)) void v_gather4x8(float *restrict o,
+                                                              const float *const *r, size_t c0) {
+  __m256 A[4];
+  for (int k = 0; k < 4; k++)
+    A[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(r[k] + c0)),
+                                _mm_loadu_ps(r[k + 4] + c0), 1);
+  __m256 t0 = _mm256_unpacklo_ps(A[0], A[1]), t1 = _mm256_unpackhi_ps(A[0], A[1]);
+  __m256 t2 = _mm256_unpacklo_ps(A[2], A[3]), t3 = _mm256_unpackhi_ps(A[2], A[3]);
+  _mm256_store_ps(o, _mm256_shuffle_ps(t0, t2, 0x44));
+  _mm256_store_ps(o + SC__TW, _mm256_shuffle_ps(t0, t2, 0xEE));
+  _mm256_store_ps(o + 2 * SC__TW, _mm256_shuffle_ps(t1, t3, 0x44));
+  _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(t1, t3, 0xEE));
+}
+
 /* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
  * within 128-bit lanes, then swap the lanes) */
 static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
@@ -7635,28 +7654,15 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
       continue;
     }
     if (cols >= 4) {
-      /* 4 columns at a time, 8 rows per 256-bit half: 128-bit pieces of rows r and r + 4 in
-       * the two lanes of register r (a load and an insert from memory), then a 4 x 4
-       * transpose within the lanes: 2 shuffles per 8 outputs, where the 16 x 16 transpose
-       * takes 4 shuffles per 16 (on cores whose 512-bit shuffles take two 256-bit pipes, as
-       * Zen 4's, the 256-bit form is 30 % faster; measured in bench/RESULTS.md). Padding
-       * rows read row 0 and are cleared after. */
+      /* 4 columns at a time, 8 rows per 256-bit half (v_gather4x8): 2 shuffles per 8
+       * outputs, where the 16 x 16 transpose takes 4 per 16 (on cores whose 512-bit shuffles
+       * take two 256-bit pipes, as Zen 4's, the 256-bit form is 30 % faster). Padding rows
+       * read row 0 and are cleared after. */
       const float *rr[16];
       for (int r = 0; r < 16; r++) rr[r] = row[r] ? row[r] : row[0];
       for (; c0 + 4 <= cols; c0 += 4) {
-        float *o = tile + c0 * SC__TW + 16 * j;
-        for (int h = 0; h < 2; h++) {
-          __m256 A[4];
-          for (int r = 0; r < 4; r++)
-            A[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(rr[8 * h + r] + c0)),
-                                        _mm_loadu_ps(rr[8 * h + r + 4] + c0), 1);
-          __m256 t0 = _mm256_unpacklo_ps(A[0], A[1]), t1 = _mm256_unpackhi_ps(A[0], A[1]);
-          __m256 t2 = _mm256_unpacklo_ps(A[2], A[3]), t3 = _mm256_unpackhi_ps(A[2], A[3]);
-          _mm256_store_ps(o + 8 * h, _mm256_shuffle_ps(t0, t2, 0x44));
-          _mm256_store_ps(o + SC__TW + 8 * h, _mm256_shuffle_ps(t0, t2, 0xEE));
-          _mm256_store_ps(o + 2 * SC__TW + 8 * h, _mm256_shuffle_ps(t1, t3, 0x44));
-          _mm256_store_ps(o + 3 * SC__TW + 8 * h, _mm256_shuffle_ps(t1, t3, 0xEE));
-        }
+        v_gather4x8(tile + c0 * SC__TW + 16 * j, rr, c0);
+        v_gather4x8(tile + c0 * SC__TW + 16 * j + 8, rr + 8, c0);
       }
       if (16 * j + 16 > n) {
         __mmask16 pad = (__mmask16)(0xFFFFu << (n - 16 * j));
@@ -7701,25 +7707,12 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
         continue;
       }
       if (cols >= 4) {
-        /* 4 columns at a time: 128-bit pieces of rows r and r + 4 in the two lanes of
-         * register r (a load and an insert from memory), then a 4 x 4 transpose within the
-         * lanes, as in the AVX-512 gather (alone, 1 thread, Zen 4: 6 tiles of 24 columns 300 ->
-         * 230 ns, of 12 columns 218 -> 129 ns). Padding rows read row 0, cleared after. */
+        /* 4 columns at a time (v_gather4x8), as in the AVX-512 gather (alone, 1 thread, Zen 4:
+         * 6 tiles of 24 columns 300 -> 230 ns, of 12 columns 218 -> 129 ns). Padding rows read
+         * row 0 and are cleared after. */
         const float *rr[8];
         for (int r = 0; r < 8; r++) rr[r] = row[r] ? row[r] : row[0];
-        for (; c0 + 4 <= cols; c0 += 4) {
-          float *o = tile + c0 * SC__TW + 8 * j;
-          __m256 A[4];
-          for (int r = 0; r < 4; r++)
-            A[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(rr[r] + c0)),
-                                        _mm_loadu_ps(rr[r + 4] + c0), 1);
-          __m256 t0 = _mm256_unpacklo_ps(A[0], A[1]), t1 = _mm256_unpackhi_ps(A[0], A[1]);
-          __m256 t2 = _mm256_unpacklo_ps(A[2], A[3]), t3 = _mm256_unpackhi_ps(A[2], A[3]);
-          _mm256_store_ps(o, _mm256_shuffle_ps(t0, t2, 0x44));
-          _mm256_store_ps(o + SC__TW, _mm256_shuffle_ps(t0, t2, 0xEE));
-          _mm256_store_ps(o + 2 * SC__TW, _mm256_shuffle_ps(t1, t3, 0x44));
-          _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(t1, t3, 0xEE));
-        }
+        for (; c0 + 4 <= cols; c0 += 4) v_gather4x8(tile + c0 * SC__TW + 8 * j, rr, c0);
         if (8 * j + 8 > n) { /* lanes n - 8 j .. 7 */
           __m256i pad = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)(n - 8 * j) - 1));
           for (size_t k = 0; k < c0; k++)
