@@ -382,12 +382,15 @@ sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t ma
  * slices are summed in a fixed order. A batch of one slice (up to 128 samples for small
  * dense chains, 32 for convnets) runs on the calling thread alone: waking workers for it
  * cost more than it gave. On Linux the workers are pinned, worker k to the k-th CPU
- * (cyclically) of those the process may use; SC_PIN=0 in the environment turns that off
- * (do so when several multi-threaded processes share the CPUs, e.g. MPI ranks started
- * with --bind-to none). Between calls an idle worker polls for the next one, yielding the CPU
- * between polls, for up to 1 ms before it sleeps, so that the serial part of a training step
- * does not cost a wake-up. Returns SC_ERR_UNSUPPORTED when the library was built without
- * threads (SC_NO_THREADS). */
+ * (cyclically) of those the process may use. The calling thread is not pinned, but a call
+ * that finds it on a worker's CPU moves it to the first of those CPUs, which no worker holds
+ * (at most once a millisecond, and only where its own affinity allows that CPU; its affinity
+ * is left as it was): a worker sharing its CPU with the caller waits for the caller's share.
+ * SC_PIN=0 in the environment turns both off (do so when several multi-threaded processes
+ * share the CPUs, e.g. MPI ranks started with --bind-to none). Between calls an idle worker polls
+ * for the next one, yielding the CPU between polls, for up to 1 ms before it sleeps, so that the
+ * serial part of a training step does not cost a wake-up. Returns SC_ERR_UNSUPPORTED when the
+ * library was built without threads (SC_NO_THREADS). */
 sc_status sc_workspace_set_threads(sc_workspace *ws, int threads);
 
 void sc_workspace_destroy(sc_workspace *ws); /* NULL is fine */

@@ -6,7 +6,14 @@
  * results for 1, 2 and 3 threads, and from one run to the next. Everything here is
  * compared with memcmp.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1 /* sched_getcpu, sched_setaffinity, CPU_SET */
+#endif
 #include "testutil.h"
+#include <time.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #define NS 1000 /* samples of the regression problem */
 #define NIN 5
@@ -278,6 +285,77 @@ static void test_set_threads_changes(void **state) {
   free(x), free(y), free(lab);
 }
 
+/* The pool's workers are pinned (worker k to the k-th allowed CPU, cyclically) and the calling
+ * thread is not; when the scheduler has put the caller on a worker's CPU, a run moves it to
+ * the first allowed CPU, which no worker holds, and leaves its affinity as it was. Placed on
+ * worker 1's CPU by hand (affinity narrowed to that CPU, then restored), the caller is on the
+ * first CPU after one sc_valgrad (in at least 80 % of 20 tries), with its affinity unchanged.
+ * With SC_PIN=0 nothing moves it (in fewer than half).
+ * Linux with at least 2 allowed CPUs only. */
+static void test_caller_moved_home(void **state) {
+  (void)state;
+#if defined(__linux__) && defined(CPU_SET)
+  cpu_set_t all, one, after;
+  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+  int cpus[2], nc = 0;
+  for (int k = 0; k < CPU_SETSIZE && nc < 2; k++)
+    if (CPU_ISSET(k, &all)) cpus[nc++] = k;
+  if (nc < 2 || sched_getcpu() < 0) {
+    print_message("  fewer than 2 CPUs allowed (or no sched_getcpu): skipped\n");
+    skip();
+  }
+  float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
+  int32_t *lab = malloc(NS * sizeof *lab);
+  assert_true(x && y && lab);
+  mk_data(x, y, lab, NS);
+  sc_chain *c = mk_chain(4, SC_IDENTITY);
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), l = 0;
+  assert_true(p && g);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
+  for (int pin = 1; pin >= 0; pin--) {
+    setenv("SC_PIN", pin ? "1" : "0", 1); /* read by sc_workspace_set_threads */
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, NS));
+    SC_OK_OR_FAIL(sc_workspace_set_threads(ws, 2));
+    int home = 0, runs = 0;
+    for (int tries = 0; tries < 40 && runs < 20; tries++) {
+      /* a move at most once a millisecond (sc__pool_nudge): 2 ms apart */
+      struct timespec ms2 = {0, 2000000};
+      nanosleep(&ms2, NULL);
+      CPU_ZERO(&one);
+      CPU_SET(cpus[1], &one);
+      assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* onto worker 1's CPU */
+      assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0); /* the mask as it was */
+      if (sched_getcpu() != cpus[1]) continue; /* the scheduler moved it already: again */
+      runs++;
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p, x, lab, NS, &l, g, NULL, ws));
+      home += sched_getcpu() == cpus[0];
+      assert_int_equal(sched_getaffinity(0, sizeof after, &after), 0);
+      assert_true(CPU_EQUAL(&after, &all)); /* the caller's affinity is left as it was */
+    }
+    print_message("  SC_PIN=%d: the caller on CPU %d before a valgrad, on CPU %d after it in %d of "
+                  "%d runs\n",
+                  pin, cpus[1], cpus[0], home, runs);
+    assert_true(runs >= 10);
+    /* (on an idle machine 20 of 20 and 0 of 20; other processes on the CPUs can move the
+     * caller between the two reads of sched_getcpu) */
+    if (pin)
+      assert_true(10 * home >= 8 * runs);
+    else /* nothing but the load balancer moves it */
+      assert_true(2 * home < runs);
+    sc_workspace_destroy(ws);
+  }
+  unsetenv("SC_PIN");
+  free(p), free(g);
+  sc_chain_destroy(c);
+  free(x), free(y), free(lab);
+#else
+  skip();
+#endif
+}
+
 int main(void) {
   unsetenv("SC_ISA"); /* the default (widest) kernel path */
   const struct CMUnitTest tests[] = {
@@ -288,6 +366,7 @@ int main(void) {
       cmocka_unit_test(test_train_wide_adam),
       cmocka_unit_test(test_workspace_threads),
       cmocka_unit_test(test_set_threads_changes),
+      cmocka_unit_test(test_caller_moved_home),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
