@@ -248,17 +248,25 @@ static void test_workspace_threads(void **state) {
   for (int i = 0; i < nisa; i++) run_workspace_threads(isas[i]);
 }
 
+/* the classifier's data (NS samples) and its chain (4 hidden units, identity) */
+static sc_chain *mk_problem(float **x, float **y, int32_t **lab, size_t *np) {
+  *x = malloc(NS * NIN * sizeof **x), *y = malloc(NS * NOUT * sizeof **y);
+  *lab = malloc(NS * sizeof **lab);
+  assert_true(*x && *y && *lab);
+  mk_data(*x, *y, *lab, NS);
+  sc_chain *c = mk_chain(4, SC_IDENTITY);
+  SC_OK_OR_FAIL(sc_chain_nparams(c, np));
+  return c;
+}
+
 /* One workspace, its thread count changed between calls: 2 -> 1 -> 3 -> 2 give the same
  * gradient every time. */
 static void test_set_threads_changes(void **state) {
   (void)state;
-  float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
-  int32_t *lab = malloc(NS * sizeof *lab);
-  assert_true(x && y && lab);
-  mk_data(x, y, lab, NS);
-  sc_chain *c = mk_chain(4, SC_IDENTITY);
+  float *x, *y;
+  int32_t *lab;
   size_t np = 0;
-  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  sc_chain *c = mk_problem(&x, &y, &lab, &np);
   float *p = malloc(np * sizeof *p), *g0 = malloc(np * sizeof *g0), *g = malloc(np * sizeof *g);
   assert_true(p && g0 && g);
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
@@ -304,13 +312,10 @@ static void test_caller_moved_home(void **state) {
     print_message("  fewer than 2 CPUs allowed (or no sched_getcpu): skipped\n");
     skip();
   }
-  float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
-  int32_t *lab = malloc(NS * sizeof *lab);
-  assert_true(x && y && lab);
-  mk_data(x, y, lab, NS);
-  sc_chain *c = mk_chain(4, SC_IDENTITY);
+  float *x, *y;
+  int32_t *lab;
   size_t np = 0;
-  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  sc_chain *c = mk_problem(&x, &y, &lab, &np);
   float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g), l = 0;
   assert_true(p && g);
   SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
