@@ -6261,6 +6261,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define v_bf16_pairs_t8 v_bf16_pairs_t8_avx512
 #define v_bf16_round_n v_bf16_round_n_avx512
 #define v_gather4x8 v_gather4x8_avx512
+#define v_gather_rows v_gather_rows_avx512
 #define v_quot v_quot_avx512
 #define v_sel v_sel_avx512
 #define v_tanh_inplace v_tanh_inplace_avx512
@@ -7669,6 +7670,25 @@ static inline __attribute__((always_inline)) void v_gather4x8(float *restrict o,
   _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(t1, t3, 0xEE));
 }
 
+/* The gathers' G rows of the tile G j .. G j + G - 1: row[r] sample t = G j + r's row of src
+ * (idx[b0 + t] with idx, else b0 + t), NULL from t = n on (the padding); rr[r] the same with
+ * row 0 for the padding (read by v_gather4x8, cleared after). Returns 0, the group's columns
+ * stored as zeros, when all G are padding */
+static inline __attribute__((always_inline)) int
+v_gather_rows(const float **row, const float **rr, float *restrict tile, size_t G, size_t j,
+              const float *src, const size_t *idx, size_t b0, size_t n, size_t cols) {
+  if (G * j >= n) {
+    for (size_t k = 0; k < cols; k++) memset(tile + k * SC__TW + G * j, 0, G * sizeof *tile);
+    return 0;
+  }
+  for (size_t r = 0; r < G; r++) {
+    size_t t = G * j + r;
+    row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
+  }
+  for (size_t r = 0; r < G; r++) rr[r] = row[r] ? row[r] : row[0];
+  return 1;
+}
+
 /* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
  * within 128-bit lanes, then swap the lanes) */
 static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
@@ -7751,24 +7771,14 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
     return 1;
   }
   for (size_t j = 0; j < SC__TW / 16; j++) {
-    const float *row[16];
-    for (size_t r = 0; r < 16; r++) {
-      size_t t = 16 * j + r;
-      row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
-    }
+    const float *row[16], *rr[16];
+    if (!v_gather_rows(row, rr, tile, 16, j, src, idx, b0, n, cols)) continue; /* padding */
     size_t c0 = 0;
-    if (16 * j >= n) { /* padding only */
-      for (size_t k = 0; k < cols; k++)
-        _mm512_store_ps(tile + k * SC__TW + 16 * j, _mm512_setzero_ps());
-      continue;
-    }
     if (cols >= 4) {
       /* 4 columns at a time, 8 rows per 256-bit half (v_gather4x8): 2 shuffles per 8
        * outputs, where the 16 x 16 transpose takes 4 per 16 (on cores whose 512-bit shuffles
        * take two 256-bit pipes, as Zen 4's, the 256-bit form is 30 % faster). Padding rows
-       * read row 0 and are cleared after. */
-      const float *rr[16];
-      for (int r = 0; r < 16; r++) rr[r] = row[r] ? row[r] : row[0];
+       * read row 0 (rr) and are cleared after. */
       for (; c0 + 4 <= cols; c0 += 4) {
         v_gather4x8(tile + c0 * SC__TW + 16 * j, rr, c0);
         v_gather4x8(tile + c0 * SC__TW + 16 * j + 8, rr + 8, c0);
@@ -7804,23 +7814,13 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
   if (idx || n != SC__TW || (cols != 2 && cols != 4)) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (size_t j = 0; j < SC__TW / 8; j++) {
-      const float *row[8];
-      for (size_t r = 0; r < 8; r++) {
-        size_t t = 8 * j + r;
-        row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
-      }
+      const float *row[8], *rr[8];
+      if (!v_gather_rows(row, rr, tile, 8, j, src, idx, b0, n, cols)) continue; /* padding */
       size_t c0 = 0;
-      if (8 * j >= n) { /* padding only */
-        for (size_t k = 0; k < cols; k++)
-          _mm256_store_ps(tile + k * SC__TW + 8 * j, _mm256_setzero_ps());
-        continue;
-      }
       if (cols >= 4) {
         /* 4 columns at a time (v_gather4x8), as in the AVX-512 gather (alone, 1 thread, Zen 4:
          * 6 tiles of 24 columns 300 -> 230 ns, of 12 columns 218 -> 129 ns). Padding rows read
-         * row 0 and are cleared after. */
-        const float *rr[8];
-        for (int r = 0; r < 8; r++) rr[r] = row[r] ? row[r] : row[0];
+         * row 0 (rr) and are cleared after. */
         for (; c0 + 4 <= cols; c0 += 4) v_gather4x8(tile + c0 * SC__TW + 8 * j, rr, c0);
         if (8 * j + 8 > n) { /* lanes n - 8 j .. 7 */
           __m256i pad = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)(n - 8 * j) - 1));
