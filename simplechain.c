@@ -6248,6 +6248,8 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define sc_vfu sc_vfu_avx512
 #define sc_vi sc_vi_avx512
 #define sc_vu sc_vu_avx512
+#define sc_vd sc_vd_avx512
+#define sc_vdl sc_vdl_avx512
 #define v_act_rows v_act_rows_avx512
 #define v_act_store v_act_store_avx512
 #define v_bf16_pack_lanes v_bf16_pack_lanes_avx512
@@ -6284,6 +6286,9 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_conv_fwd_names vec_conv_fwd_names_avx512
 #define vec_dense_dw_f32 vec_dense_dw_f32_avx512
 #define vec_dense_dwd_f64 vec_dense_dwd_f64_avx512
+#define vec_dense_dx_act_f64 vec_dense_dx_act_f64_avx512
+#define vec_dense_dx_body_f64 vec_dense_dx_body_f64_avx512
+#define vec_dense_dx_f64 vec_dense_dx_f64_avx512
 #define vec_dense_dwl_f32 vec_dense_dwl_f32_avx512
 #define vec_dense_dwl_n vec_dense_dwl_n_avx512
 #define vec_dense_dwl2_f32 vec_dense_dwl2_f32_avx512
@@ -6291,6 +6296,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_dense_dx_body vec_dense_dx_body_avx512
 #define vec_dense_dx_f32 vec_dense_dx_f32_avx512
 #define vec_dense_fwd_f32 vec_dense_fwd_f32_avx512
+#define vec_dense_fwd_f64 vec_dense_fwd_f64_avx512
 #define vec_dwl_fold_f32 vec_dwl_fold_f32_avx512
 #define vec_dwl_fold_f64 vec_dwl_fold_f64_avx512
 #define vec_fold8 vec_fold8_avx512
@@ -8121,6 +8127,154 @@ static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict
   }
 }
 
+/* The dense forward and dx of the batch paths in double, as explicit vector code of the ISA's
+ * width (8 doubles on AVX-512, 4 on AVX2), register blocks of DOB rows x 2 vectors. GCC's own
+ * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
+ * the rows of a register block, with vpermt2pd transposes into and out of it: on Zen 4 the
+ * BNN's gradient (1 -> 32 relu -> 1, batch 100) took 6.5 us on AVX-512 against 5.6 on AVX2
+ * (bench/RESULTS.md, session 25). Each output's sum is the portable one (the bias or 0, then
+ * the products in input order, each a multiply-add): the same bits. vec_dense_dx_act_f64
+ * also applies the activation pullback of the dense layer below (identity, relu, tanh,
+ * sigmoid: sc__act_bwd's operations) and adds its bias lanes, as vec_dense_dx_act_f32 does,
+ * so the pass of sc__act_bwd_lane over that layer is saved. */
+#if defined(SC__ISA_AVX512)
+#define DVW 8 /* doubles per vector */
+#define DOB 8 /* rows per register block: 8 x 2 accumulators */
+#else
+#define DVW 4
+#define DOB 4 /* 4 x 2 accumulators of 16 registers */
+#endif
+#define DNV (SC__TW / DVW) /* vectors per tile row */
+typedef double sc_vd __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
+typedef long long sc_vdl __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
+#define D_ROW(p, j) (((const sc_vd *)(const void *)(p))[j])
+#define D_ROWW(p, j) (((sc_vd *)(void *)(p))[j])
+#if DVW == 8
+#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s), (s), (s), (s), (s)})
+#else
+#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s)})
+#endif
+/* v where m is false, else 0 (m: a comparison's lanes, all ones or all zeros) */
+#define D_ZERO_IF(m, v) ((sc_vd)((sc_vdl)(v) & ~(sc_vdl)(m)))
+
+/* rows o..o+NB of a = act(W x + b), NVB vectors of the tile at a time; identity and relu are
+ * applied as the sums are stored (sc__act_n's operations), the other activations by
+ * sc__act_row from tmp */
+#define D_FWD_BODY(NB, NVB)                                                                        \
+  {                                                                                                \
+    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
+      sc_vd acc[NB][NVB];                                                                          \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                      \
+        sc_vd bk = D_SPLAT(b ? b[o + (size_t)k] : 0.0);                                            \
+        _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = bk;                      \
+      }                                                                                            \
+      for (size_t i = 0; i < I; i++) {                                                             \
+        sc_vd xv[NVB];                                                                             \
+        _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) xv[j] =                              \
+            D_ROW(x + i * SC__TW, jc + j);                                                         \
+        const double *w = W + o * I + i;                                                           \
+        _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                    \
+          sc_vd wk = D_SPLAT(w[(size_t)k * I]);                                                    \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wk * xv[j];           \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
+        sc_vd v = acc[k][j];                                                                       \
+        size_t r = (o + (size_t)k) * SC__TW;                                                       \
+        if (act == SC_IDENTITY || act == SC_RELU) {                                                \
+          if (z) D_ROWW(z + r, jc + j) = v;                                                        \
+          D_ROWW(a + r, jc + j) = act == SC_RELU ? D_ZERO_IF(v < 0.0, v) : v;                      \
+        } else                                                                                     \
+          D_ROWW(tmp + (size_t)k * SC__TW, jc + j) = v;                                            \
+      }                                                                                            \
+    }                                                                                              \
+    if (act != SC_IDENTITY && act != SC_RELU)                                                      \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) SC__TN(sc__act_row)(                   \
+          a + (o + (size_t)k) * SC__TW, z ? z + (o + (size_t)k) * SC__TW : NULL,                   \
+          tmp + (size_t)k * SC__TW, act);                                                          \
+    o += NB;                                                                                       \
+  }
+
+static void vec_dense_fwd_f64(double *restrict a, double *restrict z, const double *restrict W,
+                              const double *restrict b, const double *restrict x, size_t O,
+                              size_t I, sc_act act) {
+  double tmp[DOB * SC__TW] __attribute__((aligned(64)));
+  size_t o = 0;
+  while (o + DOB <= O) D_FWD_BODY(DOB, 2)
+#if DOB > 4
+  if (o + 4 <= O) D_FWD_BODY(4, 2)
+#endif
+  while (o < O) D_FWD_BODY(1, DNV) /* one row: the whole tile's vectors hide the latency */
+}
+
+/* rows i..i+NB of dx = W^T dz, then the layer below's pullback and bias lanes */
+#define D_DX_BODY(NB, NVB)                                                                         \
+  {                                                                                                \
+    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
+      sc_vd acc[NB][NVB];                                                                          \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = D_SPLAT(0.0);          \
+      for (size_t o = 0; o < O; o++) {                                                             \
+        sc_vd dv[NVB];                                                                             \
+        _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) dv[j] =                              \
+            D_ROW(dz + o * SC__TW, jc + j);                                                        \
+        const double *w = W + o * I + i;                                                           \
+        _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                    \
+          sc_vd wk = D_SPLAT(w[k]);                                                                \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wk * dv[j];           \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
+        sc_vd v = acc[k][j];                                                                       \
+        size_t r = (i + (size_t)k) * SC__TW;                                                       \
+        if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
+          sc_vd av = D_ROW(xa + r, jc + j);                                                        \
+          if (act == SC_RELU)                                                                      \
+            v = D_ZERO_IF(av <= 0.0, v);                                                           \
+          else if (act == SC_TANH)                                                                 \
+            v *= 1.0 - av * av;                                                                    \
+          else                                                                                     \
+            v *= av * (1.0 - av);                                                                  \
+        }                                                                                          \
+        D_ROWW(dx + r, jc + j) = v;                                                                \
+        if (bl) D_ROWW(bl + r, jc + j) = D_ROW(bl + r, jc + j) + v;                                \
+      }                                                                                            \
+    }                                                                                              \
+    i += NB;                                                                                       \
+  }
+
+static inline __attribute__((always_inline)) void
+vec_dense_dx_body_f64(double *restrict dx, const double *restrict W, const double *restrict dz,
+                      size_t O, size_t I, sc_act act, const double *restrict xa,
+                      double *restrict bl) {
+  size_t i = 0;
+  while (i + DOB <= I) D_DX_BODY(DOB, 2)
+#if DOB > 4
+  if (i + 4 <= I) D_DX_BODY(4, 2)
+#endif
+  while (i < I) D_DX_BODY(1, DNV)
+}
+static void vec_dense_dx_f64(double *restrict dx, const double *restrict W,
+                             const double *restrict dz, size_t O, size_t I) {
+  vec_dense_dx_body_f64(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL);
+}
+static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
+                                 const double *restrict dz, size_t O, size_t I, sc_act act,
+                                 const double *restrict xa, double *restrict bl) {
+  vec_dense_dx_body_f64(dx, W, dz, O, I, act, xa, bl);
+}
+#undef D_FWD_BODY
+#undef D_DX_BODY
+#undef D_ZERO_IF
+#undef D_SPLAT
+#undef D_ROWW
+#undef D_ROW
+#undef DNV
+#undef DOB
+#undef DVW
+
 /* The one-state path's dense layers (sc_apply_f64, sc_vjp_f64, sc_jvp_f64: one sample, a
  * neural ODE's right-hand side), as explicit 4-wide code. The portable versions (sc__one_*
  * below) are plain loops the compiler vectorises with a scalar tail, a runtime alias check
@@ -8302,6 +8456,13 @@ static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *
 #endif
 #define SC__K_FOLD_TW vec_dwl_fold_f64
 #define SC__K_DWD vec_dense_dwd_f64 /* small dense layers: dW in dot form, not lane form */
+#undef SC__K_FWD
+#undef SC__K_DX
+#define SC__K_FWD vec_dense_fwd_f64
+#define SC__K_DX vec_dense_dx_f64
+#define SC__K_DX_ACT vec_dense_dx_act_f64
+#define SC__DX_ACT_OK(act)                                                                         \
+  ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
 #define SC__DWD_DENSE 1
 #else
 #define SC__K_FOLD_TW SC__TN(sc__dwl_fold)

@@ -392,10 +392,12 @@ static void test_isa_unavailable(void **state) {
 }
 
 /* Double precision: the _f64 entry points of every path against the scalar one. The ISA
- * files compile the portable double kernels with their flags and take two from
- * kernels/vec_f64.h (the lane fold of the bias gradients and the dW of small dense layers
- * in dot form, a different summation order from the scalar lane form), so the results
- * agree to rounding: |v - r| <= 1e-12 max(|r|, 0.1 max_k |r_k|) (about 4500 double ulps;
+ * files compile the portable double kernels with their flags and take some from simplechain.c's
+ * double vector section (the lane fold of the bias gradients, the dW of small dense layers in
+ * dot form, a different summation order from the scalar lane form, and the dense forward and
+ * dx, the latter with the relu / tanh / sigmoid pullback of the layer below fused in; their
+ * multiply-adds round once where the scalar path rounds twice), so the results agree to
+ * rounding: |v - r| <= 1e-12 max(|r|, 0.1 max_k |r_k|) (about 4500 double ulps;
  * the largest difference measured is printed). Nets: the BNN's 1 -> 32 relu -> 1, a small
  * three-layer net with every activation (dot-form dW), and a 100 -> 100 layer (10,000
  * weights: the transposed dW form); batches 1, 7, 33, 100, 257; the three losses. */
