@@ -6286,6 +6286,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_conv_fwd_names vec_conv_fwd_names_avx512
 #define vec_dense_dw_f32 vec_dense_dw_f32_avx512
 #define vec_dense_dwd_f64 vec_dense_dwd_f64_avx512
+#define vec_dwd_one vec_dwd_one_avx512
 #define vec_dense_dx_act_f64 vec_dense_dx_act_f64_avx512
 #define vec_dense_dx_body_f64 vec_dense_dx_body_f64_avx512
 #define vec_dense_dx_f64 vec_dense_dx_f64_avx512
@@ -8103,30 +8104,6 @@ static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict 
   }
 }
 
-/* dW of a small dense layer in dot form: gW[o*I + i] += the sum over the tile's SC__TW
- * samples of dz[o][t] x[i][t], as two 4-wide partial sums (lanes t mod 8 < 4 and >= 4,
- * samples in order), added as ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) +
- * (s0[3] + s1[3])). On the double paths it replaces the lane form, whose read-modify-write
- * of O x I x SC__TW accumulators per tile (and their fold per slice) was the largest cost
- * of a small double valgrad; for float the lane form stays (twice the lanes per vector). */
-static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
-                                     const double *restrict x, size_t O, size_t I) {
-  for (size_t o = 0; o < O; o++) {
-    const double *d = dz + o * SC__TW;
-    for (size_t i = 0; i < I; i++) {
-      const double *xi = x + i * SC__TW;
-      sc_v4d s0 = *(const sc_v4d *)(const void *)d * *(const sc_v4d *)(const void *)xi;
-      sc_v4d s1 = *(const sc_v4d *)(const void *)(d + 4) * *(const sc_v4d *)(const void *)(xi + 4);
-      for (int t = 8; t < SC__TW; t += 8) {
-        s0 += *(const sc_v4d *)(const void *)(d + t) * *(const sc_v4d *)(const void *)(xi + t);
-        s1 += *(const sc_v4d *)(const void *)(d + t + 4) *
-              *(const sc_v4d *)(const void *)(xi + t + 4);
-      }
-      gW[o * I + i] += ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) + (s0[3] + s1[3]));
-    }
-  }
-}
-
 /* The dense forward and dx of the batch paths in double, as explicit vector code of the ISA's
  * width (8 doubles on AVX-512, 4 on AVX2), register blocks of DOB rows x 2 vectors. GCC's own
  * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
@@ -8300,6 +8277,46 @@ static inline sc_v4d vone_hsum4(sc_v4d r0, sc_v4d r1, sc_v4d r2, sc_v4d r3) {
   sc_v4d t0 = SC__SHUF4(r0, r1, 0, 4, 2, 6) + SC__SHUF4(r0, r1, 1, 5, 3, 7);
   sc_v4d t1 = SC__SHUF4(r2, r3, 0, 4, 2, 6) + SC__SHUF4(r2, r3, 1, 5, 3, 7);
   return SC__SHUF4(t0, t1, 0, 1, 4, 5) + SC__SHUF4(t0, t1, 2, 3, 6, 7);
+}
+
+/* dW of a small dense layer in dot form: gW[o*I + i] += the sum over the tile's SC__TW
+ * samples of dz[o][t] x[i][t], as two 4-wide partial sums (lanes t mod 8 < 4 and >= 4,
+ * samples in order), added as ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) +
+ * (s0[3] + s1[3])). On the double paths it replaces the lane form, whose read-modify-write
+ * of O x I x SC__TW accumulators per tile (and their fold per slice) was the largest cost
+ * of a small double valgrad; for float the lane form stays (twice the lanes per vector).
+ * Four weights at a time (consecutive o*I + i): their four lane sums s0 + s1 are reduced
+ * together by vone_hsum4's shuffles, which add them in the same pairs (the same bits as one
+ * at a time); one at a time, the horizontal sums were a quarter of the BNN's gradient. */
+static inline double vec_dwd_one(const double *restrict d, const double *restrict xi) {
+  sc_v4d s0 = SC__LD4(d) * SC__LD4(xi), s1 = SC__LD4(d + 4) * SC__LD4(xi + 4);
+  for (int t = 8; t < SC__TW; t += 8) {
+    s0 += SC__LD4(d + t) * SC__LD4(xi + t);
+    s1 += SC__LD4(d + t + 4) * SC__LD4(xi + t + 4);
+  }
+  return ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) + (s0[3] + s1[3]));
+}
+static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
+                                     const double *restrict x, size_t O, size_t I) {
+  size_t n = O * I, f = 0, o = 0, i = 0; /* (o, i): the weight f's row and column */
+  for (; f + 4 <= n; f += 4) {
+    sc_v4d u[4];
+    for (int q = 0; q < 4; q++) {
+      const double *d = dz + o * SC__TW, *xi = x + i * SC__TW;
+      sc_v4d s0 = SC__LD4(d) * SC__LD4(xi), s1 = SC__LD4(d + 4) * SC__LD4(xi + 4);
+      for (int t = 8; t < SC__TW; t += 8) {
+        s0 += SC__LD4(d + t) * SC__LD4(xi + t);
+        s1 += SC__LD4(d + t + 4) * SC__LD4(xi + t + 4);
+      }
+      u[q] = s0 + s1;
+      if (++i == I) i = 0, o++;
+    }
+    SC__ST4(gW + f) = SC__LD4(gW + f) + vone_hsum4(u[0], u[1], u[2], u[3]);
+  }
+  for (; f < n; f++) {
+    gW[f] += vec_dwd_one(dz + o * SC__TW, x + i * SC__TW);
+    if (++i == I) i = 0, o++;
+  }
 }
 
 /* the sum over the inputs of row r (W + r I) times x, 4 lanes then the tail */
