@@ -6286,7 +6286,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_conv_fwd_names vec_conv_fwd_names_avx512
 #define vec_dense_dw_f32 vec_dense_dw_f32_avx512
 #define vec_dense_dwd_f64 vec_dense_dwd_f64_avx512
-#define vec_dwd_one vec_dwd_one_avx512
+#define vec_dwd_lanes vec_dwd_lanes_avx512
 #define vec_dense_dx_act_f64 vec_dense_dx_act_f64_avx512
 #define vec_dense_dx_body_f64 vec_dense_dx_body_f64_avx512
 #define vec_dense_dx_f64 vec_dense_dx_f64_avx512
@@ -8288,13 +8288,13 @@ static inline sc_v4d vone_hsum4(sc_v4d r0, sc_v4d r1, sc_v4d r2, sc_v4d r3) {
  * Four weights at a time (consecutive o*I + i): their four lane sums s0 + s1 are reduced
  * together by vone_hsum4's shuffles, which add them in the same pairs (the same bits as one
  * at a time); one at a time, the horizontal sums were a quarter of the BNN's gradient. */
-static inline double vec_dwd_one(const double *restrict d, const double *restrict xi) {
+static inline sc_v4d vec_dwd_lanes(const double *restrict d, const double *restrict xi) {
   sc_v4d s0 = SC__LD4(d) * SC__LD4(xi), s1 = SC__LD4(d + 4) * SC__LD4(xi + 4);
   for (int t = 8; t < SC__TW; t += 8) {
     s0 += SC__LD4(d + t) * SC__LD4(xi + t);
     s1 += SC__LD4(d + t + 4) * SC__LD4(xi + t + 4);
   }
-  return ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) + (s0[3] + s1[3]));
+  return s0 + s1; /* (s0[j] + s1[j]) */
 }
 static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
                                      const double *restrict x, size_t O, size_t I) {
@@ -8302,19 +8302,14 @@ static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict
   for (; f + 4 <= n; f += 4) {
     sc_v4d u[4];
     for (int q = 0; q < 4; q++) {
-      const double *d = dz + o * SC__TW, *xi = x + i * SC__TW;
-      sc_v4d s0 = SC__LD4(d) * SC__LD4(xi), s1 = SC__LD4(d + 4) * SC__LD4(xi + 4);
-      for (int t = 8; t < SC__TW; t += 8) {
-        s0 += SC__LD4(d + t) * SC__LD4(xi + t);
-        s1 += SC__LD4(d + t + 4) * SC__LD4(xi + t + 4);
-      }
-      u[q] = s0 + s1;
+      u[q] = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
       if (++i == I) i = 0, o++;
     }
     SC__ST4(gW + f) = SC__LD4(gW + f) + vone_hsum4(u[0], u[1], u[2], u[3]);
   }
   for (; f < n; f++) {
-    gW[f] += vec_dwd_one(dz + o * SC__TW, x + i * SC__TW);
+    sc_v4d u = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
+    gW[f] += (u[0] + u[1]) + (u[2] + u[3]);
     if (++i == I) i = 0, o++;
   }
 }
