@@ -8134,27 +8134,36 @@ typedef long long sc_vdl __attribute__((vector_size(DVW * 8), aligned(8), may_al
 /* v where m is false, else 0 (m: a comparison's lanes, all ones or all zeros) */
 #define D_ZERO_IF(m, v) ((sc_vd)((sc_vdl)(v) & ~(sc_vdl)(m)))
 
+/* acc[k][j] (NB rows, NVB vectors from vector jc of a tile row) = INIT(k), then for each of
+ * the n steps s in order, += wp[s * ws + k * wk] times vector jc + j of tile row s of src: a
+ * dense layer's sums in register blocks (the forward: rows of W against x's rows; dx: columns
+ * of W against dz's rows) */
+#define D_ACC(NB, NVB, INIT, src, n, wp, ws, wk)                                                   \
+  sc_vd acc[NB][NVB];                                                                              \
+  _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                          \
+    sc_vd ik = INIT(k);                                                                            \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = ik;                          \
+  }                                                                                                \
+  for (size_t s = 0; s < (n); s++) {                                                               \
+    sc_vd sv[NVB];                                                                                 \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) sv[j] =                                  \
+        D_ROW((src) + s * SC__TW, jc + j);                                                         \
+    const double *w = (wp) + s * (ws);                                                             \
+    _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                        \
+      sc_vd wv = D_SPLAT(w[(size_t)k * (wk)]);                                                     \
+      _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wv * sv[j];               \
+    }                                                                                              \
+  }
+#define D_BIAS(k) D_SPLAT(b ? b[o + (size_t)(k)] : 0.0)
+#define D_ZERO(k) D_SPLAT(0.0)
+
 /* rows o..o+NB of a = act(W x + b), NVB vectors of the tile at a time; identity and relu are
  * applied as the sums are stored (sc__act_n's operations), the other activations by
  * sc__act_row from tmp */
 #define D_FWD_BODY(NB, NVB)                                                                        \
   {                                                                                                \
     _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
-      sc_vd acc[NB][NVB];                                                                          \
-      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                      \
-        sc_vd bk = D_SPLAT(b ? b[o + (size_t)k] : 0.0);                                            \
-        _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = bk;                      \
-      }                                                                                            \
-      for (size_t i = 0; i < I; i++) {                                                             \
-        sc_vd xv[NVB];                                                                             \
-        _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) xv[j] =                              \
-            D_ROW(x + i * SC__TW, jc + j);                                                         \
-        const double *w = W + o * I + i;                                                           \
-        _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                    \
-          sc_vd wk = D_SPLAT(w[(size_t)k * I]);                                                    \
-          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wk * xv[j];           \
-        }                                                                                          \
-      }                                                                                            \
+      D_ACC(NB, NVB, D_BIAS, x, I, W + o * I, 1, I)                                                \
       _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
           _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
         sc_vd v = acc[k][j];                                                                       \
@@ -8189,19 +8198,7 @@ static void vec_dense_fwd_f64(double *restrict a, double *restrict z, const doub
 #define D_DX_BODY(NB, NVB)                                                                         \
   {                                                                                                \
     _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
-      sc_vd acc[NB][NVB];                                                                          \
-      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
-          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = D_SPLAT(0.0);          \
-      for (size_t o = 0; o < O; o++) {                                                             \
-        sc_vd dv[NVB];                                                                             \
-        _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) dv[j] =                              \
-            D_ROW(dz + o * SC__TW, jc + j);                                                        \
-        const double *w = W + o * I + i;                                                           \
-        _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                    \
-          sc_vd wk = D_SPLAT(w[k]);                                                                \
-          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wk * dv[j];           \
-        }                                                                                          \
-      }                                                                                            \
+      D_ACC(NB, NVB, D_ZERO, dz, O, W + i, I, 1)                                                   \
       _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
           _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
         sc_vd v = acc[k][j];                                                                       \
@@ -8244,6 +8241,9 @@ static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
 }
 #undef D_FWD_BODY
 #undef D_DX_BODY
+#undef D_ACC
+#undef D_BIAS
+#undef D_ZERO
 #undef D_ZERO_IF
 #undef D_SPLAT
 #undef D_ROWW
