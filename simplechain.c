@@ -3984,13 +3984,16 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
  * (the two passes after the GEMM read and wrote its 442-KB output). The row loops are unrolled
  * (GCC unroll): with the epilogue in a loop that was not, GCC kept the accumulators on the stack
  * and the forward took twice as long. */
+/* row r of the block's A and its place in C (the rows through arow / crow when given) */
+#define SC__BF16_AROW(r) (A + (arow ? arow[m + (size_t)(r)] : m + (size_t)(r)) * lda)
+#define SC__BF16_CROW(r) (C + (crow ? crow[m + (size_t)(r)] : m + (size_t)(r)) * ldc + n)
 #define SC__BF16_ROWS(MB)                                                                          \
   for (; m + MB <= M; m += MB) {                                                                   \
     __m512 c0[MB], c1[MB];                                                                         \
     const uint32_t *ar[MB];                                                                        \
     for (int r = 0; r < MB; r++) {                                                                 \
-      ar[r] = A + (arow ? arow[m + (size_t)r] : m + (size_t)r) * lda;                              \
-      float *cr = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                      \
+      ar[r] = SC__BF16_AROW(r);                                                                    \
+      float *cr = SC__BF16_CROW(r);                                                                \
       c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cr) : _mm512_setzero_ps();                           \
       c1[r] = acc ? _mm512_maskz_loadu_ps(k1, cr + 16) : _mm512_setzero_ps();                      \
     }                                                                                              \
@@ -4005,7 +4008,7 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
       }                                                                                            \
     }                                                                                              \
     _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                         \
-      float *cr = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                      \
+      float *cr = SC__BF16_CROW(r);                                                                \
       if (ep) {                                                                                    \
         c0[r] = sc__bf16_ep_v(c0[r], ep, m + (size_t)r);                                           \
         c1[r] = sc__bf16_ep_v(c1[r], ep, m + (size_t)r);                                           \
@@ -4022,8 +4025,8 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
     __m512 c0[MB], c1[MB], c2[MB], c3[MB];                                                         \
     const uint32_t *ar[MB];                                                                        \
     for (int r = 0; r < MB; r++) {                                                                 \
-      ar[r] = A + (arow ? arow[m + (size_t)r] : m + (size_t)r) * lda;                              \
-      float *cr = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                      \
+      ar[r] = SC__BF16_AROW(r);                                                                    \
+      float *cr = SC__BF16_CROW(r);                                                                \
       c0[r] = acc ? _mm512_loadu_ps(cr) : _mm512_setzero_ps();                                     \
       c1[r] = acc ? _mm512_loadu_ps(cr + 16) : _mm512_setzero_ps();                                \
       c2[r] = acc ? _mm512_loadu_ps(cr + 32) : _mm512_setzero_ps();                                \
@@ -4042,7 +4045,7 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
       }                                                                                            \
     }                                                                                              \
     _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                         \
-      float *cr = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                      \
+      float *cr = SC__BF16_CROW(r);                                                                \
       if (ep) {                                                                                    \
         c0[r] = sc__bf16_ep_v(c0[r], ep, m + (size_t)r);                                           \
         c1[r] = sc__bf16_ep_v(c1[r], ep, m + (size_t)r);                                           \
@@ -4062,8 +4065,8 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
     const uint32_t *ar[MB];                                                                        \
     float *cp[MB];                                                                                 \
     for (int r = 0; r < MB; r++) {                                                                 \
-      ar[r] = A + (arow ? arow[m + (size_t)r] : m + (size_t)r) * lda;                              \
-      cp[r] = C + (crow ? crow[m + (size_t)r] : m + (size_t)r) * ldc + n;                          \
+      ar[r] = SC__BF16_AROW(r);                                                                    \
+      cp[r] = SC__BF16_CROW(r);                                                                    \
       c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cp[r]) : _mm512_setzero_ps();                        \
     }                                                                                              \
     for (size_t k = 0; k < K2; k++) {                                                              \
@@ -4134,6 +4137,8 @@ sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda, co
   }
 }
 #undef SC__BF16_ROWS
+#undef SC__BF16_AROW
+#undef SC__BF16_CROW
 #undef SC__BF16_ROWS4
 #undef SC__BF16_ROWS_H
 /* sc__bf16_fold16 on a vector, the same adds in the same order */
