@@ -6566,7 +6566,11 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu) */
+/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+ * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+ * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
+ * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
+#define SC__ACT_CHUNK 64
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -6582,15 +6586,38 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
     for (k = 0; k < n; k++) d[k] *= a[k] * (1 - a[k]);
     break;
   case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
+#ifdef SC__SLEEF
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -a[k + j];
+      SC__TN(sc__sleef_expm1)(e, e, m);
+      for (j = 0; j < m; j++) d[k + j] *= -e[j];
+    }
+#else
     for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
+#endif
     break;
   case SC_GELU: /* d/dz z s(2u) = s + z 2u' s (1 - s), with 1 - s = e s, e = exp(-2u) */
-    for (k = 0; k < n; k++) {
-      SC__T v = z[k], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
-      SC__T e = SC__EXP(m2u), sg = 1 / (1 + e);
-      SC__T w = m2u < SC__EXPMAX ? e * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-      SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
-      d[k] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v;
+        e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
+      }
+#ifdef SC__SLEEF
+      SC__TN(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
+        SC__T sg = 1 / (1 + e[j]);
+        SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
+        d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
     }
     break;
   }
