@@ -173,6 +173,22 @@ static size_t layer_cases(int group, ocase *out, size_t cap) {
       assert_true(n < cap);
       out[n++] = o;
     }
+    /* 3 to 7 inputs into more outputs than one vector holds (the vector kernels' row tail:
+     * with 3 inputs and 5 or more outputs, sc_apply_f64 wrote past a 4-lane vector on the
+     * stack until session 26) */
+    {
+      ocase o = oc_new("3 -> dense 11 tanh -> dense 6 relu -> dense 21 sigmoid -> dense 7 "
+                       "-> dense 5 gelu -> dense 2",
+                       3, 0, 0);
+      oc_add(&o, sc_dense(11, SC_TANH));
+      oc_add(&o, sc_dense(6, SC_RELU));
+      oc_add(&o, sc_dense(21, SC_SIGMOID));
+      oc_add(&o, sc_dense_nobias(7, SC_IDENTITY));
+      oc_add(&o, sc_dense(5, SC_GELU));
+      oc_add(&o, sc_dense(2, SC_IDENTITY));
+      assert_true(n < cap);
+      out[n++] = o;
+    }
     /* single dense layer */
     for (int a = 0; a < 6; a++) {
       snprintf(nm, sizeof nm, "9 -> dense 4 %s%s", sc_act_name(ACTS[a]), a & 1 ? " (no bias)" : "");
@@ -796,7 +812,7 @@ static void test_dense(void **state) {
   (void)state;
   ocase cs[32];
   size_t k = layer_cases(0, cs, 32);
-  assert_int_equal(k, 20);
+  assert_int_equal(k, 21);
   run_cases(cs, k, 100, "dense");
 }
 
