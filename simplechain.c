@@ -8604,6 +8604,16 @@ static void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, s
   }
 }
 
+/* the exp and log of a tile row in place, for the logit cross-entropy */
+#ifdef SC__SLEEF
+#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#else
+#define SC__CE_EXP_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
+#define SC__CE_LOG_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__LOG((r)[q_])
+#endif
 /* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
 static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lanes,
                                   SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
@@ -8612,27 +8622,46 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   size_t O = c->out;
   SC__T s = J->scale;
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
+     * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
+     * session 26). Per sample the same operations in the same order as one sample at a time
+     * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
+     * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
-    for (size_t t = 0; t < n; t++) {
-      size_t y = (size_t)lab[SC__TN(sc__row)(J, b0 + t)];
-      size_t am = 0;
-      for (size_t o = 1; o < O; o++)
-        if (yhat[o * SC__TW + t] > yhat[am * SC__TW + t]) am = o;
-      SC__T m = yhat[am * SC__TW + t];
-      SC__T se = 1; /* the max's own term, exp(0) */
-      for (size_t o = 0; o < O; o++)
-        if (o != am) se += SC__EXP(yhat[o * SC__TW + t] - m);
-      SC__T lse = m + SC__LOG(se);
-      lanes[t] += lse - yhat[y * SC__TW + t];
-      if (J->count_correct) lanes[SC__TW + t] += am == y ? 1 : 0;
-      if (d) {
-        for (size_t o = 0; o < O; o++)
-          d[o * SC__TW + t] = s * (SC__EXP(yhat[o * SC__TW + t] - lse) - (o == y ? 1 : 0));
+    SC__T m[SC__TW], se[SC__TW], e[SC__TW];
+    int32_t am[SC__TW], y[SC__TW];
+    int t;
+    for (t = 0; t < SC__TW; t++) {
+      y[t] = (size_t)t < n ? lab[SC__TN(sc__row)(J, b0 + (size_t)t)] : -1;
+      m[t] = yhat[t], am[t] = 0, se[t] = 1;
+    }
+    for (size_t o = 1; o < O; o++)
+      for (t = 0; t < SC__TW; t++) {
+        SC__T v = yhat[o * SC__TW + (size_t)t];
+        int gt = v > m[t];
+        m[t] = gt ? v : m[t];
+        am[t] = gt ? (int32_t)o : am[t];
       }
+    for (size_t o = 0; o < O; o++) {
+      for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - m[t];
+      SC__CE_EXP_ROW(e);
+      for (t = 0; t < SC__TW; t++) se[t] += am[t] == (int32_t)o ? 0 : e[t];
+    }
+    SC__CE_LOG_ROW(se);                         /* log(se) */
+    for (t = 0; t < SC__TW; t++) se[t] += m[t]; /* lse */
+    for (t = 0; t < (int)n; t++) {
+      lanes[t] += se[t] - yhat[(size_t)y[t] * SC__TW + (size_t)t];
+      if (J->count_correct) lanes[SC__TW + t] += am[t] == y[t] ? 1 : 0;
     }
     if (d)
-      for (size_t o = 0; o < O; o++)
-        for (size_t t = n; t < SC__TW; t++) d[o * SC__TW + t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        SC__T *dr = d + o * SC__TW;
+        for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - se[t];
+        SC__CE_EXP_ROW(e);
+        for (t = 0; t < SC__TW; t++)
+          dr[t] = (size_t)t < n ? s * (e[t] - (y[t] == (int32_t)o ? 1 : 0)) : 0;
+      }
     return;
   }
   SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n);
