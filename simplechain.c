@@ -10154,6 +10154,94 @@ static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_work
   J->batch = batch;
 }
 
+/* Small batches of dense chains go sample by sample through the one-state path (sc__one: a
+ * few matrix-vector products) instead of a tile of SC__TW samples, most of them padding: at
+ * batch 1 a forward of 784 -> 128 -> 64 -> 10 relu took 66.5 us as a tile and 8.3 us as one
+ * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
+ * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
+ * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
+ * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (the one-state conv is
+ * slower than a tile), fp32 precision (a bf16 workspace keeps its bf16 GEMMs), and for a
+ * loss at most SC__SMALL_OUT outputs (its cotangent is on the stack). The choice depends on the
+ * chain and the batch size only, never on threads or profiling; results differ from the tile
+ * path's in the last bits, as results may with the batch size. */
+#define SC__SMALL_BATCH 4
+#define SC__SMALL_OUT 64
+static int SC__TN(sc__small_ok)(const sc_chain *c, const sc_workspace *ws, size_t batch,
+                                int training) {
+  if (batch > SC__SMALL_BATCH) return 0;
+#if SC__F32
+  if (ws->prec != SC_PRECISION_FP32) return 0;
+#else
+  (void)ws;
+#endif
+  for (size_t l = 0; l < c->nlayers; l++) {
+    sc_layer_kind k = c->L[l].spec.kind;
+    if (k == SC_LAYER_CONV2D || k == SC_LAYER_MAXPOOL2D) return 0;
+    if (k == SC_LAYER_DROPOUT && training && c->L[l].spec.rate > 0) return 0; /* masks */
+  }
+  return 1;
+}
+
+/* the loss of one sample's outputs y (see sc__loss_tile: the same formulas), and with v != NULL
+ * its gradient times s into v */
+static double SC__TN(sc__small_loss)(const sc_chain *c, sc_loss loss, const SC__T *y,
+                                     const void *target, size_t b, SC__T s, SC__T *v) {
+  size_t O = c->out;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    size_t lab = (size_t)((const int32_t *)target)[b], am = 0;
+    for (size_t o = 1; o < O; o++)
+      if (y[o] > y[am]) am = o;
+    SC__T m = y[am], se = 1;
+    for (size_t o = 0; o < O; o++)
+      if (o != am) se += SC__EXP(y[o] - m);
+    SC__T lse = m + SC__LOG(se);
+    if (v)
+      for (size_t o = 0; o < O; o++) v[o] = s * (SC__EXP(y[o] - lse) - (o == lab ? 1 : 0));
+    return (double)(lse - y[lab]);
+  }
+  const SC__T *t = (const SC__T *)target + b * O;
+  SC__T acc = 0;
+  for (size_t o = 0; o < O; o++) {
+    SC__T e = y[o] - t[o];
+    if (loss == SC_LOSS_SQUARED) {
+      acc += e * e;
+      if (v) v[o] = 2 * s * e;
+    } else {
+      acc += SC__FABS(e);
+      if (v) v[o] = s * (SC__T)((e > 0) - (e < 0));
+    }
+  }
+  return (double)acc;
+}
+
+static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
+                                SC__T *jw, sc_workspace *ws);
+
+/* sc_valgrad / sc_loss_value / sc_pullback on a small batch, sample by sample (sc__small_ok):
+ * with a loss, its value into *lossv and the gradient (g, gx overwritten; g may be NULL, gx
+ * too); with dy instead (pullback), g accumulates and gx is overwritten */
+static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T *p, const SC__T *x,
+                                   const void *target, const SC__T *dy, size_t batch, double *lossv,
+                                   SC__T *g, SC__T *gx, sc_workspace *ws) {
+  SC__T y[SC__SMALL_OUT], v[SC__SMALL_OUT];
+  SC__T s = (SC__T)(1.0 / (double)batch);
+  double l = 0;
+  if (g && !dy) memset(g, 0, c->nparams * sizeof *g);
+  if (gx) memset(gx, 0, batch * c->in * sizeof *gx);
+  for (size_t b = 0; b < batch; b++) {
+    const SC__T *xb = x + b * c->in, *vb = dy ? dy + b * c->out : v;
+    if (!dy) {
+      SC__TN(sc__one_run)(c, p, xb, NULL, NULL, y, NULL, NULL, NULL, ws);
+      l += SC__TN(sc__small_loss)(c, loss, y, target, b, s, (g || gx) ? v : NULL);
+    }
+    if (g || gx)
+      SC__TN(sc__one_run)(c, p, xb, vb, NULL, NULL, gx ? gx + b * c->in : NULL, g, NULL, ws);
+  }
+  if (lossv) *lossv = l / (double)batch;
+}
+
 sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
                               SC__T *y, sc_workspace *ws) {
   sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
@@ -10161,6 +10249,11 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
+    for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
+    (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws);
+    return SC_OK;
+  }
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
   J.y = y;
@@ -10231,7 +10324,11 @@ sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   double l = 0;
-  SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1);
+  if (chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1)) {
+    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, g, gx, ws);
+    ws->drop_step++; /* as sc__valgrad_run's: no dropout layer here draws from it */
+  } else
+    SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1);
   if (lossv) *lossv = (SC__T)l;
   return SC_OK;
 }
@@ -10246,7 +10343,10 @@ sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   double l = 0;
-  SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0);
+  if (chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 0))
+    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, NULL, NULL, ws);
+  else
+    SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0);
   *lossv = (SC__T)l;
   return SC_OK;
 }
@@ -10293,6 +10393,10 @@ sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
     return st;
   if (!g && !gx) return SC_OK;
+  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
+    SC__TN(sc__small_grad)(chain, SC_LOSS_SQUARED, p, x, NULL, dy, batch, NULL, g, gx, ws);
+    return SC_OK;
+  }
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);
   J.dy = dy;

@@ -1410,6 +1410,169 @@ static void test_threads(void **state) {
   threads_on(NULL, &cn);
 }
 
+/* ================================================================ 7. small batches */
+/* sc_forward, sc_valgrad, sc_loss_value and sc_pullback at batch <= 4 on a chain of dense,
+ * flatten and dropout layers go sample by sample through this path (simplechain.c:
+ * SC__SMALL_BATCH); checked against the tile path, forced by a batch of the same samples
+ * repeated R = 8 times (8 b > 4): the same mean loss and gradient g, per-sample gx / R (the
+ * loss is a mean), outputs y; for the pullback (a sum) g x R. Float and double, every ISA,
+ * the three losses, batches 1 to 4. Tolerance: |a - r| <= SB_RTOL max(|r|, SB_FLOOR max|r|),
+ * SB_RTOL 1e-4 in float, 1e-11 in double, SB_FLOOR 0.1 (measured worst: printed). A dropout
+ * layer of rate > 0 keeps sc_valgrad on the tile path (its masks): the gradient then equals
+ * the tile path's (tests/test_grad.c, test_isa.c); test_alloc counts allocations at batch 1. */
+#define SB_R 8
+static double sb_err(const double *a, const double *r, size_t n) {
+  double mx = 0, worst = 0;
+  for (size_t k = 0; k < n; k++) mx = fmax(mx, fabs(r[k]));
+  for (size_t k = 0; k < n; k++) {
+    double den = fmax(fabs(r[k]), 0.1 * mx);
+    if (den > 0) worst = fmax(worst, fabs(a[k] - r[k]) / den);
+  }
+  return worst;
+}
+static void test_small_batches(void **state) {
+  (void)state;
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  sc_layer L[] = {sc_dense(19, SC_TANH), sc_dropout(0.0), sc_dense(11, SC_GELU),
+                  sc_dense_nobias(7, SC_RELU), sc_dense(5, SC_IDENTITY)};
+  const size_t I = 6, O = 5, NL = 5, BIG = 4 * SB_R;
+  double worst32 = 0, worst64 = 0;
+  for (int is = 0; is < nisa; is++) {
+    setenv("SC_ISA", isas[is], 1);
+    sc_chain *c = NULL;
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_chain_create(&c, I, L, NL));
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, BIG));
+    size_t np = 0;
+    SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    double *pd = malloc(np * sizeof *pd), *xd = malloc(4 * I * sizeof *xd);
+    double *td = malloc(4 * O * sizeof *td), *dyd = malloc(4 * O * sizeof *dyd);
+    double *a = malloc((np + BIG * (I + O)) * sizeof *a),
+           *r = malloc((np + BIG * (I + O)) * sizeof *r);
+    float *pf = malloc(np * sizeof *pf);
+    double *gd = malloc(np * sizeof *gd), *gxd = malloc(BIG * I * sizeof *gxd),
+           *yd = malloc(BIG * O * sizeof *yd);
+    float *gf = malloc(np * sizeof *gf), *gxf = malloc(BIG * I * sizeof *gxf),
+          *yf = malloc(BIG * O * sizeof *yf);
+    int32_t lab[4 * SB_R];
+    assert_non_null(pd), assert_non_null(xd), assert_non_null(td), assert_non_null(dyd);
+    assert_non_null(a), assert_non_null(r), assert_non_null(pf);
+    assert_non_null(gd), assert_non_null(gxd);
+    assert_non_null(yd), assert_non_null(gf), assert_non_null(gxf), assert_non_null(yf);
+    SC_OK_OR_FAIL(sc_params_init_f64(c, pd, np, 7));
+    for (size_t k = 0; k < np; k++) pf[k] = (float)pd[k];
+    uint64_t rng = 11;
+    for (size_t b = 0; b < 4; b++) { /* the 4 samples the batches are made of */
+      for (size_t i = 0; i < I; i++) xd[b * I + i] = tu_unif(&rng);
+      for (size_t o = 0; o < O; o++) td[b * O + o] = tu_unif(&rng);
+      for (size_t o = 0; o < O; o++) dyd[b * O + o] = tu_unif(&rng);
+      lab[b] = (int32_t)(b * 3 % O);
+    }
+    for (size_t B = 1; B <= 4; B++) {
+      /* the big batch: the B samples repeated SB_R times (sample k is sample k % B); the
+       * small one is its first B samples */
+      double xs[4 * SB_R * 6], ts[4 * SB_R * 5], dys[4 * SB_R * 5];
+      float xsf[4 * SB_R * 6], tsf[4 * SB_R * 5], dysf[4 * SB_R * 5];
+      int32_t labs[4 * SB_R];
+      for (size_t k = 0; k < B * SB_R; k++) {
+        for (size_t i = 0; i < I; i++)
+          xsf[k * I + i] = (float)(xs[k * I + i] = xd[(k % B) * I + i]);
+        for (size_t o = 0; o < O; o++)
+          tsf[k * O + o] = (float)(ts[k * O + o] = td[(k % B) * O + o]);
+        for (size_t o = 0; o < O; o++)
+          dysf[k * O + o] = (float)(dys[k * O + o] = dyd[(k % B) * O + o]);
+        labs[k] = lab[k % B];
+      }
+      for (int dbl = 0; dbl < 2; dbl++) {
+        double *worst = dbl ? &worst64 : &worst32, tol = dbl ? 1e-11 : 1e-4;
+        char ctx[128];
+        /* forward */
+        if (dbl) {
+          SC_OK_OR_FAIL(sc_forward_f64(c, pd, xs, B * SB_R, yd, ws));
+          for (size_t k = 0; k < B * O; k++) r[k] = yd[k];
+          SC_OK_OR_FAIL(sc_forward_f64(c, pd, xs, B, yd, ws));
+          for (size_t k = 0; k < B * O; k++) a[k] = yd[k];
+        } else {
+          SC_OK_OR_FAIL(sc_forward(c, pf, xsf, B * SB_R, yf, ws));
+          for (size_t k = 0; k < B * O; k++) r[k] = yf[k];
+          SC_OK_OR_FAIL(sc_forward(c, pf, xsf, B, yf, ws));
+          for (size_t k = 0; k < B * O; k++) a[k] = yf[k];
+        }
+        double e = sb_err(a, r, B * O);
+        snprintf(ctx, sizeof ctx, "isa=%s %s forward batch %zu", isas[is], dbl ? "f64" : "f32", B);
+        if (!(e <= tol)) fail_msg("%s: relative error %g > %g", ctx, e, tol);
+        *worst = fmax(*worst, e);
+        /* valgrad and loss_value, each loss */
+        for (int lo = 1; lo <= 3; lo++) {
+          sc_loss loss = (sc_loss)lo;
+          const void *tgt_big = loss == SC_LOSS_LOGIT_CROSSENTROPY ? (const void *)labs
+                                : dbl                              ? (const void *)ts
+                                                                   : (const void *)tsf;
+          size_t n = 0;
+          for (int big = 1; big >= 0; big--) {
+            double *dst = big ? r : a;
+            size_t Bn = big ? B * SB_R : B;
+            n = 0;
+            if (dbl) {
+              double lv = 0, lv2 = 0;
+              SC_OK_OR_FAIL(sc_valgrad_f64(c, loss, pd, xs, tgt_big, Bn, &lv, gd, gxd, ws));
+              SC_OK_OR_FAIL(sc_loss_value_f64(c, loss, pd, xs, tgt_big, Bn, &lv2, ws));
+              dst[n++] = lv, dst[n++] = lv2;
+              for (size_t k = 0; k < np; k++) dst[n++] = gd[k];
+              for (size_t k = 0; k < B * I; k++) dst[n++] = gxd[k] * (big ? SB_R : 1);
+            } else {
+              float lv = 0, lv2 = 0;
+              SC_OK_OR_FAIL(sc_valgrad(c, loss, pf, xsf, tgt_big, Bn, &lv, gf, gxf, ws));
+              SC_OK_OR_FAIL(sc_loss_value(c, loss, pf, xsf, tgt_big, Bn, &lv2, ws));
+              dst[n++] = lv, dst[n++] = lv2;
+              for (size_t k = 0; k < np; k++) dst[n++] = gf[k];
+              for (size_t k = 0; k < B * I; k++) dst[n++] = (double)gxf[k] * (big ? SB_R : 1);
+            }
+          }
+          e = sb_err(a, r, n);
+          snprintf(ctx, sizeof ctx, "isa=%s %s valgrad loss %d batch %zu", isas[is],
+                   dbl ? "f64" : "f32", lo, B);
+          if (!(e <= tol)) fail_msg("%s: relative error %g > %g", ctx, e, tol);
+          *worst = fmax(*worst, e);
+        }
+        /* pullback: g accumulates (from 0.5) and is a sum over the samples */
+        size_t n = 0;
+        for (int big = 1; big >= 0; big--) {
+          double *dst = big ? r : a;
+          size_t Bn = big ? B * SB_R : B;
+          double f = big ? 1.0 / SB_R : 1.0;
+          n = 0;
+          if (dbl) {
+            for (size_t k = 0; k < np; k++) gd[k] = 0.5;
+            SC_OK_OR_FAIL(sc_pullback_f64(c, pd, xs, dys, Bn, gd, gxd, ws));
+            for (size_t k = 0; k < np; k++) dst[n++] = (gd[k] - 0.5) * f;
+            for (size_t k = 0; k < B * I; k++) dst[n++] = gxd[k];
+          } else {
+            for (size_t k = 0; k < np; k++) gf[k] = 0.5f;
+            SC_OK_OR_FAIL(sc_pullback(c, pf, xsf, dysf, Bn, gf, gxf, ws));
+            for (size_t k = 0; k < np; k++) dst[n++] = ((double)gf[k] - 0.5) * f;
+            for (size_t k = 0; k < B * I; k++) dst[n++] = gxf[k];
+          }
+        }
+        e = sb_err(a, r, n);
+        snprintf(ctx, sizeof ctx, "isa=%s %s pullback batch %zu", isas[is], dbl ? "f64" : "f32", B);
+        if (!(e <= tol * (dbl ? 1 : 10))) fail_msg("%s: relative error %g", ctx, e);
+        *worst = fmax(*worst, e);
+      }
+    }
+    free(pd), free(xd), free(td), free(dyd), free(a), free(r), free(pf);
+    free(gd), free(gxd), free(yd), free(gf), free(gxf), free(yf);
+    sc_workspace_destroy(ws);
+    sc_chain_destroy(c);
+  }
+  unsetenv("SC_ISA");
+  print_message(
+      "  small batches: %d ISA(s), batches 1-4: worst relative error f32 %.3g (tol 1e-4), "
+      "f64 %.3g (tol 1e-11)\n",
+      nisa, worst32, worst64);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dense),
@@ -1422,6 +1585,7 @@ int main(void) {
       cmocka_unit_test(test_null_and_foreign_workspace),
       cmocka_unit_test(test_nonfinite),
       cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_small_batches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
