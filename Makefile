@@ -93,7 +93,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels bench-bf16-gemm deps-fuzz fuzz fuzz-idx fuzz-params fuzz-npz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels bench-paths bench-bf16-gemm deps-fuzz fuzz fuzz-idx fuzz-params fuzz-npz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(SHLIBS) $(EXAMPLES)
 
 help:
@@ -106,6 +106,8 @@ help:
 	@echo "                each vs its PyTorch twin, ISA paths, hyperfine (about 7 min; knobs in bench_all.sh)"
 	@echo "make bench-toy  toy2x2 vs PyTorch only;  make bench-micro / bench-peak / bench-lenet /"
 	@echo "                bench-ode / bench-bayes (BNN gradient, BNN and Poisson sampling): those sections only"
+	@echo "make bench-paths every public call on the scalar / AVX2 / AVX-512 paths side by side, \"<<\" where"
+	@echo "                a wider path is slower (FILTER=f64, ode, ...: those cases only)"
 	@echo "make install    headers, static + shared library, simplechain.pc under PREFIX=$(PREFIX) (SHARED=0: static only);"
 	@echo "                make uninstall removes them"
 	@echo "make demo       install what is missing, build, train the 2x2 toy"
@@ -263,6 +265,9 @@ $(BUILD)/toy2x2-portable: examples/toy2x2.c examples/toy_data.h examples/example
 $(BUILD)/micro_valgrad: bench/micro_valgrad.c bench/bench_time.h $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
+$(BUILD)/api_paths: bench/api_paths.c bench/bench_time.h $(LIB) simplechain.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
 $(BUILD)/small_batch: bench/small_batch.c $(LIB) simplechain.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. $< $(LIB) -o $@ $(LDLIBS)
@@ -376,6 +381,11 @@ $(BUILD)/kernels_speed_avx2: bench/kernels_speed.c bench/bench_time.h simplechai
 bench-kernels: $(BUILD)/kernels_speed $(BUILD)/kernels_speed_avx2
 	if grep -q avx512f /proc/cpuinfo; then ./$(BUILD)/kernels_speed; fi
 	./$(BUILD)/kernels_speed_avx2
+
+# every public compute call on every kernel path side by side, marking where a wider path is
+# slower than a narrower one (bench/api_paths.c; FILTER=substring picks cases)
+bench-paths: $(BUILD)/api_paths
+	taskset -c 1 ./$(BUILD)/api_paths $(FILTER) 2>/dev/null || ./$(BUILD)/api_paths $(FILTER)
 
 # the bf16 GEMM kernels one by one on LeNet5's shapes (bench/bf16_gemm.c): AVX512_BF16 and,
 # where the CPU has AMX-BF16, AMX (baseline flags: the kernels carry their own targets)
