@@ -10225,7 +10225,7 @@ static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC_
 static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T *p, const SC__T *x,
                                    const void *target, const SC__T *dy, size_t batch, double *lossv,
                                    SC__T *g, SC__T *gx, sc_workspace *ws) {
-  SC__T y[SC__SMALL_OUT], v[SC__SMALL_OUT];
+  SC__T y[SC__SMALL_OUT], v[SC__SMALL_OUT] = {0}; /* (v: cppcheck's uninitvar) */
   SC__T s = (SC__T)(1.0 / (double)batch);
   double l = 0;
   if (g && !dy) memset(g, 0, c->nparams * sizeof *g);
