@@ -8111,6 +8111,71 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
 #endif
 /* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
  * paths) */
+/* The one-state dense kernels' parts that do not depend on the vector width, for
+ * vone_*_f64 (4 doubles) and vonef_* (8 floats): T the element type, VT the vector type of W
+ * lanes, LD / ST its unaligned load and store, SPLAT its broadcast. */
+#ifndef SC__VONE_PARTS
+#define SC__VONE_PARTS 1
+/* dx[i] = sum_o W[o I + i] d[o] for 3 <= I (then dx[I..) padding = 0): column blocks of 2 W
+ * and W lanes, rows in pairs (four or two chains), the last columns as one vector */
+#define SC__VONE_DX_COLS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    size_t i = 0;                                                                                  \
+    for (; i + 2 * (W_) <= I; i += 2 * (W_)) {                                                     \
+      VT a0 = SPLAT(0), a1 = a0, b0 = a0, b1 = a0;                                                 \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        VT d0 = SPLAT(d[o]), d1 = SPLAT(d[o + 1]);                                                 \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+        b0 += LD(W + (o + 1) * I + i) * d1;                                                        \
+        b1 += LD(W + (o + 1) * I + i + (W_)) * d1;                                                 \
+      }                                                                                            \
+      if (o < O) {                                                                                 \
+        VT d0 = SPLAT(d[o]);                                                                       \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+      }                                                                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+      ST(dx + i + (W_)) = a1 + b1;                                                                 \
+    }                                                                                              \
+    for (; i + (W_) <= I; i += (W_)) {                                                             \
+      VT a0 = SPLAT(0), b0 = a0;                                                                   \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        a0 += LD(W + o * I + i) * SPLAT(d[o]);                                                     \
+        b0 += LD(W + (o + 1) * I + i) * SPLAT(d[o + 1]);                                           \
+      }                                                                                            \
+      if (o < O) a0 += LD(W + o * I + i) * SPLAT(d[o]);                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+    }                                                                                              \
+    if (i < I) {                                                                                   \
+      VT t = SPLAT(0);                                                                             \
+      for (size_t j = 0; i + j < I; j++) {                                                         \
+        T s = 0;                                                                                   \
+        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];                               \
+        t[j] = s;                                                                                  \
+      }                                                                                            \
+      ST(dx + i) = t;                                                                              \
+    }                                                                                              \
+  } while (0)
+/* gW[o I + i] += d[o] x[i] for the rows from o on, then gb[o] += d[o] for all (gb may be
+ * NULL); returns from the function */
+#define SC__VONE_DW_ROWS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    for (; o < O; o++) {                                                                           \
+      T *restrict g = gW + o * I;                                                                  \
+      VT dv = SPLAT(d[o]);                                                                         \
+      size_t i = 0;                                                                                \
+      for (; i + (W_) <= I; i += (W_)) ST(g + i) = LD(g + i) + dv * LD(x + i);                     \
+      for (; i < I; i++) g[i] += d[o] * x[i];                                                      \
+    }                                                                                              \
+    if (!gb) return;                                                                               \
+    for (o = 0; o + (W_) <= O; o += (W_)) ST(gb + o) = LD(gb + o) + LD(d + o);                     \
+    for (; o < O; o++) gb[o] += d[o];                                                              \
+  } while (0)
+#endif
+
 #if !SC__F32 && defined(SC__VEC_F64)
 /* The vector kernels (double): those that the ISA instantiations
  * take from explicit vector code instead of the portable source (SC__VEC_F64): only where
@@ -8438,46 +8503,8 @@ static void vone_dx_f64(double *restrict dx, const double *restrict W, const dou
     double s0 = a0[0] + a0[2], s1 = a0[1] + a0[3];
     for (; o < O; o++) s0 += W[2 * o] * d[o], s1 += W[2 * o + 1] * d[o];
     SC__ST4(dx) = (sc_v4d){s0, s1, 0, 0};
-  } else {
-    size_t i = 0;
-    for (; i + 8 <= I; i += 8) { /* two column blocks; rows in pairs: four chains */
-      sc_v4d a0 = vone_splat(0), a1 = a0, b0 = a0, b1 = a0;
-      size_t o = 0;
-      for (; o + 2 <= O; o += 2) {
-        sc_v4d d0 = vone_splat(d[o]), d1 = vone_splat(d[o + 1]);
-        a0 += SC__LD4(W + o * I + i) * d0;
-        a1 += SC__LD4(W + o * I + i + 4) * d0;
-        b0 += SC__LD4(W + (o + 1) * I + i) * d1;
-        b1 += SC__LD4(W + (o + 1) * I + i + 4) * d1;
-      }
-      if (o < O) {
-        sc_v4d d0 = vone_splat(d[o]);
-        a0 += SC__LD4(W + o * I + i) * d0;
-        a1 += SC__LD4(W + o * I + i + 4) * d0;
-      }
-      SC__ST4(dx + i) = a0 + b0;
-      SC__ST4(dx + i + 4) = a1 + b1;
-    }
-    for (; i + 4 <= I; i += 4) {
-      sc_v4d a0 = vone_splat(0), b0 = a0;
-      size_t o = 0;
-      for (; o + 2 <= O; o += 2) {
-        a0 += SC__LD4(W + o * I + i) * vone_splat(d[o]);
-        b0 += SC__LD4(W + (o + 1) * I + i) * vone_splat(d[o + 1]);
-      }
-      if (o < O) a0 += SC__LD4(W + o * I + i) * vone_splat(d[o]);
-      SC__ST4(dx + i) = a0 + b0;
-    }
-    if (i < I) { /* the last columns and the padding as one vector */
-      sc_v4d t = vone_splat(0);
-      for (size_t j = 0; i + j < I; j++) {
-        double s = 0;
-        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];
-        t[j] = s;
-      }
-      SC__ST4(dx + i) = t;
-    }
-  }
+  } else
+    SC__VONE_DX_COLS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
 }
 
 /* gW[o I + i] += d[o] x[i], gb[o] += d[o] (gb may be NULL) */
@@ -8495,16 +8522,7 @@ static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *
       SC__ST4(gW + 2 * o + 4) = SC__LD4(gW + 2 * o + 4) + SC__SHUF4(dv, dv, 2, 2, 3, 3) * xx;
     }
   }
-  for (; o < O; o++) {
-    double *restrict g = gW + o * I;
-    sc_v4d dv = vone_splat(d[o]);
-    size_t i = 0;
-    for (; i + 4 <= I; i += 4) SC__ST4(g + i) = SC__LD4(g + i) + dv * SC__LD4(x + i);
-    for (; i < I; i++) g[i] += d[o] * x[i];
-  }
-  if (!gb) return;
-  for (o = 0; o + 4 <= O; o += 4) SC__ST4(gb + o) = SC__LD4(gb + o) + SC__LD4(d + o);
-  for (; o < O; o++) gb[o] += d[o];
+  SC__VONE_DW_ROWS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
 }
 
 #endif
@@ -9474,46 +9492,8 @@ static void vonef_dx(float *restrict dx, const float *restrict W, const float *r
     float s0 = (a0[0] + a0[2]) + (a0[4] + a0[6]), s1 = (a0[1] + a0[3]) + (a0[5] + a0[7]);
     for (; o < O; o++) s0 += W[2 * o] * d[o], s1 += W[2 * o + 1] * d[o];
     SC__ST8(dx) = (sc_v8f){s0, s1, 0, 0, 0, 0, 0, 0};
-  } else {
-    size_t i = 0;
-    for (; i + 16 <= I; i += 16) { /* two column blocks; rows in pairs: four chains */
-      sc_v8f a0 = vonef_splat(0), a1 = a0, b0 = a0, b1 = a0;
-      size_t o = 0;
-      for (; o + 2 <= O; o += 2) {
-        sc_v8f d0 = vonef_splat(d[o]), d1 = vonef_splat(d[o + 1]);
-        a0 += SC__LD8(W + o * I + i) * d0;
-        a1 += SC__LD8(W + o * I + i + 8) * d0;
-        b0 += SC__LD8(W + (o + 1) * I + i) * d1;
-        b1 += SC__LD8(W + (o + 1) * I + i + 8) * d1;
-      }
-      if (o < O) {
-        sc_v8f d0 = vonef_splat(d[o]);
-        a0 += SC__LD8(W + o * I + i) * d0;
-        a1 += SC__LD8(W + o * I + i + 8) * d0;
-      }
-      SC__ST8(dx + i) = a0 + b0;
-      SC__ST8(dx + i + 8) = a1 + b1;
-    }
-    for (; i + 8 <= I; i += 8) {
-      sc_v8f a0 = vonef_splat(0), b0 = a0;
-      size_t o = 0;
-      for (; o + 2 <= O; o += 2) {
-        a0 += SC__LD8(W + o * I + i) * vonef_splat(d[o]);
-        b0 += SC__LD8(W + (o + 1) * I + i) * vonef_splat(d[o + 1]);
-      }
-      if (o < O) a0 += SC__LD8(W + o * I + i) * vonef_splat(d[o]);
-      SC__ST8(dx + i) = a0 + b0;
-    }
-    if (i < I) { /* the last columns and the padding as one vector */
-      sc_v8f t = vonef_splat(0);
-      for (size_t j = 0; i + j < I; j++) {
-        float s = 0;
-        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];
-        t[j] = s;
-      }
-      SC__ST8(dx + i) = t;
-    }
-  }
+  } else
+    SC__VONE_DX_COLS(float, sc_v8f, 8, SC__LD8, SC__ST8, vonef_splat);
 }
 
 /* gW[o I + i] += d[o] x[i], gb[o] += d[o] (gb may be NULL) */
@@ -9532,16 +9512,7 @@ static void vonef_dw(float *restrict gW, float *restrict gb, const float *restri
           SC__LD8(gW + 2 * o + 8) + SC__SHUF8(dv, dv, 4, 4, 5, 5, 6, 6, 7, 7) * xx;
     }
   }
-  for (; o < O; o++) {
-    float *restrict g = gW + o * I;
-    sc_v8f dv = vonef_splat(d[o]);
-    size_t i = 0;
-    for (; i + 8 <= I; i += 8) SC__ST8(g + i) = SC__LD8(g + i) + dv * SC__LD8(x + i);
-    for (; i < I; i++) g[i] += d[o] * x[i];
-  }
-  if (!gb) return;
-  for (o = 0; o + 8 <= O; o += 8) SC__ST8(gb + o) = SC__LD8(gb + o) + SC__LD8(d + o);
-  for (; o < O; o++) gb[o] += d[o];
+  SC__VONE_DW_ROWS(float, sc_v8f, 8, SC__LD8, SC__ST8, vonef_splat);
 }
 #endif
 #endif
