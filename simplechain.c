@@ -118,7 +118,7 @@ typedef struct sc__kt_f32 {
   size_t (*find_nonfinite)(const float *v, size_t n);
   void (*adam)(float *p, const float *g, float *m, float *v, size_t n, const sc__adam_coef *k);
   void (*one)(const struct sc_chain *c, const float *p, const float *u, const float *v,
-              const float *w, float *y, float *du, float *dp, float *jw, float *scratch);
+              const float *w, float *y, float *du, float *dp, float *jw, float *scratch, int fwd);
   /* the conv register-block variants' names (SC__CONV_NV each, index = sc__lplan's
    * conv_fwd / conv_dw), or NULL: one block only (the portable kernels) */
   const char *const *conv_fwd_names, *const *conv_dw_names;
@@ -131,7 +131,8 @@ typedef struct sc__kt_f64 {
   void (*run_slice)(struct sc__job_f64 *job, size_t slice);
   size_t (*find_nonfinite)(const double *v, size_t n);
   void (*one)(const struct sc_chain *c, const double *p, const double *u, const double *v,
-              const double *w, double *y, double *du, double *dp, double *jw, double *scratch);
+              const double *w, double *y, double *du, double *dp, double *jw, double *scratch,
+              int fwd);
 } sc__kt_f64;
 
 /* what a driver call computes */
@@ -9692,13 +9693,15 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
 
 static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
                             const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
-                            SC__T *scratch) {
+                            SC__T *scratch, int fwd) {
   size_t L = c->nlayers;
   SC__T *tm = scratch;
   /* the tangent ping-pongs between two areas as large as the widest layer */
   SC__T *ta = tm + c->d0_off, *tb = tm + c->d1_off;
   const SC__T *in = u, *tin = w;
-  for (size_t l = 0; l < L; l++) {
+  /* fwd = 0: the activations of this u and p are in scratch from the call before (a forward
+   * with v = NULL, w = NULL); only the pullback runs (y and jw must be NULL) */
+  for (size_t l = 0; fwd && l < L; l++) {
     const sc__lplan *P = &c->L[l];
     const SC__T *W = p + P->poff;
     SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
@@ -10188,7 +10191,7 @@ static double SC__TN(sc__small_loss)(const sc_chain *c, sc_loss loss, const SC__
 
 static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
                                 const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
-                                SC__T *jw, sc_workspace *ws);
+                                SC__T *jw, sc_workspace *ws, int fwd);
 
 /* sc_valgrad / sc_loss_value / sc_pullback on a small batch, sample by sample (sc__small_ok):
  * with a loss, its value into *lossv and the gradient (g, gx overwritten; g may be NULL, gx
@@ -10204,11 +10207,11 @@ static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T 
   for (size_t b = 0; b < batch; b++) {
     const SC__T *xb = x + b * c->in, *vb = dy ? dy + b * c->out : v;
     if (!dy) {
-      SC__TN(sc__one_run)(c, p, xb, NULL, NULL, y, NULL, NULL, NULL, ws);
+      SC__TN(sc__one_run)(c, p, xb, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
       l += SC__TN(sc__small_loss)(c, loss, y, target, b, s, (g || gx) ? v : NULL);
     }
-    if (g || gx)
-      SC__TN(sc__one_run)(c, p, xb, vb, NULL, NULL, gx ? gx + b * c->in : NULL, g, NULL, ws);
+    if (g || gx) /* after the loss's forward, the pullback alone (with dy: both) */
+      SC__TN(sc__one_run)(c, p, xb, vb, NULL, NULL, gx ? gx + b * c->in : NULL, g, NULL, ws, !!dy);
   }
   if (lossv) *lossv = l / (double)batch;
 }
@@ -10221,8 +10224,9 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
-    for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
-    (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws);
+    for (size_t b = 0; b < batch; b++)
+      SC__TN(sc__one_run)
+      (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
     return SC_OK;
   }
   SC__TT(sc__job) J;
@@ -10392,9 +10396,9 @@ static sc_status SC__TN(sc__one_check)(const char *fn, const sc_chain *chain, co
 
 static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
                                 const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
-                                SC__T *jw, sc_workspace *ws) {
+                                SC__T *jw, sc_workspace *ws, int fwd) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)chain->kf : (const void *)chain->kd;
-  kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices);
+  kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
 }
 
 sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
@@ -10402,7 +10406,7 @@ sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *
   sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
   if (st) return st;
   if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
-  SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws);
+  SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
   return SC_OK;
 }
 
@@ -10412,7 +10416,7 @@ sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
   if (st) return st;
   if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
-  SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws);
+  SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws, 1);
   return SC_OK;
 }
 
@@ -10423,7 +10427,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
   if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
   if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
-  SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws);
+  SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
   return SC_OK;
 }
 
