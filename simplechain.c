@@ -9536,28 +9536,115 @@ static void vonef_dw(float *restrict gW, float *restrict gb, const float *restri
 #endif
 #define SC__ONE_ACTD(buf, a, z, n, act) SC__TN(sc__act_bwd)((buf), (a), (z), (n), (act))
 
-/* conv over one sample: out[k][u][v] = sum over taps of W * in, with zero padding */
+/* The outputs u (of n_out) that tap i reaches inside an input of n_in with stride s and
+ * padding p: 0 <= u s + i - p < n_in for u in [*lo, *hi) */
+static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s, size_t p, size_t i,
+                                            size_t *lo, size_t *hi) {
+  size_t l = i >= p ? 0 : (p - i + s - 1) / s;
+  size_t h = n_in + p <= i ? 0 : (n_in - 1 + p - i) / s + 1;
+  if (h > n_out) h = n_out;
+  *lo = l;
+  *hi = h > l ? h : l;
+}
+
+/* conv over one sample: out[k][u][v] = b[k] + the sum over the taps (ci, i, j) in order of
+ * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
+ * each output took its taps one by one with two bounds checks each: every output gets the
+ * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
+ * 10x faster (bench/RESULTS.md, session 27) */
 static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
                                  const SC__T *restrict b, const SC__T *restrict in,
                                  const sc__lplan *P) {
   size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
-  size_t ph = P->spec.ph, pw = P->spec.pw;
-  for (size_t k = 0; k < P->oc; k++)
-    for (size_t u = 0; u < P->oh; u++)
-      for (size_t v = 0; v < P->ow; v++) {
-        SC__T acc = b ? b[k] : 0;
-        for (size_t ci = 0; ci < P->ic; ci++)
-          for (size_t i = 0; i < KH; i++) {
-            size_t yy = u * sh + i;
-            if (yy < ph || yy - ph >= P->ih) continue;
-            for (size_t j = 0; j < KW; j++) {
-              size_t xx = v * sw + j;
-              if (xx < pw || xx - pw >= P->iw) continue;
-              acc += W[k * P->R + (ci * KH + i) * KW + j] *
-                     in[(ci * P->ih + yy - ph) * P->iw + xx - pw];
-            }
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW;
+  for (size_t k = 0; k < P->oc; k++) {
+    SC__T *restrict o = out + k * npos, b0 = b ? b[k] : 0;
+    for (size_t q = 0; q < npos; q++) o[q] = b0;
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = 0; i < KH; i++) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = 0; j < KW; j++) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            const SC__T *restrict r = in + (ci * P->ih + u * sh + i - ph) * P->iw;
+            SC__T *restrict d = o + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v + j - pw];
+            else
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v * sw + j - pw];
           }
-        out[(k * P->oh + u) * P->ow + v] = acc;
+        }
+      }
+  }
+}
+
+/* The pullback of a conv layer over one sample, for d = dL/d(pre-activation) (oc x npos):
+ * dx (nxt, overwritten) and dp's weights and bias (added to). The same additions in the same
+ * order as the direct loop over (k, u, v, ci, i, j) it replaces: into dx[ci][y][x], k by k,
+ * and for each k the outputs (u, v) in raster order, which is the taps (i, j) in descending
+ * order; into each weight and bias, the outputs in raster order. dW goes 16 channels at a
+ * time along d transposed into dt (npos x KP, KP = oc rounded up to 16; free scratch). */
+static void SC__TN(sc__one_conv_bwd)(SC__T *restrict nxt, SC__T *restrict dpw, SC__T *restrict dpb,
+                                     SC__T *restrict dt, const SC__T *restrict d,
+                                     const SC__T *restrict W, const SC__T *restrict xin,
+                                     const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW, K = P->oc;
+  if (dpb)
+    for (size_t k = 0; k < K; k++) {
+      SC__T s = dpb[k];
+      for (size_t q = 0; q < npos; q++) s += d[k * npos + q];
+      dpb[k] = s;
+    }
+  if (dpw) {
+    size_t KP = (K + 15) & ~(size_t)15;
+    for (size_t q = 0; q < npos; q++)
+      for (size_t k = 0; k < KP; k++) dt[q * KP + k] = k < K ? d[k * npos + q] : 0;
+    for (size_t k0 = 0; k0 < K; k0 += 16)
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < KH; i++) {
+          size_t u0, u1;
+          SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+          for (size_t j = 0; j < KW; j++) {
+            size_t v0, v1, r = (ci * KH + i) * KW + j;
+            SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+            SC__T acc[16];
+            for (size_t t = 0; t < 16; t++) acc[t] = k0 + t < K ? dpw[(k0 + t) * P->R + r] : 0;
+            for (size_t u = u0; u < u1; u++) {
+              const SC__T *restrict xr = xin + (ci * P->ih + u * sh + i - ph) * P->iw;
+              for (size_t v = v0; v < v1; v++) {
+                SC__T x = xr[v * sw + j - pw];
+                const SC__T *restrict dq = dt + (u * OW + v) * KP + k0;
+                for (size_t t = 0; t < 16; t++) acc[t] += dq[t] * x;
+              }
+            }
+            for (size_t t = 0; t < 16 && k0 + t < K; t++) dpw[(k0 + t) * P->R + r] = acc[t];
+          }
+        }
+  }
+  if (!nxt) return;
+  for (size_t e = 0; e < P->in; e++) nxt[e] = 0;
+  for (size_t k = 0; k < K; k++)
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = KH; i-- > 0;) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = KW; j-- > 0;) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            SC__T *restrict nr = nxt + (ci * P->ih + u * sh + i - ph) * P->iw;
+            const SC__T *restrict dr = d + k * npos + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) nr[v + j - pw] += w * dr[v];
+            else
+              for (size_t v = v0; v < v1; v++) nr[v * sw + j - pw] += w * dr[v];
+          }
+        }
       }
 }
 
@@ -9787,29 +9874,10 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
         if (need_dx) SC__ONE_DX(nxt, W, cur, P->out, P->in);
       } else {
         SC__ONE_ACTD(cur, a, z, P->out, P->spec.act);
-        size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
-        size_t ph = P->spec.ph, pw = P->spec.pw;
-        if (need_dx)
-          for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
-        for (size_t k = 0; k < P->oc; k++)
-          for (size_t uu = 0; uu < P->oh; uu++)
-            for (size_t vv = 0; vv < P->ow; vv++) {
-              SC__T d = cur[(k * P->oh + uu) * P->ow + vv];
-              if (dp && P->spec.bias) dp[P->poff + nw + k] += d;
-              for (size_t ci = 0; ci < P->ic; ci++)
-                for (size_t i = 0; i < KH; i++) {
-                  size_t yy = uu * sh + i;
-                  if (yy < ph || yy - ph >= P->ih) continue;
-                  for (size_t j = 0; j < KW; j++) {
-                    size_t xx = vv * sw + j;
-                    if (xx < pw || xx - pw >= P->iw) continue;
-                    size_t wi = k * P->R + (ci * KH + i) * KW + j;
-                    size_t xi = (ci * P->ih + yy - ph) * P->iw + xx - pw;
-                    if (dp) dp[P->poff + wi] += d * xin[xi];
-                    if (need_dx) nxt[xi] += W[wi] * d;
-                  }
-                }
-            }
+        /* (dt: the free rest of this layer's tile area, out x (SC__TW - 1) elements) */
+        SC__TN(sc__one_conv_bwd)
+        (need_dx ? nxt : NULL, dp ? dp + P->poff : NULL,
+         dp && P->spec.bias ? dp + P->poff + nw : NULL, tm + P->a_off + P->out, cur, W, xin, P);
       }
       break;
     }
@@ -10224,9 +10292,8 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
   if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
-    for (size_t b = 0; b < batch; b++)
-      SC__TN(sc__one_run)
-      (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
+    for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
+    (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
     return SC_OK;
   }
   SC__TT(sc__job) J;

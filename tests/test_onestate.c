@@ -213,6 +213,9 @@ static size_t layer_cases(int group, ocase *out, size_t cap) {
         {2, 9, 9, 5, 5, 2, 3, 3, 2, 2, 1}, /* 5x5 stride 3 padding 2 */
         {2, 6, 5, 3, 3, 3, 1, 1, 1, 1, 0}, /* no bias, padding 1 */
         {3, 5, 8, 2, 2, 2, 2, 3, 1, 0, 0}, /* no bias, stride 2x3, padding 1x0 */
+        /* more channels than one 16-channel block of the one-state conv's dW */
+        {2, 6, 5, 3, 2, 17, 1, 2, 1, 1, 1}, /* K17 stride 1x2, padding 1 */
+        {1, 5, 5, 3, 3, 33, 2, 1, 0, 1, 0}, /* K33 no bias, stride 2x1, padding 0x1 */
     };
     for (size_t i = 0; i < sizeof CV / sizeof CV[0]; i++)
       for (int a = 0; a < 6; a++) {
@@ -820,7 +823,7 @@ static void test_conv(void **state) {
   (void)state;
   ocase cs[40];
   size_t k = layer_cases(1, cs, 40);
-  assert_int_equal(k, 31);
+  assert_int_equal(k, 37);
   run_cases(cs, k, 200, "conv2d");
 }
 
