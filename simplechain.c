@@ -10202,11 +10202,12 @@ static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_work
  * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
  * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
  * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
- * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (the one-state conv is
- * slower than a tile), fp32 precision (a bf16 workspace keeps its bf16 GEMMs), and for a
- * loss at most SC__SMALL_OUT outputs (its cotangent is on the stack). The choice depends on the
- * chain and the batch size only, never on threads or profiling; results differ from the tile
- * path's in the last bits, as results may with the batch size. */
+ * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (a LeNet5 forward on one
+ * state takes 51-58 us, a whole tile 86: the one-state conv would win at batch 1 alone), fp32
+ * precision (a bf16 workspace keeps its bf16 GEMMs), and for a loss at most SC__SMALL_OUT outputs
+ * (its cotangent is on the stack). The choice depends on the chain and the batch size only, never
+ * on threads or profiling; results differ from the tile path's in the last bits, as results may
+ * with the batch size. */
 #define SC__SMALL_BATCH 4
 #define SC__SMALL_OUT 64
 static int SC__TN(sc__small_ok)(const sc_chain *c, const sc_workspace *ws, size_t batch,
