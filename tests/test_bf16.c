@@ -722,7 +722,8 @@ static void test_kernels_conv(void **state) {
  * channels), odd output channel counts (a pair with zero), padding, kernels wider than tall
  * and taller than wide, the input gradient (the first conv's dx too); and the small convs'
  * forward on pairs of taps (sc__bf16_pack_colpairs: column pairs, pairs wrapped into the next
- * row, an odd count's last tap in its neighbour's pair, 3 x 1 and 1 x 3 and 1 x 1 kernels): the
+ * row, an odd count's last tap in its neighbour's pair, 3 x 1 and 1 x 3 and 1 x 1 kernels), and
+ * a 5 x 5 conv of 16 outputs whose dW^T runs its taps in blocks of three runs of 5: the
  * model against the emulation (tight), native against the model (the same bits), 1 and 2
  * threads */
 static void test_kernels_dx_corr(void **state) {
@@ -735,6 +736,7 @@ static void test_kernels_dx_corr(void **state) {
                   sc_conv2d_ex(3, 1, 4, SC_RELU, 1, 1, 1, 0),     /* -> 4x6x4 */
                   sc_conv2d_ex(1, 3, 3, SC_TANH, 1, 1, 0, 1),     /* -> 3x6x4 */
                   sc_conv2d(1, 1, 2, SC_IDENTITY),                /* -> 2x6x4 */
+                  sc_conv2d_ex(5, 5, 16, SC_RELU, 1, 1, 2, 2),    /* -> 16x6x4: dW's runs of 5 */
                   sc_flatten(),
                   sc_dense(3, SC_IDENTITY)};
   sc_chain *c = NULL;
