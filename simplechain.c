@@ -4490,14 +4490,43 @@ sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf, const 
 }
 /* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
  * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
- * bits taken as they are; a missing odd row 2m + 1 = O gives 0). Blocks of 8 pairs (16 rows) x
+ * bits taken as they are; a missing odd row 2m + 1 = O gives 0), or with rnd any floats, rounded
+ * as they are loaded. Blocks of 8 pairs (16 rows) x
  * 16 inputs: 8 vectors of pairs along i, transposed in registers into 16 rows of 8 pairs. The
  * same bits as the scalar loop, which took 5 of the 10 ms that LeNet5's bf16 weights cost over
  * 20,000 images (1 thread, Zen 4) */
-__attribute__((target("avx512f,avx512vl"))) static void
+/* W's 16 (lm) floats at a and at b (NULL: zeros) as pairs (a[k], b[k]): their upper halves, or
+ * with rnd the floats rounded first (VCVTNEPS2BF16, the bits of sc__bf16_round_native) */
+__attribute__((target("avx512f,avx512vl,avx512bf16"), always_inline)) static inline __m512i
+sc__bf16_wd_pairs(const float *a, const float *b, __mmask16 lm, int rnd) {
+  if (rnd) {
+    __m512i x = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, a)));
+    if (!b) return x;
+    __m512i y = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, b)));
+    return _mm512_or_si512(x, _mm512_slli_epi32(y, 16));
+  }
+  __m512i x = _mm512_srli_epi32(_mm512_maskz_loadu_epi32(lm, a), 16);
+  if (!b) return x;
+  __m512i y = _mm512_maskz_loadu_epi32(lm, b);
+  return _mm512_or_si512(x, _mm512_and_si512(y, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* a dense layer's rows [o0, o1) of W (O x I floats, not rounded) as the forward's pairs along
+ * the inputs, wf[o][k] = (W[o][2k], W[o][2k + 1]) rounded (VCVTNEPS2BF16; an odd I's last pair
+ * with 0): the bits of rounding W and pairing its upper halves (sc__bf16_params_rows) */
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) static void
+sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0, size_t o1) {
+  size_t I2 = (I + 1) / 2;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t i = 0; i < I; i += 16) {
+      size_t ib = I - i < 16 ? I - i : 16;
+      __mmask16 lm = (__mmask16)(ib == 16 ? 0xFFFFu : (1u << ib) - 1u);
+      __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, W + o * I + i));
+      _mm256_mask_storeu_epi32(wf + o * I2 + i / 2, (__mmask8)((1u << ((ib + 1) / 2)) - 1u), v);
+    }
+}
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) static void
 sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
-                   size_t m0, size_t m1) {
-  const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
+                   size_t m0, size_t m1, int rnd) {
   const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
   const __m512i hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   for (size_t m = m0; m < m1; m += 8) {
@@ -4513,10 +4542,9 @@ sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, siz
           P[j] = _mm512_setzero_si512();
           continue;
         }
-        __m512i a = _mm512_srli_epi32(_mm512_maskz_loadu_epi32(lm, W + r * I + i), 16);
-        __m512i b =
-            r + 1 < O ? _mm512_maskz_loadu_epi32(lm, W + (r + 1) * I + i) : _mm512_setzero_si512();
-        P[j] = _mm512_or_si512(a, _mm512_and_si512(b, hi16));
+        P[j] =
+            rnd ? sc__bf16_wd_pairs(W + r * I + i, r + 1 < O ? W + (r + 1) * I + i : NULL, lm, 1)
+                : sc__bf16_wd_pairs(W + r * I + i, r + 1 < O ? W + (r + 1) * I + i : NULL, lm, 0);
       }
       /* 128-bit lane L of U[a] holds P0..3 at input 4L + a, of V[a] P4..7 */
       __m512i T[8], U[4], V[4];
@@ -10053,6 +10081,20 @@ static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, siz
   /* conv: K x R, as a dense layer's O x I; weights first, then the biases */
   size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
   float *W = ws->bf_p + P->poff;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (!conv && ws->bf_round && ws->bf16k && ws->prec == SC_PRECISION_BF16 &&
+      (ws->bf_on[l] & 3) == 3) {
+    /* a dense layer whose forward and pullback both run on the bf16 kernels reads only their
+     * pairs and its biases: the pairs made from p, each float rounded as it is loaded (the same
+     * bits), without the rounded copy of the weights (LeNet5's dense layers, 41,600 of its
+     * 44,426 parameters) */
+    uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
+    if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
+    sc__bf16_wf_native(wf, p + P->poff, I, o0, o1);
+    sc__bf16_wd_native(wd, p + P->poff, O, I, O2, o0 / 2, (o1 + 1) / 2, 1);
+    return;
+  }
+#endif
   memcpy(W + o0 * I, p + P->poff + o0 * I, (o1 - o0) * I * sizeof *p);
   (ws->bf_round ? ws->bf_round : sc__bf16_round_n)(W + o0 * I, (o1 - o0) * I);
   if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
@@ -10069,7 +10111,7 @@ static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, siz
   size_t m0 = o0 / 2, m1 = (o1 + 1) / 2;
 #ifdef SC__HAVE_BF16_NATIVE
   if (ws->bf_round) /* the CPU has AVX512_BF16, so AVX-512 */
-    sc__bf16_wd_native(wd, W, O, I, O2, m0, m1);
+    sc__bf16_wd_native(wd, W, O, I, O2, m0, m1, 0);
   else
 #endif
     for (size_t i = 0; i < I; i++) /* wd's rows in order; this unit's pairs m of each */
