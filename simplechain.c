@@ -9237,10 +9237,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
           const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
           size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
-          static int skipv = -1;
-          if (skipv < 0) skipv = getenv("SKIPX") ? atoi(getenv("SKIPX")) : 0;
-          if (skipv == 1 && l == 2) {
-          } else if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
             /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
              * read in place (dz packed once, the input tile packed once), over all rows */
             uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
@@ -9280,8 +9277,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
               SC__BFP(pack_taps_t)(xt, xs, P, u);
               ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
             }
-          if (skipv == 2 && l == 2) {
-          } else if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
             float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
             const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
             SC__BFP(pack_rows)(bfs, cur, K, ld, ld);
