@@ -8820,6 +8820,13 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
 #define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
 #define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
+  /* its dW made whole by each tile (a dense layer's GEMM, a conv's dW^T in dwt), so stored
+   * rather than added by a slice's first tile, the slice's gradient not cleared there (LeNet5
+   * bf16: 3.5-4 of the 19-20 ms of the batch's row went to clearing 176 KB a slice) */
+#define SC__BF_DW_FIRST(l)                                                                         \
+  (SC__BFKB(l) && (c->L[l].spec.kind == SC_LAYER_DENSE ||                                          \
+                   (c->L[l].spec.kind == SC_LAYER_CONV2D && c->L[l].spec.sw == 1 &&                \
+                    !(ws->bf_nt && c->L[l].oc < 16) && (ws->bf_gemm_rows || ws->bf_gemm_grp))))
   /* conv layer l's forward on pairs read in place with its epilogue, with the 2 x 2 max-pool
    * above it folded in (ws->bf_pool_hits; its pullback then by bf_dz_pool_hits): the conv's
    * output area holds the hits' masks, then a 2-row scratch (room for both: oh >= 4) */
@@ -8837,6 +8844,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #else
 #define SC__BFK(l) 0
 #define SC__BFKB(l) 0
+#define SC__BF_DW_FIRST(l) 0
 #endif
   /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
    * row (the batch gather, the loss, the folds) */
@@ -8854,9 +8862,10 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 
   for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
   if (want_g) {
-    memset(gs, 0, c->nparams * sizeof(SC__T));
     for (size_t l = 0; l < L; l++) {
       const sc__lplan *P = &c->L[l];
+      size_t nw = SC__BF_DW_FIRST(l) ? P->np - (P->spec.bias ? P->oc : 0) : 0; /* kept */
+      memset(gs + P->poff + nw, 0, (P->np - nw) * sizeof(SC__T));
       if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
       if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
           !SC__BFKB(l)) /* dense: first */
@@ -9129,7 +9138,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
             SC__BFP(pack_lanes)(dzb, cur, O, SC__TW, SC__TW);
             SC__BFP(pack_lanes_t)(xtp, xin, I, SC__TW);
-            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2, 1);
+            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2,
+                        tile > t0); /* (SC__BF_DW_FIRST) */
           }
           if (need_dx) { /* pairs of outputs (the packing reuses the area) */
             SC__BFP(pack_rows)(bfs, cur, O, SC__TW, SC__TW);
@@ -9268,8 +9278,12 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
                                 P->ic * P->spec.kh, u > 0);
             }
             float *gw = gs + P->poff;
-            for (size_t o = 0; o < K; o++)
-              for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+            if (tile == t0) /* (SC__BF_DW_FIRST) 0 + dwt: the bits of adding to a cleared gw */
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] = 0.0f + dwt[r * K + o];
+            else
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
           } else if (want_g)
             for (size_t u = 0; u < P->oh; u++) {
               uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
@@ -9386,6 +9400,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 }
 #undef SC__BFK
 #undef SC__BFKB
+#undef SC__BF_DW_FIRST
 #ifdef SC__DZ_FUSE
 #undef SC__DZ_FUSE
 #endif
