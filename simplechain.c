@@ -4488,13 +4488,6 @@ sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf, const 
       for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
   }
 }
-/* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
- * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
- * bits taken as they are; a missing odd row 2m + 1 = O gives 0), or with rnd any floats, rounded
- * as they are loaded. Blocks of 8 pairs (16 rows) x
- * 16 inputs: 8 vectors of pairs along i, transposed in registers into 16 rows of 8 pairs. The
- * same bits as the scalar loop, which took 5 of the 10 ms that LeNet5's bf16 weights cost over
- * 20,000 images (1 thread, Zen 4) */
 /* W's 16 (lm) floats at a and at b (NULL: zeros) as pairs (a[k], b[k]): their upper halves, or
  * with rnd the floats rounded first (VCVTNEPS2BF16, the bits of sc__bf16_round_native) */
 __attribute__((target("avx512f,avx512vl,avx512bf16"), always_inline)) static inline __m512i
@@ -4524,6 +4517,12 @@ sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, siz
       _mm256_mask_storeu_epi32(wf + o * I2 + i / 2, (__mmask8)((1u << ((ib + 1) / 2)) - 1u), v);
     }
 }
+/* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
+ * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
+ * bits taken as they are; a missing odd row 2m + 1 = O gives 0), or with rnd any floats, rounded
+ * as they are loaded. Blocks of 8 pairs (16 rows) x 16 inputs: 8 vectors of pairs along i,
+ * transposed in registers into 16 rows of 8 pairs. The same bits as the scalar loop, which took 5
+ * of the 10 ms that LeNet5's bf16 weights cost over 20,000 images (1 thread, Zen 4) */
 __attribute__((target("avx512f,avx512vl,avx512bf16"))) static void
 sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
                    size_t m0, size_t m1, int rnd) {
