@@ -533,8 +533,10 @@ typedef enum sc_loss {
  *   g       (may be NULL) receives dL/dp, length nparams. Overwritten, not accumulated.
  *   gx      (may be NULL) receives dL/dx, batch x inputs. Overwritten.
  * Inputs, targets and the parameters p are checked for NaN/Inf (SC_ERR_NONFINITE, naming
- * the sample or the parameter p[k]); so are those of sc_forward, sc_loss_value,
- * sc_evaluate and sc_pullback. A NaN or Inf that arises inside from finite values
+ * the sample or the parameter p[k]; nothing is written); so are those of sc_forward,
+ * sc_loss_value, sc_evaluate and sc_pullback. (sc_valgrad without gx and sc_loss_value check x
+ * as they load it, not in a pass of its own: when both x and p hold one, p's is the one named.)
+ * A NaN or Inf that arises inside from finite values
  * (overflow of huge weights) is not an error: it propagates through every activation (relu
  * and tanh of NaN are NaN) into the outputs and the loss, alike on every kernel path. */
 /* Small batches: sc_forward, sc_valgrad, sc_loss_value and sc_pullback with batch <= 4, on

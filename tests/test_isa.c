@@ -334,6 +334,89 @@ static void test_gather_exact(void **state) {
   unsetenv("SC_ISA");
 }
 
+/* sc_valgrad (without gx) and sc_loss_value check x for NaN and Inf in the tiles' gathers, not
+ * up front: every gather path (16 consecutive rows by 8 columns, the 4-column and masked tails,
+ * the 2- and 4-column tiles, partial tiles, later slices; float and double) must find one
+ * anywhere, name its sample and element as the up-front check does, and write nothing */
+static void test_gather_nonfinite(void **state) {
+  (void)state;
+  const char *isas[3];
+  int ni = tu_isas(isas);
+  const size_t ins[] = {1, 2, 4, 5, 8, 12, 13, 24, 31, 41};
+  const size_t batches[] = {32, 70, 200};
+  const float vals[] = {NAN, INFINITY, -INFINITY};
+  for (int k = 0; k < ni; k++) {
+    setenv("SC_ISA", isas[k], 1);
+    for (size_t ii = 0; ii < sizeof ins / sizeof *ins; ii++) {
+      size_t in = ins[ii];
+      sc_layer L = sc_dense(2, SC_TANH);
+      sc_chain *c = NULL;
+      SC_OK_OR_FAIL(sc_chain_create(&c, in, &L, 1));
+      size_t np;
+      sc_chain_nparams(c, &np);
+      const size_t B = 200;
+      float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g);
+      float *x = malloc(B * in * sizeof *x), *t = malloc(B * 2 * sizeof *t);
+      double *pd = malloc(np * sizeof *pd), *gd = malloc(np * sizeof *gd);
+      double *xd = malloc(B * in * sizeof *xd), *td = malloc(B * 2 * sizeof *td);
+      tu_fill_f32(p, np, 5 + in, 0.5);
+      tu_fill_f32(x, B * in, 77 + in, 3.0);
+      tu_fill_f32(t, B * 2, 99 + in, 1.0);
+      for (size_t i = 0; i < np; i++) pd[i] = p[i];
+      for (size_t i = 0; i < B * in; i++) xd[i] = x[i];
+      for (size_t i = 0; i < B * 2; i++) td[i] = t[i];
+      sc_workspace *ws = NULL;
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      for (size_t bi = 0; bi < sizeof batches / sizeof *batches; bi++) {
+        size_t b = batches[bi];
+        const size_t samples[] = {0, 7, 15, 16, 31, 32, 47, b / 2, b - 1};
+        const size_t elems[] = {0, in / 2, in & ~(size_t)7, in & ~(size_t)3, in - 1};
+        for (size_t si = 0; si < sizeof samples / sizeof *samples; si++)
+          for (size_t ei = 0; ei < sizeof elems / sizeof *elems; ei++) {
+            size_t sm = samples[si], el = elems[ei];
+            if (sm >= b || el >= in) continue;
+            float v = vals[(si + ei) % 3];
+            x[sm * in + el] = v;
+            xd[sm * in + el] = v;
+            char want[96];
+            snprintf(want, sizeof want, "sample %zu, element %zu is %s", sm, el,
+                     isnan(v) ? "NaN" : "Inf");
+            for (size_t i = 0; i < np; i++) g[i] = gd[i] = 7;
+            float l = 7;
+            double ldd = 7;
+            sc_status st = sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, b, &l, g, NULL, ws);
+            if (st != SC_ERR_NONFINITE || !strstr(sc_last_error(), want))
+              fail_msg("%s: in %zu, batch %zu, x[%zu][%zu] = %g: sc_valgrad gave %d (%s)", isas[k],
+                       in, b, sm, el, (double)v, (int)st, sc_last_error());
+            for (size_t i = 0; i < np; i++)
+              if (g[i] != 7) fail_msg("%s: in %zu, batch %zu: g written", isas[k], in, b);
+            assert_true(l == 7);
+            st = sc_loss_value(c, SC_LOSS_SQUARED, p, x, t, b, &l, ws);
+            if (st != SC_ERR_NONFINITE || !strstr(sc_last_error(), want) || l != 7)
+              fail_msg("%s: in %zu, batch %zu, x[%zu][%zu]: sc_loss_value gave %d (%s)", isas[k],
+                       in, b, sm, el, (int)st, sc_last_error());
+            st = sc_valgrad_f64(c, SC_LOSS_SQUARED, pd, xd, td, b, &ldd, gd, NULL, ws);
+            if (st != SC_ERR_NONFINITE || !strstr(sc_last_error(), want) || ldd != 7)
+              fail_msg("%s: in %zu, batch %zu, x[%zu][%zu]: sc_valgrad_f64 gave %d (%s)", isas[k],
+                       in, b, sm, el, (int)st, sc_last_error());
+            for (size_t i = 0; i < np; i++)
+              if (gd[i] != 7) fail_msg("%s: in %zu, batch %zu: gd written", isas[k], in, b);
+            x[sm * in + el] = 0.5f;
+            xd[sm * in + el] = 0.5;
+          }
+        /* finite again: the calls succeed (nothing stays flagged) */
+        float l = 0;
+        SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, b, &l, g, NULL, ws));
+        assert_true(isfinite(l));
+      }
+      sc_workspace_destroy(ws);
+      sc_chain_destroy(c);
+      free(p), free(g), free(x), free(t), free(pd), free(gd), free(xd), free(td);
+    }
+  }
+  unsetenv("SC_ISA");
+}
+
 /* the chain reports the kernel set it uses; with SC_ISA unset it picks the widest this
  * CPU supports */
 static void test_isa_names(void **state) {
@@ -515,7 +598,7 @@ int main(void) {
       cmocka_unit_test(test_isa_names),       cmocka_unit_test(test_isa_bogus),
       cmocka_unit_test(test_isa_unavailable), cmocka_unit_test(test_xsmm_layers),
       cmocka_unit_test(test_few_columns),     cmocka_unit_test(test_double_paths),
-      cmocka_unit_test(test_gather_exact),
+      cmocka_unit_test(test_gather_exact),    cmocka_unit_test(test_gather_nonfinite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
