@@ -7881,20 +7881,29 @@ v_gather_rows(const float **row, const float **rr, float *restrict tile, size_t 
   return 1;
 }
 
+/* The first two stages of an 8 x 8 transpose within each 128-bit lane, on 8 registers r[0..7]
+ * of width W (256 or 512): unpack pairs of rows into t, shuffle pairs of those into u (u[k] then
+ * holds elements k % 4 .. of rows 0-3 and 4-7 in each lane's halves, as the lane swaps after
+ * expect). v_transpose8, v_transpose16 (twice) and v_gather8x16 finish it their own ways. */
+#define V_UNPACK_SHUF8(W, r, t, u)                                                                 \
+  do {                                                                                             \
+    for (int k_ = 0; k_ < 4; k_++) {                                                               \
+      (t)[2 * k_] = _mm##W##_unpacklo_ps((r)[2 * k_], (r)[2 * k_ + 1]);                            \
+      (t)[2 * k_ + 1] = _mm##W##_unpackhi_ps((r)[2 * k_], (r)[2 * k_ + 1]);                        \
+    }                                                                                              \
+    for (int k_ = 0; k_ < 2; k_++) {                                                               \
+      (u)[4 * k_] = _mm##W##_shuffle_ps((t)[4 * k_], (t)[4 * k_ + 2], 0x44);                       \
+      (u)[4 * k_ + 1] = _mm##W##_shuffle_ps((t)[4 * k_], (t)[4 * k_ + 2], 0xEE);                   \
+      (u)[4 * k_ + 2] = _mm##W##_shuffle_ps((t)[4 * k_ + 1], (t)[4 * k_ + 3], 0x44);               \
+      (u)[4 * k_ + 3] = _mm##W##_shuffle_ps((t)[4 * k_ + 1], (t)[4 * k_ + 3], 0xEE);               \
+    }                                                                                              \
+  } while (0)
+
 /* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
  * within 128-bit lanes, then swap the lanes) */
 static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
   __m256 t[8], u[8];
-  for (int k = 0; k < 4; k++) {
-    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; k++) {
-    u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
+  V_UNPACK_SHUF8(256, r, t, u);
   for (int k = 0; k < 4; k++) {
     r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
     r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
@@ -7907,16 +7916,8 @@ static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
  * unpack pairs of rows, shuffle within 128-bit lanes, then two 128-bit lane shuffles. */
 static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
   __m512 t[16], u[16];
-  for (int k = 0; k < 8; k++) {
-    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 4; k++) {
-    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
+  V_UNPACK_SHUF8(512, r, t, u);
+  V_UNPACK_SHUF8(512, r + 8, t + 8, u + 8);
   for (int m = 0; m < 4; m++) {
     __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
     __m512 w0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
@@ -7948,16 +7949,7 @@ static inline __attribute__((always_inline)) void v_gather8x16(float *restrict o
                               _mm256_loadu_ps(b + (k + 8) * cols + c0), 1);
   if (chk)
     for (int k = 0; k < 8; k++) v_chk_acc(chk, (sc_vf)r[k], k);
-  for (int k = 0; k < 4; k++) {
-    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; k++) {
-    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
+  V_UNPACK_SHUF8(512, r, t, u);
   for (int k = 0; k < 4; k++) {
     _mm512_store_ps(o + k * SC__TW, _mm512_permutex2var_ps(u[k], lo, u[4 + k]));
     _mm512_store_ps(o + (k + 4) * SC__TW, _mm512_permutex2var_ps(u[k], hi, u[4 + k]));
@@ -8286,6 +8278,7 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
 #undef V_DX_BODY
 #undef V_BLOCKS
 #undef V_BLOCKS_5_8
+#undef V_UNPACK_SHUF8
 #endif
 #define SC__K_FWD vec_dense_fwd_f32
 #define SC__BFP(name) v_bf16_##name /* the bf16 packers */
