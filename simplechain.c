@@ -10632,9 +10632,9 @@ sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *
   if (st) return st;
   if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
   /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
-   * the micro-benchmark 2.08 -> 1.98 us on Zen 5), not up front, unless gx is asked for (it is
-   * written tile by tile) or the batch takes the one-state path; either way an error names
-   * the first such element and nothing is written */
+   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
+   * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
+   * either way an error names the first such element and nothing is written */
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
   int chk_x = !small && !gx;
   if (!chk_x && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
