@@ -9328,12 +9328,16 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       if (l > 0 && SC__HOLDS(&c->L[l - 1])) nxt = tm + c->L[l - 1].hold_off;
       switch (P->spec.kind) {
       case SC_LAYER_DENSE: {
-        /* this tile's bias lanes go with the dW below (the dx pass above left them) */
-        float *dwl_bl = d_ready && SC__DWL_BIAS(l) ? (float *)(void *)(tm + P->lane_off) : NULL;
+        /* this tile's bias lanes go with the dW below: the dx pass above left them, or the
+         * layer is an identity one whose pullback would only have added them */
+        float *dwl_bl = SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY)
+                            ? (float *)(void *)(tm + P->lane_off)
+                            : NULL;
         (void)dwl_bl;
         if (d_ready)
           d_ready = 0;
-        else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+        else if (dwl_bl) { /* (identity: dz is as given) */
+        } else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
           SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
         else
           SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
