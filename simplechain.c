@@ -9314,7 +9314,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
     /* dense layer k's bias lanes are added by its lane-form dW (SC__K_DWL_B, as it reads dz)
      * where the dx pass of the layer above would have added them (d_ready); not with bf16
      * operands, whose dz is rounded after the bias gradient is taken */
-#define SC__DWL_BIAS(k)                                                                              (want_g && !J->bf16 && c->L[k].spec.kind == SC_LAYER_DENSE && c->L[k].lane_off != SIZE_MAX &&       c->L[k].dwl_off != SIZE_MAX && !c->L[k].dw_dot && !SC__BFKB(k))
+#define SC__DWL_BIAS(k)                                                                            \
+  (want_g && !J->bf16 && c->L[k].spec.kind == SC_LAYER_DENSE && c->L[k].lane_off != SIZE_MAX &&    \
+   c->L[k].dwl_off != SIZE_MAX && !c->L[k].dw_dot && !SC__BFKB(k))
 #else
 #define SC__DWL_BIAS(k) 0
 #endif
@@ -9330,13 +9332,13 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       case SC_LAYER_DENSE: {
         /* this tile's bias lanes go with the dW below: the dx pass above left them, or the
          * layer is an identity one whose pullback would only have added them */
-        float *dwl_bl = SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY)
-                            ? (float *)(void *)(tm + P->lane_off)
-                            : NULL;
+        SC__T *dwl_bl =
+            SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY) ? tm + P->lane_off : NULL;
         (void)dwl_bl;
         if (d_ready)
           d_ready = 0;
-        else if (dwl_bl) { /* (identity: dz is as given) */
+        else if (dwl_bl) {
+          /* identity: dz is as given, and the dW below adds the bias lanes */
         } else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
           SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
         else
@@ -9408,8 +9410,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
           if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
             SC__K_DX_ACT(nxt, W, cur, P->out, P->in, Q->spec.act, xin,
-                         want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1) ? tm + Q->lane_off
-                                                                                  : NULL);
+                         want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1)
+                             ? tm + Q->lane_off
+                             : NULL);
             d_ready = 1;
           } else
 #endif
