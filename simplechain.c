@@ -6424,10 +6424,8 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_dense_dx_body_f64 vec_dense_dx_body_f64_avx512
 #define vec_dense_dx_f64 vec_dense_dx_f64_avx512
 #define vec_dense_dwl_f32 vec_dense_dwl_f32_avx512
-#define vec_dense_dwl_b_f32 vec_dense_dwl_b_f32_avx512
 #define vec_dense_dwl_n vec_dense_dwl_n_avx512
 #define vec_dense_dwl2_f32 vec_dense_dwl2_f32_avx512
-#define vec_dense_dwl2_b_f32 vec_dense_dwl2_b_f32_avx512
 #define vec_dense_dx_act_f32 vec_dense_dx_act_f32_avx512
 #define vec_dense_dx_body vec_dense_dx_body_avx512
 #define vec_dense_dx_f32 vec_dense_dx_f32_avx512
@@ -7479,16 +7477,21 @@ static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const 
 static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
                                  const float *restrict dz, size_t O, size_t I, sc_act act,
                                  const float *restrict xa, float *restrict bl) {
-  /* the activation and the bias lanes as constants in the common cases: with them known
-   * only at run time, GCC tested both for every stored vector (the toy's dx 1.5 % slower) */
-  if (bl && act == SC_TANH)
-    vec_dense_dx_body(dx, W, dz, O, I, SC_TANH, xa, bl);
-  else if (bl && act == SC_RELU)
-    vec_dense_dx_body(dx, W, dz, O, I, SC_RELU, xa, bl);
-  else if (act == SC_TANH)
-    vec_dense_dx_body(dx, W, dz, O, I, SC_TANH, xa, NULL);
-  else
-    vec_dense_dx_body(dx, W, dz, O, I, act, xa, bl);
+  /* tanh and relu with the activation and whether there are bias lanes as constants: with them
+   * known only at run time, GCC tested both for every stored vector (the toy's dx 1.5 % slower) */
+#define V_DX_ACT_CASE(A)                                                                           \
+  case A:                                                                                          \
+    if (bl)                                                                                        \
+      vec_dense_dx_body(dx, W, dz, O, I, A, xa, bl);                                               \
+    else                                                                                           \
+      vec_dense_dx_body(dx, W, dz, O, I, A, xa, NULL);                                             \
+    return;
+  switch (act) {
+    V_DX_ACT_CASE(SC_TANH)
+    V_DX_ACT_CASE(SC_RELU)
+  default: vec_dense_dx_body(dx, W, dz, O, I, act, xa, bl);
+  }
+#undef V_DX_ACT_CASE
 }
 
 /* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
@@ -7545,17 +7548,14 @@ vec_dense_dwl_n(float *restrict wl, const float *const dz[2], const float *const
   }
 }
 
+/* bl: the layer's bias lanes, or NULL (see vec_dense_dwl_n) */
 static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
-                              size_t O, size_t I, int first) {
+                              size_t O, size_t I, int first, float *restrict bl) {
   const float *const dzs[2] = {dz, dz}, *const xs[2] = {x, x};
-  vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 0, NULL);
-}
-/* the same with the bias lanes bl (see vec_dense_dwl_n) */
-static void vec_dense_dwl_b_f32(float *restrict wl, const float *restrict dz,
-                                const float *restrict x, size_t O, size_t I, int first,
-                                float *restrict bl) {
-  const float *const dzs[2] = {dz, dz}, *const xs[2] = {x, x};
-  vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 1, bl);
+  if (bl)
+    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 1, bl);
+  else
+    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 0, NULL);
 }
 
 #if VW == 16
@@ -7565,16 +7565,13 @@ static void vec_dense_dwl_b_f32(float *restrict wl, const float *restrict dz,
  * vec_dense_dwl_f32 calls. */
 static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
                                const float *restrict xA, const float *restrict dzB,
-                               const float *restrict xB, size_t O, size_t I, int first) {
+                               const float *restrict xB, size_t O, size_t I, int first,
+                               float *restrict bl) {
   const float *const dzs[2] = {dzA, dzB}, *const xs[2] = {xA, xB};
-  vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 0, NULL);
-}
-static void vec_dense_dwl2_b_f32(float *restrict wl, const float *restrict dzA,
-                                 const float *restrict xA, const float *restrict dzB,
-                                 const float *restrict xB, size_t O, size_t I, int first,
-                                 float *restrict bl) {
-  const float *const dzs[2] = {dzA, dzB}, *const xs[2] = {xA, xB};
-  vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 1, bl);
+  if (bl)
+    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 1, bl);
+  else
+    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 0, NULL);
 }
 #endif
 
@@ -8368,12 +8365,11 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
 #define SC__K_DW vec_dense_dw_f32
 #define SC__K_DX vec_dense_dx_f32
 #define SC__K_DWL vec_dense_dwl_f32
-#define SC__K_DWL_B vec_dense_dwl_b_f32 /* with the bias lanes (vec_dense_dwl_n) */
+#define SC__DWL_BL 1 /* its dW kernels take the bias lanes (vec_dense_dwl_n) */
 #define SC__K_DWL_FOLD vec_dwl_fold_f32
 #define SC__DWL_LANES VW /* lane-form accumulators hold one native vector */
 #if defined(SC__VEC_DWL2)
 #define SC__K_DWL2 vec_dense_dwl2_f32
-#define SC__K_DWL2_B vec_dense_dwl2_b_f32
 #endif
 #define SC__K_DX_ACT vec_dense_dx_act_f32
 #define SC__DX_ACT_OK(act)                                                                         \
@@ -9332,8 +9328,8 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
    (c->L[k].spec.act == SC_RELU || c->L[k].spec.act == SC_IDENTITY))
     int pool_fused = 0;
 #endif
-#ifdef SC__K_DWL_B
-    /* dense layer k's bias lanes are added by its lane-form dW (SC__K_DWL_B, as it reads dz)
+#ifdef SC__DWL_BL
+    /* dense layer k's bias lanes are added by its lane-form dW (SC__DWL_BL, as it reads dz)
      * where the dx pass of the layer above would have added them (d_ready); not with bf16
      * operands, whose dz is rounded after the bias gradient is taken */
 #define SC__DWL_BIAS(k)                                                                            \
@@ -9356,7 +9352,6 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
          * layer is an identity one whose pullback would only have added them */
         SC__T *dwl_bl =
             SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY) ? tm + P->lane_off : NULL;
-        (void)dwl_bl;
         if (d_ready)
           d_ready = 0;
         else if (dwl_bl) {
@@ -9402,19 +9397,12 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
               if (pair_first) {
                 if (cur != hd) /* (written there by the layer above, or not) */
                   memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
-              } else if (dwl_bl) /* (both tiles' bias lanes: the first tile's in hd) */
-                SC__K_DWL2_B(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl);
-              else
-                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first);
-            } else if (dwl_bl)
-              SC__K_DWL_B(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl);
-            else
-              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first);
-#elif defined(SC__K_DWL_B)
-            if (dwl_bl)
-              SC__K_DWL_B(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl);
-            else
-              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
+              } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl);
+            } else
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl);
+#elif defined(SC__DWL_BL)
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl);
 #else
             SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
 #endif
@@ -10882,13 +10870,12 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_DW
 #undef SC__K_DX
 #undef SC__K_DWL
-#undef SC__K_DWL_B
+#undef SC__DWL_BL
 #undef SC__K_DWL_FOLD
 #undef SC__K_FOLD_TW
 #undef SC__K_DWD
 #undef SC__DWD_DENSE
 #undef SC__K_DWL2
-#undef SC__K_DWL2_B
 #undef SC__K_DX_ACT
 #undef SC__DX_ACT_OK
 #undef SC__DWL_LANES
