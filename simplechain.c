@@ -116,7 +116,8 @@ typedef struct sc__adam_coef {
 } sc__adam_coef;
 typedef struct sc__kt_f32 {
   const char *name;
-  void (*run_slice)(struct sc__job_f32 *job, size_t slice);
+  /* slice's work, with scratch area (tile memory, bf16 packing) number area */
+  void (*run_slice)(struct sc__job_f32 *job, size_t slice, size_t area);
   size_t (*find_nonfinite)(const float *v, size_t n);
   void (*adam)(float *p, const float *g, float *m, float *v, size_t n, const sc__adam_coef *k);
   void (*one)(const struct sc_chain *c, const float *p, const float *u, const float *v,
@@ -130,7 +131,7 @@ typedef struct sc__kt_f32 {
 } sc__kt_f32;
 typedef struct sc__kt_f64 {
   const char *name;
-  void (*run_slice)(struct sc__job_f64 *job, size_t slice);
+  void (*run_slice)(struct sc__job_f64 *job, size_t slice, size_t area);
   size_t (*find_nonfinite)(const double *v, size_t n);
   void (*one)(const struct sc_chain *c, const double *p, const double *u, const double *v,
               const double *w, double *y, double *du, double *dp, double *jw, double *scratch,
@@ -9015,10 +9016,13 @@ static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, cons
 #define SC__ALWAYS_INLINE inline
 #endif
 static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s,
-                                                         const int profiling) {
+                                                         size_t area, const int profiling) {
   const sc_chain *c = J->c;
   sc_workspace *ws = J->ws;
-  SC__T *tm = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes);
+  /* the tile memory and the bf16 packing area are scratch, used only while the slice runs:
+   * those of area (the worker's, see sc__task), so that one thread's slices reuse memory
+   * already in its caches; the slice's gradient (gs) is its own */
+  SC__T *tm = (SC__T *)(void *)(ws->slices + area * ws->slice_bytes);
   SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
   size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
   size_t L = c->nlayers;
@@ -9027,7 +9031,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   int want_g = backward && J->want_g;
 #if SC__F32
   /* the bf16 kernels' packed operands (this slice's area) */
-  uint32_t *bfs = J->bf16k ? ws->bf_scr + s * ws->bf_scr_stride : NULL;
+  uint32_t *bfs = J->bf16k ? ws->bf_scr + area * ws->bf_scr_stride : NULL;
   /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
 #define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
 #define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
@@ -9641,11 +9645,11 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
 #endif
 #undef SC__BFROUND
 
-static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s) {
+static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s, size_t area) {
   if (J->ws->prof)
-    SC__TN(sc__run_slice_body)(J, s, 1);
+    SC__TN(sc__run_slice_body)(J, s, area, 1);
   else
-    SC__TN(sc__run_slice_body)(J, s, 0);
+    SC__TN(sc__run_slice_body)(J, s, area, 0);
 }
 
 #undef SC__AOFF
@@ -10305,17 +10309,20 @@ static sc_status SC__TN(sc__input_bad)(const char *fn, const sc_chain *c, const 
 }
 
 /* Workers take slices as they go (an atomic counter), so a core slowed by the host does
- * not hold the others up. Results do not depend on it: a slice's work and buffers are its
- * own, and the slices are reduced in index order. */
+ * not hold the others up. Results do not depend on it: a slice's gradient and loss are its
+ * own, and the slices are reduced in index order. A worker runs its slices in its own scratch
+ * area (number worker; the slice's number when there are more workers than areas): one
+ * thread's consecutive slices then find their tile memory in its L1 / L2 instead of each
+ * bringing in its own (the micro-benchmark, 1 thread, 2 slices: 2.4 % faster) */
 static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
   SC__TT(sc__job) *J = arg;
-  (void)worker;
   if (nworkers <= 1) {
-    for (size_t s = J->slice_lo; s < J->slice_hi; s++) J->kt->run_slice(J, s);
+    for (size_t s = J->slice_lo; s < J->slice_hi; s++) J->kt->run_slice(J, s, 0);
     return;
   }
+  int own = (size_t)nworkers <= J->ws->max_slices;
   for (size_t s; (s = J->slice_lo + sc__pool_claim(J->ws->pool)) < J->slice_hi;)
-    J->kt->run_slice(J, s);
+    J->kt->run_slice(J, s, own ? (size_t)worker : s);
 }
 
 /* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
