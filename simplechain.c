@@ -6431,6 +6431,12 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_dense_dx_body vec_dense_dx_body_avx512
 #define vec_dense_dx_f32 vec_dense_dx_f32_avx512
 #define vec_dense_fwd_f32 vec_dense_fwd_f32_avx512
+#define vec_dense_fwd_body vec_dense_fwd_body_avx512
+#define vec_dense_fwd_h_f32 vec_dense_fwd_h_f32_avx512
+#define vec_dense_dx_h_f32 vec_dense_dx_h_f32_avx512
+#define vec_dense_dx_act_n vec_dense_dx_act_n_avx512
+#define vec_dense_dx_act_h_f32 vec_dense_dx_act_h_f32_avx512
+#define v_act_rows_h v_act_rows_h_avx512
 #define vec_dense_fwd_f64 vec_dense_fwd_f64_avx512
 #define vec_dwl_fold_f32 vec_dwl_fold_f32_avx512
 #define vec_dwl_fold_f64 vec_dwl_fold_f64_avx512
@@ -7094,6 +7100,10 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
 /* forward and dx work on column chunks of NVB vectors (AVX-512: the whole 32-sample row;
  * AVX2: 16 samples, so that VOB x NVB accumulators and the operands fit in 16 ymm) */
 #define NVB (NV < 2 ? NV : 2)
+/* a half tile (a batch's last tile of at most SC__TW / 2 samples): the dense kernels' _h forms
+ * compute the first NVH vectors of each row, in chunks of NVBH, and store zeros in the rest */
+#define NVH (NV / 2)
+#define NVBH (NVB < NVH ? NVB : NVH)
 #if SC__TW % VW != 0
 #error "the tile width must be a multiple of the vector width"
 #endif
@@ -7278,27 +7288,30 @@ static inline __attribute__((always_inline)) void v_act_store(float *restrict a,
 
 /* pre-activations (relu applied: the other activations run afterwards as a pass over
  * whole rows) of exactly NB output rows starting at o, column chunk by column chunk
- * (NB x NVB accumulators in registers); o += NB */
+ * (NB x nvb_ accumulators in registers), the first nv_ vectors of each row (NV, or NVH for a
+ * half tile: the rest stored as zeros); o += NB */
 #define V_FWD_BODY(NB)                                                                             \
   {                                                                                                \
     const float *w = W + o * I;                                                                    \
-    for (int jc = 0; jc < NV; jc += NVB) {                                                         \
+    for (int jc = 0; jc < nv_; jc += nvb_) {                                                       \
       sc_vf acc[NB][NVB];                                                                          \
       _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
         sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                                   \
-        for (int j = 0; j < NVB; j++) acc[k][j] = bk;                                              \
+        for (int j = 0; j < nvb_; j++) acc[k][j] = bk;                                             \
       }                                                                                            \
       for (size_t i = 0; i < I; i++) {                                                             \
         sc_vf xv[NVB];                                                                             \
-        for (int j = 0; j < NVB; j++) xv[j] = V_ROW(x + i * SC__TW, jc + j);                       \
+        for (int j = 0; j < nvb_; j++) xv[j] = V_ROW(x + i * SC__TW, jc + j);                      \
         _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
           sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                                \
-          for (int j = 0; j < NVB; j++) acc[k][j] += wk * xv[j];                                   \
+          for (int j = 0; j < nvb_; j++) acc[k][j] += wk * xv[j];                                  \
         }                                                                                          \
       }                                                                                            \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < nvb_; j++)          \
           V_ROWW(a + (o + k) * SC__TW, jc + j) = act == SC_RELU ? v_relu(acc[k][j]) : acc[k][j];   \
     }                                                                                              \
+    for (int k = 0; k < NB; k++) /* (a half tile's other half) */                                  \
+      for (int j = nv_; j < NV; j++) V_ROWW(a + (o + k) * SC__TW, j) = V_BCAST(0.0f);              \
     o += NB;                                                                                       \
   }
 
@@ -7315,6 +7328,17 @@ static void v_act_rows(float *restrict a, float *restrict z, size_t O, sc_act ac
     for (int j = 0; j < NV; j++) V_ROWW(tmp, j) = V_ROW(a + o * SC__TW, j);
     SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, tmp, act);
   }
+}
+
+/* the activation pass of a half tile: tanh on the first NVH vectors of each row (the rest
+ * are zeros, and tanh 0 = 0), the others as v_act_rows on whole rows */
+static void v_act_rows_h(float *restrict a, float *restrict z, size_t O, sc_act act) {
+  if (act == SC_TANH || SC__IS_TANH_ACT(act)) {
+    int var = act == SC_TANH ? SC__TANH_DIV : (int)act - 32;
+    for (size_t o = 0; o < O; o++) v_tanh_inplace(a + o * SC__TW, NVH, var);
+    return;
+  }
+  v_act_rows(a, z, O, act);
 }
 
 /* a = act(a + b) in place, row by row (after libxsmm's GEMM wrote a = W x); z as above */
@@ -7376,12 +7400,25 @@ static void vec_conv_bias_act_f32(float *restrict a, float *restrict z, const fl
  * (84 rows: 7 x 8 + 4 x 7, 10 rows: 2 x 5), so no block is left with a few accumulators
  * waiting on FMA latency. Each output's sum runs over i in the same order whatever the
  * blocking, so the results do not depend on it. */
+static inline __attribute__((always_inline)) void
+vec_dense_fwd_body(float *restrict a, const float *restrict W, const float *restrict b,
+                   const float *restrict x, size_t O, size_t I, sc_act act, const int nv_,
+                   const int nvb_) {
+  size_t o = 0;
+  V_BLOCKS(O, V_FWD_BODY);
+}
 static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
                               const float *restrict b, const float *restrict x, size_t O, size_t I,
                               sc_act act) {
-  size_t o = 0;
-  V_BLOCKS(O, V_FWD_BODY);
+  vec_dense_fwd_body(a, W, b, x, O, I, act, NV, NVB);
   v_act_rows(a, z, O, act);
+}
+/* the same on a half tile: the first half of each row, the second stored as zeros */
+static void vec_dense_fwd_h_f32(float *restrict a, float *restrict z, const float *restrict W,
+                                const float *restrict b, const float *restrict x, size_t O,
+                                size_t I, sc_act act) {
+  vec_dense_fwd_body(a, W, b, x, O, I, act, NVH, NVBH);
+  v_act_rows_h(a, z, O, act);
 }
 
 /* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block
@@ -7424,23 +7461,24 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
 }
 
 /* dx[i][t] = sum_o W[o][i] dz[o][t]: exactly NB input rows starting at i, NVB vectors per
- * register block; i += NB */
+ * register block, the first nv_ vectors of each row (NV, or NVH for a half tile: the rest
+ * stored as zeros); i += NB */
 #define V_DX_BODY(NB)                                                                              \
   {                                                                                                \
-    for (int jc = 0; jc < NV; jc += NVB) {                                                         \
+    for (int jc = 0; jc < nv_; jc += nvb_) {                                                         \
       sc_vf acc[NB][NVB];                                                                          \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++)           \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < nvb_; j++)          \
           acc[k][j] = V_BCAST(0.0f);                                                               \
       for (size_t o = 0; o < O; o++) {                                                             \
         sc_vf dv[NVB];                                                                             \
-        for (int j = 0; j < NVB; j++) dv[j] = V_ROW(dz + o * SC__TW, jc + j);                      \
+        for (int j = 0; j < nvb_; j++) dv[j] = V_ROW(dz + o * SC__TW, jc + j);                     \
         const float *w = W + o * I + i;                                                            \
         _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
           sc_vf wk = V_BCAST(w[k]);                                                                \
-          for (int j = 0; j < NVB; j++) acc[k][j] += wk * dv[j];                                   \
+          for (int j = 0; j < nvb_; j++) acc[k][j] += wk * dv[j];                                  \
         }                                                                                          \
       }                                                                                            \
-      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NVB; j++) {         \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < nvb_; j++) {        \
         sc_vf v = acc[k][j];                                                                       \
         if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
           sc_vf av = V_ROW(xa + (i + k) * SC__TW, jc + j);                                         \
@@ -7455,6 +7493,8 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
         if (bl) V_ROWW(bl + (i + k) * SC__TW, jc + j) = V_ROW(bl + (i + k) * SC__TW, jc + j) + v;  \
       }                                                                                            \
     }                                                                                              \
+    for (int k = 0; k < NB; k++) /* (a half tile's other half) */                                  \
+      for (int j = nv_; j < NV; j++) V_ROWW(dx + (i + k) * SC__TW, j) = V_BCAST(0.0f);             \
     i += NB;                                                                                       \
   }
 
@@ -7464,7 +7504,8 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
  * of one layer and the activation step of the next in one sweep */
 static inline __attribute__((always_inline)) void
 vec_dense_dx_body(float *restrict dx, const float *restrict W, const float *restrict dz, size_t O,
-                  size_t I, sc_act act, const float *restrict xa, float *restrict bl) {
+                  size_t I, sc_act act, const float *restrict xa, float *restrict bl, const int nv_,
+                  const int nvb_) {
   /* the I rows in ceil(I / VOB) blocks of nearly equal size, as in vec_dense_fwd_f32 (32
    * rows on AVX2: 6 6 5 5 5 5, not 6 6 6 6 6 1 1, whose one-row blocks wait on FMA latency);
    * each sum runs over o in the same order whatever the blocking: the same bits */
@@ -7473,26 +7514,42 @@ vec_dense_dx_body(float *restrict dx, const float *restrict W, const float *rest
 }
 static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
                              size_t O, size_t I) {
-  vec_dense_dx_body(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL);
+  vec_dense_dx_body(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL, NV, NVB);
 }
-static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
-                                 const float *restrict dz, size_t O, size_t I, sc_act act,
-                                 const float *restrict xa, float *restrict bl) {
+static void vec_dense_dx_h_f32(float *restrict dx, const float *restrict W,
+                               const float *restrict dz, size_t O, size_t I) {
+  vec_dense_dx_body(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL, NVH, NVBH);
+}
+static inline __attribute__((always_inline)) void
+vec_dense_dx_act_n(float *restrict dx, const float *restrict W, const float *restrict dz, size_t O,
+                   size_t I, sc_act act, const float *restrict xa, float *restrict bl, const int nv,
+                   const int nvb) {
   /* tanh and relu with the activation and whether there are bias lanes as constants: with them
    * known only at run time, GCC tested both for every stored vector (the toy's dx 1.5 % slower) */
 #define V_DX_ACT_CASE(A)                                                                           \
   case A:                                                                                          \
     if (bl)                                                                                        \
-      vec_dense_dx_body(dx, W, dz, O, I, A, xa, bl);                                               \
+      vec_dense_dx_body(dx, W, dz, O, I, A, xa, bl, nv, nvb);                                      \
     else                                                                                           \
-      vec_dense_dx_body(dx, W, dz, O, I, A, xa, NULL);                                             \
+      vec_dense_dx_body(dx, W, dz, O, I, A, xa, NULL, nv, nvb);                                    \
     return;
   switch (act) {
     V_DX_ACT_CASE(SC_TANH)
     V_DX_ACT_CASE(SC_RELU)
-  default: vec_dense_dx_body(dx, W, dz, O, I, act, xa, bl);
+  default: vec_dense_dx_body(dx, W, dz, O, I, act, xa, bl, nv, nvb);
   }
 #undef V_DX_ACT_CASE
+}
+static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
+                                 const float *restrict dz, size_t O, size_t I, sc_act act,
+                                 const float *restrict xa, float *restrict bl) {
+  vec_dense_dx_act_n(dx, W, dz, O, I, act, xa, bl, NV, NVB);
+}
+/* a half tile's (the first NVH vectors of each row; zeros in the rest) */
+static void vec_dense_dx_act_h_f32(float *restrict dx, const float *restrict W,
+                                   const float *restrict dz, size_t O, size_t I, sc_act act,
+                                   const float *restrict xa, float *restrict bl) {
+  vec_dense_dx_act_n(dx, W, dz, O, I, act, xa, bl, NVH, NVBH);
 }
 
 /* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
@@ -7507,26 +7564,31 @@ static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
  * the dx pass's (the toy, 1 thread: those loads and stores were 4.7 % of its time) */
 static inline __attribute__((always_inline)) void
 vec_dense_dwl_n(float *restrict wl, const float *const dz[2], const float *const x[2], int T,
-                size_t O, size_t I, int first, const int bias, float *restrict bl) {
+                size_t O, size_t I, int first, const int bias, float *restrict bl, const int nvl) {
   sc_vf *A = (sc_vf *)(void *)wl;
+  /* the products: tile 0's NV vectors, then (T = 2) tile 1's; the last tile's first nvl only
+   * (NV, or NVH for a half tile, whose other half of dz is zeros: the products left out would
+   * add zeros) */
+  const int M = (T - 1) * NV + nvl;
   size_t o = 0;
   for (; o + 4 <= O; o += 4) {
     sc_vf d[4][2 * NV];
     for (int k = 0; k < 4; k++)
-      for (int m = 0; m < T * NV; m++) d[k][m] = V_ROW(dz[m / NV] + (o + k) * SC__TW, m % NV);
+      for (int m = 0; m < M; m++) d[k][m] = V_ROW(dz[m / NV] + (o + k) * SC__TW, m % NV);
     if (bias)
       for (int k = 0; k < 4; k++)
         for (int j = 0; j < NV; j++) {
           sc_vf v = V_ROW(bl + (o + k) * SC__TW, j);
-          for (int t = 0; t < T; t++) v += d[k][t * NV + j];
+          for (int t = 0; t < T; t++)
+            if (t * NV + j < M) v += d[k][t * NV + j];
           V_ROWW(bl + (o + k) * SC__TW, j) = v;
         }
     for (size_t i = 0; i < I; i++) {
       sc_vf xv[2 * NV];
-      for (int m = 0; m < T * NV; m++) xv[m] = V_ROW(x[m / NV] + i * SC__TW, m % NV);
+      for (int m = 0; m < M; m++) xv[m] = V_ROW(x[m / NV] + i * SC__TW, m % NV);
       for (int k = 0; k < 4; k++) {
         sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);
-        for (int m = 1; m < T * NV; m++) acc = V_FMA(d[k][m], xv[m], acc);
+        for (int m = 1; m < M; m++) acc = V_FMA(d[k][m], xv[m], acc);
         A[(o + k) * I + i] = acc;
       }
     }
@@ -7535,13 +7597,14 @@ vec_dense_dwl_n(float *restrict wl, const float *const dz[2], const float *const
     if (bias)
       for (int j = 0; j < NV; j++) {
         sc_vf v = V_ROW(bl + o * SC__TW, j);
-        for (int t = 0; t < T; t++) v += V_ROW(dz[t] + o * SC__TW, j);
+        for (int t = 0; t < T; t++)
+          if (t * NV + j < M) v += V_ROW(dz[t] + o * SC__TW, j);
         V_ROWW(bl + o * SC__TW, j) = v;
       }
     for (size_t i = 0; i < I; i++) {
       sc_vf d0 = V_ROW(dz[0] + o * SC__TW, 0), x0 = V_ROW(x[0] + i * SC__TW, 0);
       sc_vf acc = first ? d0 * x0 : V_FMA(d0, x0, A[o * I + i]);
-      for (int m = 1; m < T * NV; m++)
+      for (int m = 1; m < M; m++)
         acc = V_FMA(V_ROW(dz[m / NV] + o * SC__TW, m % NV), V_ROW(x[m / NV] + i * SC__TW, m % NV),
                     acc);
       A[o * I + i] = acc;
@@ -7549,14 +7612,19 @@ vec_dense_dwl_n(float *restrict wl, const float *const dz[2], const float *const
   }
 }
 
-/* bl: the layer's bias lanes, or NULL (see vec_dense_dwl_n) */
+/* bl: the layer's bias lanes, or NULL (see vec_dense_dwl_n); half: a half tile */
 static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
-                              size_t O, size_t I, int first, float *restrict bl) {
+                              size_t O, size_t I, int first, float *restrict bl, int half) {
   const float *const dzs[2] = {dz, dz}, *const xs[2] = {x, x};
-  if (bl)
-    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 1, bl);
+  if (half) {
+    if (bl)
+      vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 1, bl, NVH);
+    else
+      vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 0, NULL, NVH);
+  } else if (bl)
+    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 1, bl, NV);
   else
-    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 0, NULL);
+    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 0, NULL, NV);
 }
 
 #if VW == 16
@@ -7567,12 +7635,17 @@ static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, cons
 static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
                                const float *restrict xA, const float *restrict dzB,
                                const float *restrict xB, size_t O, size_t I, int first,
-                               float *restrict bl) {
+                               float *restrict bl, int half) { /* half: tile B is a half tile */
   const float *const dzs[2] = {dzA, dzB}, *const xs[2] = {xA, xB};
-  if (bl)
-    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 1, bl);
+  if (half) {
+    if (bl)
+      vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 1, bl, NVH);
+    else
+      vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 0, NULL, NVH);
+  } else if (bl)
+    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 1, bl, NV);
   else
-    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 0, NULL);
+    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 0, NULL, NV);
 }
 #endif
 
@@ -8021,13 +8094,17 @@ static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
  * ns; the micro-benchmark 2.24 -> 2.08 us (session 29; not measured on Zen 4 or Intel, whose
  * 512-bit shuffles cost more). */
 static inline __attribute__((always_inline)) void v_gather8x16(float *restrict o, const float *b,
-                                                               size_t cols, size_t c0, sc_vf *chk) {
+                                                               size_t cols, size_t c0, sc_vf *chk,
+                                                               size_t nr) {
   const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
   const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
   __m512 r[8], t[8], u[8];
+  /* nr rows only (a partial tile's last group, 1 <= nr <= 16): the others read as zeros */
   for (int k = 0; k < 8; k++)
-    r[k] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(b + k * cols + c0)),
-                              _mm256_loadu_ps(b + (k + 8) * cols + c0), 1);
+    r[k] = _mm512_insertf32x8(
+        _mm512_castps256_ps512((size_t)k < nr ? _mm256_loadu_ps(b + k * cols + c0)
+                                              : _mm256_setzero_ps()),
+        (size_t)k + 8 < nr ? _mm256_loadu_ps(b + (k + 8) * cols + c0) : _mm256_setzero_ps(), 1);
   if (chk) {
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) v_chk_acc(chk, (sc_vf)r[k], k);
   }
@@ -8082,7 +8159,16 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
     if (!idx && 16 * j + 16 <= n && cols >= 8) { /* 16 consecutive rows: 8 columns at a time */
       const float *b = src + (b0 + 16 * j) * cols;
       for (; c0 + 8 <= cols; c0 += 8)
-        v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, bad ? chk : NULL);
+        v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, bad ? chk : NULL, 16);
+      from[j] = c0;
+      if (c0 == cols) continue;
+    } else if (!idx && 16 * j < n && cols >= 8) {
+      /* fewer (a partial tile's last rows): the same with the rows past n as zeros (a batch of
+       * 200 ends in 8 rows, which took the micro-benchmark's 4 x 8 path 1.6 times as long as
+       * a whole tile's gather) */
+      const float *b = src + (b0 + 16 * j) * cols;
+      for (; c0 + 8 <= cols; c0 += 8)
+        v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, bad ? chk : NULL, n - 16 * j);
       from[j] = c0;
       if (c0 == cols) continue;
     }
@@ -8366,7 +8452,11 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
 #define SC__K_DW vec_dense_dw_f32
 #define SC__K_DX vec_dense_dx_f32
 #define SC__K_DWL vec_dense_dwl_f32
-#define SC__DWL_BL 1 /* its dW kernels take the bias lanes (vec_dense_dwl_n) */
+#define SC__DWL_BL 1 /* its dW kernels take the bias lanes (vec_dense_dwl_n) and a half flag */
+/* the dense kernels of a half tile (SC__HALF) */
+#define SC__K_FWD_H vec_dense_fwd_h_f32
+#define SC__K_DX_H vec_dense_dx_h_f32
+#define SC__K_DX_ACT_H vec_dense_dx_act_h_f32
 #define SC__K_DWL_FOLD vec_dwl_fold_f32
 #define SC__DWL_LANES VW /* lane-form accumulators hold one native vector */
 #if defined(SC__VEC_DWL2)
@@ -9090,6 +9180,17 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
   }
   for (size_t tile = t0; tile < t1; tile++) {
     size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+#ifdef SC__K_FWD_H
+    /* a batch's last tile of at most SC__TW / 2 samples (not with bf16 operands) goes through
+     * the dense kernels' half forms (SC__KH): the first half of each row computed, zeros stored
+     * in the second. The padding's activations are then zeros where the whole-tile kernels
+     * leave act(b); its dz is zeros either way, so the results are the same but for the sign
+     * of a sum that is zero. (The micro-benchmark's 200 samples end in a tile of 8.) */
+    const int half = n <= SC__TW / 2 && !J->bf16;
+#define SC__KH(k) (half ? k##_H : k)
+#else
+#define SC__KH(k) k
+#endif
 #ifdef SC__K_DWL2
     /* pairs of consecutive tiles of this slice (a last odd tile goes alone); the second
      * tile of a pair keeps its activations in the a_off2 buffers */
@@ -9156,7 +9257,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           break;
         }
 #endif
-        SC__K_FWD(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
+        SC__KH(SC__K_FWD)(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
         break;
       }
       case SC_LAYER_CONV2D:
@@ -9402,11 +9503,12 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
                 if (cur != hd) /* (written there by the layer above, or not) */
                   memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
               } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
-                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl);
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl,
+                           half);
             } else
-              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl);
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl, half);
 #elif defined(SC__DWL_BL)
-            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl);
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl, half);
 #else
             SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
 #endif
@@ -9423,14 +9525,14 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
            * bias lanes) is applied as dx is stored, and its own pass is skipped */
           const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
           if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
-            SC__K_DX_ACT(nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+            SC__KH(SC__K_DX_ACT)(nxt, W, cur, P->out, P->in, Q->spec.act, xin,
                          want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1)
                              ? tm + Q->lane_off
                              : NULL);
             d_ready = 1;
           } else
 #endif
-            SC__K_DX(nxt, W, cur, P->out, P->in);
+            SC__KH(SC__K_DX)(nxt, W, cur, P->out, P->in);
         }
         break;
       }
@@ -9600,13 +9702,22 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       SC__PROF(l, SC__P_BNS, n);
     }
     if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
+#undef SC__KH
   }
   /* fold the lane accumulators, in a fixed order */
-  double ls = 0, cs = 0;
-  for (int t = 0; t < SC__TW; t++) {
-    ls += (double)lanes[t];
-    cs += (double)lanes[SC__TW + t];
+  /* the loss lanes in double, as eight running sums (lanes t = k mod 8) and a tree: one chain
+   * of 32 dependent adds at the end of each slice held 1.7 % of the micro-benchmark's samples
+   * (5.6 % at batch 32). The order sets the loss's last bits, not the gradient's. The counts
+   * only when they are counted. */
+  double ls, cs = 0;
+  {
+    double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = 0; t < SC__TW; t += 8)
+      for (int k = 0; k < 8; k++) q[k] += (double)lanes[t + k];
+    ls = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
   }
+  if (J->count_correct)
+    for (int t = 0; t < SC__TW; t++) cs += (double)lanes[SC__TW + t];
   J->slice_loss[s] = ls;
   J->slice_correct[s] = cs;
   if (want_g)
@@ -10878,6 +10989,9 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_DX
 #undef SC__K_DWL
 #undef SC__DWL_BL
+#undef SC__K_FWD_H
+#undef SC__K_DX_H
+#undef SC__K_DX_ACT_H
 #undef SC__K_DWL_FOLD
 #undef SC__K_FOLD_TW
 #undef SC__K_DWD

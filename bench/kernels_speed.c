@@ -68,10 +68,10 @@ int main(void) {
              t - ti);
       sum[1] += t - ti;
     }
-    TIME(vec_dense_dwl_f32(WL, D[0], X[0], O, I, 0), t);
+    TIME(vec_dense_dwl_f32(WL, D[0], X[0], O, I, 0, NULL, 0), t);
     printf("  %-24s %3zux%-4zu %10.1f %9.1f\n", "dW, one tile", O, I, t, fl / t);
 #ifdef SC__VEC_DWL2
-    TIME(vec_dense_dwl2_f32(WL, D[0], X[0], D[1], X[1], O, I, 0), t);
+    TIME(vec_dense_dwl2_f32(WL, D[0], X[0], D[1], X[1], O, I, 0, NULL, 0), t);
     printf("  %-24s %3zux%-4zu %10.1f %9.1f   (per tile)\n", "dW, pair of tiles", O, I, t / 2,
            2 * fl / t);
     sum[2] += t / 2;
