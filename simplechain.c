@@ -7465,7 +7465,7 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
  * stored as zeros); i += NB */
 #define V_DX_BODY(NB)                                                                              \
   {                                                                                                \
-    for (int jc = 0; jc < nv_; jc += nvb_) {                                                         \
+    for (int jc = 0; jc < nv_; jc += nvb_) {                                                       \
       sc_vf acc[NB][NVB];                                                                          \
       _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < nvb_; j++)          \
           acc[k][j] = V_BCAST(0.0f);                                                               \
@@ -8093,9 +8093,8 @@ static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
  * not fit the integer registers). Alone, 6 tiles of 24 columns from L1 on Zen 5: 190 -> 100
  * ns; the micro-benchmark 2.24 -> 2.08 us (session 29; not measured on Zen 4 or Intel, whose
  * 512-bit shuffles cost more). */
-static inline __attribute__((always_inline)) void v_gather8x16(float *restrict o, const float *b,
-                                                               size_t cols, size_t c0, sc_vf *chk,
-                                                               size_t nr) {
+static inline __attribute__((always_inline)) void
+v_gather8x16(float *restrict o, const float *b, size_t cols, size_t c0, sc_vf *chk, size_t nr) {
   const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
   const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
   __m512 r[8], t[8], u[8];
@@ -9105,8 +9104,8 @@ static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, cons
 #else
 #define SC__ALWAYS_INLINE inline
 #endif
-static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s,
-                                                         size_t area, const int profiling) {
+static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s, size_t area,
+                                                         const int profiling) {
   const sc_chain *c = J->c;
   sc_workspace *ws = J->ws;
   /* the tile memory and the bf16 packing area are scratch, used only while the slice runs:
@@ -9503,8 +9502,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
                 if (cur != hd) /* (written there by the layer above, or not) */
                   memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
               } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
-                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl,
-                           half);
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl, half);
             } else
               SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl, half);
 #elif defined(SC__DWL_BL)
@@ -9525,10 +9523,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
            * bias lanes) is applied as dx is stored, and its own pass is skipped */
           const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
           if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
-            SC__KH(SC__K_DX_ACT)(nxt, W, cur, P->out, P->in, Q->spec.act, xin,
-                         want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1)
-                             ? tm + Q->lane_off
-                             : NULL);
+            SC__KH(SC__K_DX_ACT)
+            (nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+             want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1) ? tm + Q->lane_off : NULL);
             d_ready = 1;
           } else
 #endif
