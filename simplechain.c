@@ -7570,46 +7570,40 @@ vec_dense_dwl_n(float *restrict wl, const float *const dz[2], const float *const
    * (NV, or NVH for a half tile, whose other half of dz is zeros: the products left out would
    * add zeros) */
   const int M = (T - 1) * NV + nvl;
+  /* R rows from o share each x load (4 at a time, then the last 1-3 as one block: the
+   * micro-benchmark's 2-output layer had gone row by row, reloading dz and x for every weight) */
+#define V_DWL_ROWS(R)                                                                              \
+  {                                                                                                \
+    sc_vf d[R][2 * NV];                                                                            \
+    for (int k = 0; k < R; k++)                                                                    \
+      for (int m = 0; m < M; m++) d[k][m] = V_ROW(dz[m / NV] + (o + k) * SC__TW, m % NV);          \
+    if (bias)                                                                                      \
+      for (int k = 0; k < R; k++)                                                                  \
+        for (int j = 0; j < NV; j++) {                                                             \
+          sc_vf v = V_ROW(bl + (o + k) * SC__TW, j);                                               \
+          for (int t = 0; t < T; t++)                                                              \
+            if (t * NV + j < M) v += d[k][t * NV + j];                                             \
+          V_ROWW(bl + (o + k) * SC__TW, j) = v;                                                    \
+        }                                                                                          \
+    for (size_t i = 0; i < I; i++) {                                                               \
+      sc_vf xv[2 * NV];                                                                            \
+      for (int m = 0; m < M; m++) xv[m] = V_ROW(x[m / NV] + i * SC__TW, m % NV);                   \
+      for (int k = 0; k < R; k++) {                                                                \
+        sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);           \
+        for (int m = 1; m < M; m++) acc = V_FMA(d[k][m], xv[m], acc);                              \
+        A[(o + k) * I + i] = acc;                                                                  \
+      }                                                                                            \
+    }                                                                                              \
+  }
   size_t o = 0;
-  for (; o + 4 <= O; o += 4) {
-    sc_vf d[4][2 * NV];
-    for (int k = 0; k < 4; k++)
-      for (int m = 0; m < M; m++) d[k][m] = V_ROW(dz[m / NV] + (o + k) * SC__TW, m % NV);
-    if (bias)
-      for (int k = 0; k < 4; k++)
-        for (int j = 0; j < NV; j++) {
-          sc_vf v = V_ROW(bl + (o + k) * SC__TW, j);
-          for (int t = 0; t < T; t++)
-            if (t * NV + j < M) v += d[k][t * NV + j];
-          V_ROWW(bl + (o + k) * SC__TW, j) = v;
-        }
-    for (size_t i = 0; i < I; i++) {
-      sc_vf xv[2 * NV];
-      for (int m = 0; m < M; m++) xv[m] = V_ROW(x[m / NV] + i * SC__TW, m % NV);
-      for (int k = 0; k < 4; k++) {
-        sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);
-        for (int m = 1; m < M; m++) acc = V_FMA(d[k][m], xv[m], acc);
-        A[(o + k) * I + i] = acc;
-      }
-    }
+  for (; o + 4 <= O; o += 4) V_DWL_ROWS(4)
+  switch (O - o) {
+  case 3: V_DWL_ROWS(3) break;
+  case 2: V_DWL_ROWS(2) break;
+  case 1: V_DWL_ROWS(1) break;
+  default: break;
   }
-  for (; o < O; o++) {
-    if (bias)
-      for (int j = 0; j < NV; j++) {
-        sc_vf v = V_ROW(bl + o * SC__TW, j);
-        for (int t = 0; t < T; t++)
-          if (t * NV + j < M) v += V_ROW(dz[t] + o * SC__TW, j);
-        V_ROWW(bl + o * SC__TW, j) = v;
-      }
-    for (size_t i = 0; i < I; i++) {
-      sc_vf d0 = V_ROW(dz[0] + o * SC__TW, 0), x0 = V_ROW(x[0] + i * SC__TW, 0);
-      sc_vf acc = first ? d0 * x0 : V_FMA(d0, x0, A[o * I + i]);
-      for (int m = 1; m < M; m++)
-        acc = V_FMA(V_ROW(dz[m / NV] + o * SC__TW, m % NV), V_ROW(x[m / NV] + i * SC__TW, m % NV),
-                    acc);
-      A[o * I + i] = acc;
-    }
-  }
+#undef V_DWL_ROWS
 }
 
 /* bl: the layer's bias lanes, or NULL (see vec_dense_dwl_n); half: a half tile */
