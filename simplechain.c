@@ -8151,8 +8151,12 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
     size_t c0 = 0;
     if (!idx && 16 * j + 16 <= n && cols >= 8) { /* 16 consecutive rows: 8 columns at a time */
       const float *b = src + (b0 + 16 * j) * cols;
-      for (; c0 + 8 <= cols; c0 += 8)
-        v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, bad ? chk : NULL, 16);
+      if (bad) /* (two loops: with the pointer chosen per call, chk lived in memory) */
+        for (; c0 + 8 <= cols; c0 += 8)
+          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, chk, 16);
+      else
+        for (; c0 + 8 <= cols; c0 += 8)
+          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, NULL, 16);
       from[j] = c0;
       if (c0 == cols) continue;
     } else if (!idx && 16 * j < n && cols >= 8) {
@@ -8160,8 +8164,12 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
        * 200 ends in 8 rows, which took the micro-benchmark's 4 x 8 path 1.6 times as long as
        * a whole tile's gather) */
       const float *b = src + (b0 + 16 * j) * cols;
-      for (; c0 + 8 <= cols; c0 += 8)
-        v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, bad ? chk : NULL, n - 16 * j);
+      if (bad) /* (two loops: with the pointer chosen per call, chk lived in memory) */
+        for (; c0 + 8 <= cols; c0 += 8)
+          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, chk, n - 16 * j);
+      else
+        for (; c0 + 8 <= cols; c0 += 8)
+          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, NULL, n - 16 * j);
       from[j] = c0;
       if (c0 == cols) continue;
     }
