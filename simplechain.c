@@ -6426,6 +6426,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_dense_dx_f64 vec_dense_dx_f64_avx512
 #define vec_dense_dwl_f32 vec_dense_dwl_f32_avx512
 #define vec_dense_dwl_n vec_dense_dwl_n_avx512
+#define vec_dense_dwl_sel vec_dense_dwl_sel_avx512
 #define vec_dense_dwl2_f32 vec_dense_dwl2_f32_avx512
 #define vec_dense_dx_act_f32 vec_dense_dx_act_f32_avx512
 #define vec_dense_dx_body vec_dense_dx_body_avx512
@@ -7606,19 +7607,27 @@ vec_dense_dwl_n(float *restrict wl, const float *const dz[2], const float *const
 #undef V_DWL_ROWS
 }
 
+/* vec_dense_dwl_n with whether there are bias lanes and whether the last tile is a half tile
+ * as constants (one copy each) */
+static inline __attribute__((always_inline)) void
+vec_dense_dwl_sel(float *restrict wl, const float *const dz[2], const float *const x[2], int T,
+                  size_t O, size_t I, int first, float *restrict bl, int half) {
+  if (half) {
+    if (bl)
+      vec_dense_dwl_n(wl, dz, x, T, O, I, first, 1, bl, NVH);
+    else
+      vec_dense_dwl_n(wl, dz, x, T, O, I, first, 0, NULL, NVH);
+  } else if (bl)
+    vec_dense_dwl_n(wl, dz, x, T, O, I, first, 1, bl, NV);
+  else
+    vec_dense_dwl_n(wl, dz, x, T, O, I, first, 0, NULL, NV);
+}
+
 /* bl: the layer's bias lanes, or NULL (see vec_dense_dwl_n); half: a half tile */
 static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
                               size_t O, size_t I, int first, float *restrict bl, int half) {
   const float *const dzs[2] = {dz, dz}, *const xs[2] = {x, x};
-  if (half) {
-    if (bl)
-      vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 1, bl, NVH);
-    else
-      vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 0, NULL, NVH);
-  } else if (bl)
-    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 1, bl, NV);
-  else
-    vec_dense_dwl_n(wl, dzs, xs, 1, O, I, first, 0, NULL, NV);
+  vec_dense_dwl_sel(wl, dzs, xs, 1, O, I, first, bl, half);
 }
 
 #if VW == 16
@@ -7631,15 +7640,7 @@ static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
                                const float *restrict xB, size_t O, size_t I, int first,
                                float *restrict bl, int half) { /* half: tile B is a half tile */
   const float *const dzs[2] = {dzA, dzB}, *const xs[2] = {xA, xB};
-  if (half) {
-    if (bl)
-      vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 1, bl, NVH);
-    else
-      vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 0, NULL, NVH);
-  } else if (bl)
-    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 1, bl, NV);
-  else
-    vec_dense_dwl_n(wl, dzs, xs, 2, O, I, first, 0, NULL, NV);
+  vec_dense_dwl_sel(wl, dzs, xs, 2, O, I, first, bl, half);
 }
 #endif
 
