@@ -6396,6 +6396,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define v_chk_run v_chk_run_avx512
 #define v_gather4x8 v_gather4x8_avx512
 #define v_gather8x16 v_gather8x16_avx512
+#define v_gather_cols8 v_gather_cols8_avx512
 #define v_gather_rows v_gather_rows_avx512
 #define v_quot v_quot_avx512
 #define v_sel v_sel_avx512
@@ -8109,6 +8110,14 @@ v_gather8x16(float *restrict o, const float *b, size_t cols, size_t c0, sc_vf *c
   }
 }
 
+/* columns 0, 8, .. of nr rows (v_gather8x16) into the tile at o; returns the first column left */
+static inline __attribute__((always_inline)) size_t
+v_gather_cols8(float *restrict o, const float *b, size_t cols, sc_vf *chk, size_t nr) {
+  size_t c0 = 0;
+  for (; c0 + 8 <= cols; c0 += 8) v_gather8x16(o + c0 * SC__TW, b, cols, c0, chk, nr);
+  return c0;
+}
+
 /* tile (cols x SC__TW, feature-major) <- samples b0..b0+n (rows idx[b] or b) of a
  * row-major array: 16 x 16 blocks loaded row by row (masked at the column tail),
  * transposed in registers; padding samples become 0. bad: NULL, or set to whether a value
@@ -8150,27 +8159,18 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
   for (size_t j = 0; j < SC__TW / 16; j++) {
     const float *row[16], *rr[16];
     size_t c0 = 0;
-    if (!idx && 16 * j + 16 <= n && cols >= 8) { /* 16 consecutive rows: 8 columns at a time */
+    if (!idx && 16 * j < n && cols >= 8) {
+      /* consecutive rows, 8 columns at a time: 16 rows, or fewer (a partial tile's last rows,
+       * the rest read as zeros: a batch of 200 ends in 8 rows, which took the micro-benchmark's
+       * 4 x 8 path 1.6 times as long as a whole tile's gather); chk or NULL passed as such (with
+       * the pointer chosen per call, bad ? chk : NULL, GCC kept chk in memory) */
       const float *b = src + (b0 + 16 * j) * cols;
-      if (bad) /* (two loops: with the pointer chosen per call, chk lived in memory) */
-        for (; c0 + 8 <= cols; c0 += 8)
-          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, chk, 16);
+      float *o = tile + 16 * j;
+      size_t nr = n - 16 * j;
+      if (nr >= 16)
+        c0 = bad ? v_gather_cols8(o, b, cols, chk, 16) : v_gather_cols8(o, b, cols, NULL, 16);
       else
-        for (; c0 + 8 <= cols; c0 += 8)
-          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, NULL, 16);
-      from[j] = c0;
-      if (c0 == cols) continue;
-    } else if (!idx && 16 * j < n && cols >= 8) {
-      /* fewer (a partial tile's last rows): the same with the rows past n as zeros (a batch of
-       * 200 ends in 8 rows, which took the micro-benchmark's 4 x 8 path 1.6 times as long as
-       * a whole tile's gather) */
-      const float *b = src + (b0 + 16 * j) * cols;
-      if (bad) /* (two loops: with the pointer chosen per call, chk lived in memory) */
-        for (; c0 + 8 <= cols; c0 += 8)
-          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, chk, n - 16 * j);
-      else
-        for (; c0 + 8 <= cols; c0 += 8)
-          v_gather8x16(tile + c0 * SC__TW + 16 * j, b, cols, c0, NULL, n - 16 * j);
+        c0 = bad ? v_gather_cols8(o, b, cols, chk, nr) : v_gather_cols8(o, b, cols, NULL, nr);
       from[j] = c0;
       if (c0 == cols) continue;
     }
@@ -8455,7 +8455,7 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
 #define SC__K_DX vec_dense_dx_f32
 #define SC__K_DWL vec_dense_dwl_f32
 #define SC__DWL_BL 1 /* its dW kernels take the bias lanes (vec_dense_dwl_n) and a half flag */
-/* the dense kernels of a half tile (SC__HALF) */
+/* the dense kernels of a half tile (SC__KH in the slice's tile loop) */
 #define SC__K_FWD_H vec_dense_fwd_h_f32
 #define SC__K_DX_H vec_dense_dx_h_f32
 #define SC__K_DX_ACT_H vec_dense_dx_act_h_f32
