@@ -6395,7 +6395,9 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define v_chk_any v_chk_any_avx512
 #define v_chk_run v_chk_run_avx512
 #define v_gather4x8 v_gather4x8_avx512
+#define v_8x16_store v_8x16_store_avx512
 #define v_gather8x16 v_gather8x16_avx512
+#define v_gather8x16p v_gather8x16p_avx512
 #define v_gather_cols8 v_gather_cols8_avx512
 #define v_gather_rows v_gather_rows_avx512
 #define v_quot v_quot_avx512
@@ -8089,17 +8091,11 @@ static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
  * not fit the integer registers). Alone, 6 tiles of 24 columns from L1 on Zen 5: 190 -> 100
  * ns; the micro-benchmark 2.24 -> 2.08 us (session 29; not measured on Zen 4 or Intel, whose
  * 512-bit shuffles cost more). */
-static inline __attribute__((always_inline)) void
-v_gather8x16(float *restrict o, const float *b, size_t cols, size_t c0, sc_vf *chk, size_t nr) {
+static inline __attribute__((always_inline)) void v_8x16_store(float *restrict o, __m512 r[8],
+                                                               sc_vf *chk) {
   const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
   const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-  __m512 r[8], t[8], u[8];
-  /* nr rows only (a partial tile's last group, 1 <= nr <= 16): the others read as zeros */
-  for (int k = 0; k < 8; k++)
-    r[k] = _mm512_insertf32x8(
-        _mm512_castps256_ps512((size_t)k < nr ? _mm256_loadu_ps(b + k * cols + c0)
-                                              : _mm256_setzero_ps()),
-        (size_t)k + 8 < nr ? _mm256_loadu_ps(b + (k + 8) * cols + c0) : _mm256_setzero_ps(), 1);
+  __m512 t[8], u[8];
   if (chk) {
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) v_chk_acc(chk, (sc_vf)r[k], k);
   }
@@ -8108,6 +8104,27 @@ v_gather8x16(float *restrict o, const float *b, size_t cols, size_t c0, sc_vf *c
     _mm512_store_ps(o + k * SC__TW, _mm512_permutex2var_ps(u[k], lo, u[4 + k]));
     _mm512_store_ps(o + (k + 4) * SC__TW, _mm512_permutex2var_ps(u[k], hi, u[4 + k]));
   }
+}
+static inline __attribute__((always_inline)) void
+v_gather8x16(float *restrict o, const float *b, size_t cols, size_t c0, sc_vf *chk, size_t nr) {
+  __m512 r[8];
+  /* nr rows only (a partial tile's last group, 1 <= nr <= 16): the others read as zeros */
+  for (int k = 0; k < 8; k++)
+    r[k] = _mm512_insertf32x8(
+        _mm512_castps256_ps512((size_t)k < nr ? _mm256_loadu_ps(b + k * cols + c0)
+                                              : _mm256_setzero_ps()),
+        (size_t)k + 8 < nr ? _mm256_loadu_ps(b + (k + 8) * cols + c0) : _mm256_setzero_ps(), 1);
+  v_8x16_store(o, r, chk);
+}
+/* the same from 16 row pointers rr (gathered rows: LeNet5's minibatches; the pointers are
+ * reloaded per block, 16 rows' addresses do not fit the integer registers) */
+static inline __attribute__((always_inline)) void
+v_gather8x16p(float *restrict o, const float *const *rr, size_t c0, sc_vf *chk) {
+  __m512 r[8];
+  for (int k = 0; k < 8; k++)
+    r[k] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(rr[k] + c0)),
+                              _mm256_loadu_ps(rr[k + 8] + c0), 1);
+  v_8x16_store(o, r, chk);
 }
 
 /* columns 0, 8, .. of nr rows (v_gather8x16) into the tile at o; returns the first column left */
@@ -8175,6 +8192,16 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
       if (c0 == cols) continue;
     }
     if (!v_gather_rows(row, rr, tile, 16, j, src, idx, b0, n, cols)) continue; /* padding */
+    if (cols - c0 >= 8) {
+      /* gathered rows (idx), 8 columns at a time as above, checked as loaded (padding rows
+       * read row 0, checked with it, and are cleared below) */
+      float *o = tile + 16 * j;
+      if (bad)
+        for (; c0 + 8 <= cols; c0 += 8) v_gather8x16p(o + c0 * SC__TW, rr, c0, chk);
+      else
+        for (; c0 + 8 <= cols; c0 += 8) v_gather8x16p(o + c0 * SC__TW, rr, c0, NULL);
+      from[j] = c0;
+    }
     if (cols - c0 >= 4) {
       /* 4 columns at a time, 8 rows per 256-bit half (v_gather4x8): 2 shuffles per 8
        * outputs, where the 16 x 16 transpose takes 4 per 16 (on cores whose 512-bit shuffles
@@ -8184,11 +8211,11 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
         v_gather4x8(tile + c0 * SC__TW + 16 * j, rr, c0);
         v_gather4x8(tile + c0 * SC__TW + 16 * j + 8, rr + 8, c0);
       }
-      if (16 * j + 16 > n) {
-        __mmask16 pad = (__mmask16)(0xFFFFu << (n - 16 * j));
-        for (size_t k = 0; k < c0; k++)
-          _mm512_mask_store_ps(tile + k * SC__TW + 16 * j, pad, _mm512_setzero_ps());
-      }
+    }
+    if (16 * j + 16 > n) { /* the padding rows of the columns done from rr */
+      __mmask16 pad = (__mmask16)(0xFFFFu << (n - 16 * j));
+      for (size_t k = 0; k < c0; k++)
+        _mm512_mask_store_ps(tile + k * SC__TW + 16 * j, pad, _mm512_setzero_ps());
     }
     for (; c0 < cols; c0 += 16) {
       size_t nc = cols - c0 < 16 ? cols - c0 : 16;
