@@ -10577,15 +10577,35 @@ typedef struct {
   sc_workspace *ws;
   const float *p;
 } sc__bfp_job;
+/* With several workers, a unit goes to the worker whose part of the parameters (sc__part_range,
+ * the parts of sc_train's ADAM step, sc__optjob_task) holds the unit's first weight: the worker
+ * that has just updated those parameters reads them from its own cache. Taken as they came (any
+ * worker, any unit), the units read the other core's freshly written parameters, and the next
+ * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
+ * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
+ * run and 27 in ADAM; with the units aligned, 32 and 17 (bench/RESULTS.md, session 32). */
 static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
   const sc__bfp_job *B = arg;
+  const sc_chain *c = B->ws->chain;
   size_t l, o0, o1;
-  (void)worker;
-  for (size_t u = 0;; u++) { /* units taken as they go, or all in order */
-    size_t k = nworkers > 1 ? sc__pool_claim(B->ws->pool) : u;
-    if (!sc__bf16_params_unit(B->ws->chain, k, &l, &o0, &o1)) return;
-    sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
+  if (nworkers > 1) {
+    size_t parts = sc__parts(nworkers), k0, k1;
+    for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++) {
+      const sc__lplan *P = &c->L[l];
+      size_t I = P->spec.kind == SC_LAYER_CONV2D  ? P->R
+                 : P->spec.kind == SC_LAYER_DENSE ? P->in
+                                                  : 1;
+      size_t e = P->poff + o0 * I, w = 0;
+      for (; w + 1 < parts; w++) {
+        sc__part_range(w, parts, c->nparams, &k0, &k1);
+        if (e < k1) break;
+      }
+      if (w % (size_t)nworkers == (size_t)worker) sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
+    }
+    return;
   }
+  for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++)
+    sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
 }
 static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
   sc__bfp_job B = {ws, p};

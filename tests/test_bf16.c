@@ -1097,6 +1097,57 @@ static void test_kernels_direct_inf(void **state) {
   }
 }
 
+/* A chain of at least 16,384 parameters makes its bf16 weights on the workspace's threads (each
+ * worker the units of its part of p, sc__bf16_params_task): on 2 and 3 threads, after a call with
+ * other parameters, every weight must be made again from the new p (a unit left out keeps the
+ * last call's weights). The same bits as a fresh 1-thread workspace, in each bf16 precision and
+ * with the bf16 kernels' model. */
+static void test_threads_weights(void **state) {
+  (void)state;
+  enum { IN = 300, B = 40 };
+  sc_layer L[] = {sc_dense(60, SC_RELU), sc_dense(30, SC_TANH), sc_dense(3, SC_IDENTITY)};
+  sc_chain *c = NULL;
+  SC_OK_OR_FAIL(sc_chain_create(&c, IN, L, 3));
+  size_t np;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  assert_true(np >= 16384);
+  float *p1 = malloc(np * sizeof *p1), *p2 = malloc(np * sizeof *p2);
+  float *g1 = malloc(np * sizeof *g1), *g2 = malloc(np * sizeof *g2), x[B * IN];
+  int32_t lab[B];
+  assert_true(p1 && p2 && g1 && g2);
+  class_data(x, B * IN, lab, B, 11);
+  SC_OK_OR_FAIL(sc_params_init(c, p1, np, 1));
+  SC_OK_OR_FAIL(sc_params_init(c, p2, np, 2));
+  for (int k = 0; k < 3; k++) { /* emulated, bf16 (native where the CPU has it), the model */
+    if (k == 2) setenv("SC_BF16_KERNELS", "model", 1);
+    sc_precision pr = k ? SC_PRECISION_BF16 : SC_PRECISION_BF16_EMULATED;
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+    if (sc_workspace_set_precision(ws, pr) != SC_OK) { /* (no bf16 on this CPU) */
+      sc_workspace_destroy(ws);
+      continue;
+    }
+    float l1, l2;
+    SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p2, x, lab, B, &l1, g1, NULL, ws));
+    for (int t = 2; t <= 3; t++) {
+      sc_workspace *wt = NULL;
+      SC_OK_OR_FAIL(sc_workspace_create(&wt, c, B));
+      SC_OK_OR_FAIL(sc_workspace_set_precision(wt, pr));
+      SC_OK_OR_FAIL(sc_workspace_set_threads(wt, t));
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p1, x, lab, B, &l2, g2, NULL, wt));
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_LOGIT_CROSSENTROPY, p2, x, lab, B, &l2, g2, NULL, wt));
+      if (memcmp(g1, g2, np * sizeof *g1) != 0 || memcmp(&l1, &l2, sizeof l1) != 0)
+        fail_msg("precision %d%s, %d threads: the gradient differs from 1 thread's", (int)pr,
+                 k == 2 ? " (model)" : "", t);
+      sc_workspace_destroy(wt);
+    }
+    sc_workspace_destroy(ws);
+  }
+  unsetenv("SC_BF16_KERNELS");
+  free(p1), free(p2), free(g1), free(g2);
+  sc_chain_destroy(c);
+}
+
 /* training in the emulated precision learns what fp32 learns: 3 classes of points */
 static void test_emulated_training(void **state) {
   (void)state;
@@ -1162,6 +1213,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_epilogue_nan),
       cmocka_unit_test(test_kernels_pool_ties),
       cmocka_unit_test(test_kernels_pool_fold),
+      cmocka_unit_test(test_threads_weights),
       cmocka_unit_test(test_emulated_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
