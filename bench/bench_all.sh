@@ -233,6 +233,10 @@ section_peak() {
       "$(echo "$line" | field min)..$(echo "$line" | field max)" "$(echo "$line" | field flops_per_cycle)" "$(echo "$line" | field of_max)"
   done
   echo "  (core clock measured at $ghz GHz with dependent integer adds; flops/cycle = per-thread GFLOP/s / that clock)"
+  echo "$out" | grep -q 'bench=pingpong' &&
+    echo "  (pingpong: a cache line's round trip between the first two CPUs; on the Zen 5 KVM host of session 32 68-120 ns"
+  echo "$out" | grep -q 'bench=pingpong' &&
+    echo "   when its vCPUs sat near each other, 360-420 ns when far, which made 2-thread LeNet5 bf16 30 % slower; measured again at the end)"
   local l isa t g
   while read -r l; do
     isa=$(echo "$l" | field isa) t=$(echo "$l" | field threads) g=$(echo "$l" | field gflops)
@@ -867,6 +871,11 @@ main() {
   if want isa; then section_isa || echo "  (section isa failed)"; fi
   if want hyperfine && [ -n "$TOY" ]; then section_hyperfine || echo "  (section hyperfine failed)"; fi
   if want toy || want micro || want lenet || want ode || want bnn || want poisson || want mpi || want isa; then section_summary || echo "  (summary failed)"; fi
+  if [ -n "$PEAK" ]; then
+    echo
+    echo "  the vCPUs' distance at the end of the run (build/peak --pingpong-only; see the peak section):"
+    "$PEAK" --pingpong-only 2>&1 | sed 's/^/  /'
+  fi
   echo
   echo "saved: $LOG"
 }

@@ -20,7 +20,13 @@
  *   RESULT bench=fma_peak isa=avx512 threads=1 gflops=.. min=.. max=.. per_thread=..
  *          flops_per_cycle=.. of_max=64 ...
  * gflops is the median over R repetitions of total flops / (last thread's end - first
- * thread's start), after a short per-thread warm-up. */
+ * thread's start), after a short per-thread warm-up. With 2 or more threads pinned, also
+ *   RESULT bench=pingpong cpus=A,B round_trip_ns=..  (median of 5 x 20,000 round trips)
+ * the time for a cache line to go from CPU A to CPU B and back (one atomic flag, each side
+ * waiting for the other's store): a virtual machine's vCPUs can sit on cores that share a cache
+ * or on cores far apart, and move between the two while running (68-120 against 360-420 ns on
+ * the Zen 5 host of bench/RESULTS.md's session 32, where the far state made bf16 LeNet5 on 2
+ * threads 30 % slower). peak --pingpong-only prints that line alone. */
 #if !defined(PEAK_PART)
 #define _GNU_SOURCE
 #endif
@@ -117,6 +123,51 @@ static double now(void) {
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* the ping-pong: the main thread on CPU a, a thread on CPU b; flag 1 = b's turn, 0 = a's */
+#define PP_TRIPS 20000
+static volatile int pp_flag __attribute__((aligned(64)));
+static void *pp_side(void *arg) {
+  int c = *(const int *)arg;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(c, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  for (int i = 0; i < 5 * PP_TRIPS; i++) {
+    while (__atomic_load_n(&pp_flag, __ATOMIC_ACQUIRE) != 1) {
+    }
+    __atomic_store_n(&pp_flag, 0, __ATOMIC_RELEASE);
+  }
+  return NULL;
+}
+static void pingpong(int a, int b) {
+  cpu_set_t set, old;
+  pthread_getaffinity_np(pthread_self(), sizeof old, &old);
+  CPU_ZERO(&set);
+  CPU_SET(a, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  pp_flag = 0;
+  pthread_t th;
+  if (pthread_create(&th, NULL, pp_side, &b)) {
+    pthread_setaffinity_np(pthread_self(), sizeof old, &old);
+    return;
+  }
+  double r[5];
+  for (int k = 0; k < 5; k++) {
+    double t0 = now();
+    for (int i = 0; i < PP_TRIPS; i++) {
+      __atomic_store_n(&pp_flag, 1, __ATOMIC_RELEASE);
+      while (__atomic_load_n(&pp_flag, __ATOMIC_ACQUIRE) != 0) {
+      }
+    }
+    r[k] = (now() - t0) / PP_TRIPS * 1e9;
+  }
+  pthread_join(th, NULL);
+  pthread_setaffinity_np(pthread_self(), sizeof old, &old);
+  qsort(r, 5, sizeof *r, cmp);
+  printf("RESULT bench=pingpong cpus=%d,%d round_trip_ns=%.1f min=%.1f max=%.1f\n", a, b, r[2], r[0],
+         r[4]);
 }
 
 /* The core clock, from a chain of dependent integer adds (1 cycle each on every x86 of
@@ -228,6 +279,7 @@ int main(int argc, char **argv) {
   int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 7;
   double ms = 200;
   const char *isa = "all";
+  int pp_only = 0;
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && !strcmp(argv[i], "--threads"))
       threads = atoi(argv[++i]);
@@ -237,10 +289,14 @@ int main(int argc, char **argv) {
       ms = atof(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--isa"))
       isa = argv[++i];
+    else if (!strcmp(argv[i], "--pingpong-only"))
+      pp_only = 1;
     else {
       fprintf(stderr,
               "usage: peak [--threads N] [--isa avx512|avx2|all] [--reps R] [--ms MS]\n"
-              "  fp32 FMA peak (GFLOP/s) at 1 thread and at N threads (default: online CPUs)\n");
+              "            [--pingpong-only]\n"
+              "  fp32 FMA peak (GFLOP/s) at 1 thread and at N threads (default: online CPUs),\n"
+              "  and the round trip of a cache line between the first two CPUs\n");
       return 2;
     }
   }
@@ -269,8 +325,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "peak: %d threads but only %d CPUs allowed; threads not pinned\n", threads,
             ncpu);
 
+  if (pp_only) {
+    if (ncpu >= 2) pingpong(cpus[0], cpus[1]);
+    return 0;
+  }
   double ghz = clock_ghz();
   printf("RESULT bench=clock ghz=%.2f method=dependent_integer_adds\n", ghz);
+  if (pin && threads >= 2) pingpong(pin[0], pin[1]);
   int counts[2] = {1, threads}, nc = threads > 1 ? 2 : 1;
   for (int k = 0; k < nc; k++) {
     if (want512) {
