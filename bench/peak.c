@@ -166,8 +166,8 @@ static void pingpong(int a, int b) {
   pthread_join(th, NULL);
   pthread_setaffinity_np(pthread_self(), sizeof old, &old);
   qsort(r, 5, sizeof *r, cmp);
-  printf("RESULT bench=pingpong cpus=%d,%d round_trip_ns=%.1f min=%.1f max=%.1f\n", a, b, r[2], r[0],
-         r[4]);
+  printf("RESULT bench=pingpong cpus=%d,%d round_trip_ns=%.1f min=%.1f max=%.1f\n", a, b, r[2],
+         r[0], r[4]);
 }
 
 /* The core clock, from a chain of dependent integer adds (1 cycle each on every x86 of
