@@ -10583,7 +10583,8 @@ typedef struct {
  * worker, any unit), the units read the other core's freshly written parameters, and the next
  * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
  * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
- * run and 27 in ADAM; with the units aligned, 32 and 17 (bench/RESULTS.md, session 32). */
+ * run and 27 in ADAM; with the units aligned, 32 and 17, the epoch 6 % faster (with the vCPUs 80
+ * ns apart: no change; bench/RESULTS.md, session 32). */
 static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
   const sc__bfp_job *B = arg;
   const sc_chain *c = B->ws->chain;
