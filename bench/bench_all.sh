@@ -236,7 +236,7 @@ section_peak() {
   echo "$out" | grep -q 'bench=pingpong' &&
     echo "  (pingpong: a cache line's round trip between the first two CPUs; on the Zen 5 KVM host of session 32 68-120 ns"
   echo "$out" | grep -q 'bench=pingpong' &&
-    echo "   when its vCPUs sat near each other, 360-420 ns when far, which made 2-thread LeNet5 bf16 30 % slower; measured again at the end)"
+    echo "   when its vCPUs sat near each other, 360-420 ns when far: 2-thread runs then slower, the toy ~9 %, LeNet5 bf16 ~30 %; measured again at the end)"
   local l isa t g
   while read -r l; do
     isa=$(echo "$l" | field isa) t=$(echo "$l" | field threads) g=$(echo "$l" | field gflops)
