@@ -357,6 +357,12 @@ struct sc_workspace {
                            a correlation (bf_dx_corr) */
   uint32_t *bf_scr;     /* per slice: packed tile operands, bf_scr_stride words apart */
   size_t bf_scr_stride;
+  /* sc_train's input tiles (and target tiles, NULL with labels) made once for all its steps
+   * when every step reads the same tiles (sc__train_tiles), else NULL; a step reads them from
+   * tile tiles0 on. Of type double when tiles_f64, else float */
+  const void *tiles_x, *tiles_t;
+  size_t tiles0;
+  int tiles_f64;
 };
 
 /* float and double <-> their IEEE bits (the tanh's bit selects, the parameter files) */
@@ -5935,6 +5941,57 @@ sc_train_opts sc_train_defaults(void) {
 /* sc_train and sc_train_f64: one body, the element type chosen by f64 (p, the data's x and
  * float targets, the gradient, the optimizer's moments and the checkpoint's arrays are all
  * of that type) */
+/* Full-batch training (and unshuffled minibatches of whole tiles) reads the same tiles of the
+ * data at every step: they are made here once, the inputs transposed to tiles (SC__TW samples a
+ * row, zeros past the last sample; with bf16 operands rounded), the targets likewise (not the
+ * labels: those are read in place), and the steps read them in place (ws->tiles_x) instead of
+ * gathering them again: the same values, so the same bits. The toy (4 -> 32 -> 16 -> 4, 10,000
+ * samples): its gathers were 2.4 % of a step, the run 2.2-3.4 % faster (bench/RESULTS.md,
+ * session 33). Not for a chain whose first layer is a flatten (a view of the input tile), and
+ * not above SC__TILES_MAX bytes (the data set again, in tiles); SC_TRAIN_TILES=0 turns it off.
+ * Returns the memory to free (NULL: not made, the steps gather as before). */
+#define SC__TILES_MAX ((size_t)64 << 20)
+static void *sc__train_tiles(sc_workspace *ws, const sc_chain *c, sc_loss loss, const void *x,
+                             const void *target, size_t n, size_t bs, int shuffle, int f64) {
+  const char *env = getenv("SC_TRAIN_TILES"); /* (checked by sc__train) */
+  if ((env && !strcmp(env, "0")) || shuffle || (bs != n && bs % SC__TW) ||
+      c->L[0].spec.kind == SC_LAYER_FLATTEN)
+    return NULL;
+  int ok = 1;
+  size_t es = f64 ? sizeof(double) : sizeof(float), nt = n / SC__TW + (n % SC__TW != 0);
+  size_t tcols = loss == SC_LOSS_LOGIT_CROSSENTROPY ? 0 : c->out;
+  size_t xb = sc__mul(sc__mul(nt, c->in, &ok), SC__TW * es, &ok);
+  size_t tb = sc__mul(sc__mul(nt, tcols, &ok), SC__TW * es, &ok);
+  size_t all = sc__add(sc__add(xb, tb, &ok), SC__ALIGN, &ok);
+  if (!ok || all > SC__TILES_MAX) return NULL;
+  void *mem = malloc(all);
+  if (!mem) return NULL; /* (not needed: the steps gather) */
+  unsigned char *xt =
+      (unsigned char *)(((uintptr_t)mem + SC__ALIGN - 1) & ~(uintptr_t)(SC__ALIGN - 1));
+  unsigned char *tt = xt + xb; /* (xb a multiple of SC__TW es: 64-byte aligned) */
+  for (int part = 0; part < 2; part++) {
+    size_t cols = part ? tcols : c->in;
+    const unsigned char *src = part ? target : x;
+    unsigned char *dst = part ? tt : xt;
+    for (size_t k = 0; k < nt; k++)
+      for (size_t i = 0; i < cols; i++)
+        for (size_t t = 0; t < SC__TW; t++) {
+          size_t b = k * SC__TW + t, at = ((k * cols + i) * SC__TW + t) * es;
+          if (b < n)
+            memcpy(dst + at, src + (b * cols + i) * es, es);
+          else
+            memset(dst + at, 0, es); /* (+0, as the gathers' padding) */
+        }
+  }
+  if (!f64 && ws->prec != SC_PRECISION_FP32) /* as the steps round their gathered tiles */
+    (ws->bf_round ? ws->bf_round : sc__bf16_round_n)((float *)(void *)xt, nt * c->in * SC__TW);
+  ws->tiles_x = xt;
+  ws->tiles_t = tcols ? tt : NULL;
+  ws->tiles_f64 = f64;
+  ws->tiles0 = 0;
+  return mem;
+}
+
 static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, void *pv, int f64,
                            const void *xv, const void *target, size_t n, const sc_train_opts *opts,
                            sc_train_report *report) {
@@ -5978,6 +6035,9 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   if (!ckpath && opts->checkpoint_every)
     return sc__fail(SC_ERR_ARG, fn, "checkpoint_every = %zu but checkpoint is NULL",
                     opts->checkpoint_every);
+  const char *tenv = getenv("SC_TRAIN_TILES");
+  if (tenv && strcmp(tenv, "0") && strcmp(tenv, "1"))
+    return sc__fail(SC_ERR_ARG, fn, "SC_TRAIN_TILES='%s' is not '0' or '1'", tenv);
   sc_status st = sc__loss_check(fn, chain, loss, target);
   if (st) return st;
   size_t obytes = 0;
@@ -6026,6 +6086,7 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   void *g = NULL, *pbak = NULL; /* np elements of the type */
   size_t *idx = NULL;
   char *cktmp = NULL;
+  void *tiles = NULL; /* the data's tiles made once (sc__train_tiles), or NULL */
   sc__ckpt ck;
   /* data-parallel: one record per slice, nparams elements then the slice's loss (a double) */
   size_t rec_g = sc__roundup(sc__mul(np, es, &ok), sizeof(double), &ok);
@@ -6043,6 +6104,7 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   opt->prec = f64 ? 2 : 1;
   sc_workspace_set_dropout(ws, opts->seed, 0);
   if (opts->profile && (st = sc_workspace_profile(ws, 1)) != SC_OK) goto done;
+  tiles = sc__train_tiles(ws, chain, loss, xv, target, n, bs, shuffle, f64);
   g = malloc(np * es);
   pbak = malloc(np * es);
   if (shuffle) idx = malloc(sc__mul(n, sizeof(size_t), &ok));
@@ -6119,6 +6181,7 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
                  ? (const void *)((const int32_t *)tb + b0)
                  : (const void *)((const unsigned char *)tb + b0 * chain->out * es);
       }
+      ws->tiles0 = b0 / SC__TW; /* (with tiles: b0 a multiple of SC__TW) */
       if (!dist) {
         if (f64)
           sc__valgrad_run_f64(chain, loss, p64, (const double *)(const void *)xb, ib, tb, nb, &lv,
@@ -6276,6 +6339,7 @@ done:
   free(xrecv);
   free(xcounts);
   free(xdispls);
+  free(tiles);
   sc_optimizer_destroy(opt);
   sc_workspace_destroy(ws);
   return st;
@@ -8977,6 +9041,9 @@ typedef struct SC__TT(sc__job) {
               * one stops and sets slice_bad[s]; sc__execute then writes nothing and sets x_bad */
   int x_bad;
   unsigned char slice_bad[SC__MAX_SLICES];
+  /* the batch's input and target tiles made beforehand (ws->tiles_x, ws->tiles_t: tile k at
+   * k in SC__TW and k out SC__TW), read in place instead of gathered; NULL: gathered */
+  const SC__T *tiles_x, *tiles_t;
 } SC__TT(sc__job);
 #endif
 
@@ -9084,11 +9151,15 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
       }
     return;
   }
-  SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n, 0);
+  const SC__T *tt = tg; /* the targets' tile: made before the step, or gathered here */
+  if (J->tiles_t)
+    tt = J->tiles_t + b0 * O;
+  else
+    SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n, 0);
   SC__T mask[SC__TW];
   for (int t = 0; t < SC__TW; t++) mask[t] = (size_t)t < n ? 1 : 0;
   for (size_t o = 0; o < O; o++) {
-    const SC__T *yr = yhat + o * SC__TW, *tr = tg + o * SC__TW;
+    const SC__T *yr = yhat + o * SC__TW, *tr = tt + o * SC__TW;
     SC__T *dr = d ? d + o * SC__TW : NULL;
     if (J->loss == SC_LOSS_SQUARED) {
       for (int t = 0; t < SC__TW; t++) {
@@ -9225,18 +9296,23 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
      * tile of a pair keeps its activations in the a_off2 buffers */
     int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
 #define SC__AOFF(P) (pair_second ? (P)->a_off2 : (P)->a_off)
-    SC__T *X = tm + (pair_second ? c->x_off2 : c->x_off);
+    SC__T *Xg = tm + (pair_second ? c->x_off2 : c->x_off);
 #else
 #define SC__AOFF(P) ((P)->a_off)
-    SC__T *X = tm + c->x_off;
+    SC__T *Xg = tm + c->x_off;
 #endif
-    if (SC__TN(sc__gather)(X, J->x, c->in, J, b0, n, J->chk_x)) {
-      J->slice_bad[s] = 1; /* a NaN or Inf in the input: no result (sc__execute) */
-      return;
-    }
+    const SC__T *X = Xg;
+    if (J->tiles_x) /* made before the step (sc__train_tiles), rounded there with bf16 */
+      X = J->tiles_x + tile * c->in * SC__TW;
+    else {
+      if (SC__TN(sc__gather)(Xg, J->x, c->in, J, b0, n, J->chk_x)) {
+        J->slice_bad[s] = 1; /* a NaN or Inf in the input: no result (sc__execute) */
+        return;
+      }
 #if SC__F32
-    if (J->bf16) SC__BFROUND(X, c->in * SC__TW);
+      if (J->bf16) SC__BFROUND(Xg, c->in * SC__TW);
 #endif
+    }
     SC__PROF(L, SC__P_FNS, 0);
     const SC__T *in = X;
 #if SC__F32
@@ -9527,7 +9603,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
              * each accumulator in the same order: same bits) */
             if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
               SC__T *hd = tm + P->hold_off;
-              const SC__T *hx = tm + (l ? c->L[l - 1].a_off : c->x_off);
+              const SC__T *hx = l            ? tm + c->L[l - 1].a_off
+                                : J->tiles_x ? J->tiles_x + (tile - 1) * c->in * SC__TW
+                                             : tm + c->x_off;
               if (pair_first) {
                 if (cur != hd) /* (written there by the layer above, or not) */
                   memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
@@ -10818,6 +10896,14 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   return SC_OK;
 }
 
+/* sc_train's tiles made before its steps (sc__train_tiles), for a step in order (no idx) */
+static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
+  const sc_workspace *ws = J->ws;
+  if (!ws->tiles_x || idx || ws->tiles_f64 != !SC__F32) return;
+  J->tiles_x = (const SC__T *)ws->tiles_x + ws->tiles0 * J->c->in * SC__TW;
+  if (ws->tiles_t) J->tiles_t = (const SC__T *)ws->tiles_t + ws->tiles0 * J->c->out * SC__TW;
+}
+
 /* valgrad core, shared by the public entry points and sc_train (idx, no checks). chk_x: the
  * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
  * they found one, else 0 */
@@ -10836,6 +10922,7 @@ static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC
   J.drop_seed = ws->drop_seed;
   J.drop_step = ws->drop_step;
   J.chk_x = chk_x;
+  SC__TN(sc__job_tiles)(&J, idx);
   SC__TN(sc__execute)(&J, g, 0, lossv);
   if (J.x_bad) return 1;
   if (train) ws->drop_step++;
@@ -10858,6 +10945,7 @@ static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const S
   J.drop_seed = ws->drop_seed;
   J.drop_step = ws->drop_step;
   J.own_slices = 1;
+  SC__TN(sc__job_tiles)(&J, idx);
   J.dist_rank = rank;
   J.dist_ranks = ranks;
   SC__TN(sc__execute)(&J, NULL, 0, NULL);

@@ -747,9 +747,15 @@ typedef struct sc_train_report {
 
 /* Trains p in place. All memory (workspace, optimizer state, the shuffled index) is
  * allocated once before the first step; the steps allocate nothing. Minibatches are
- * gathered by index, the data set is never copied. The last minibatch of an epoch may
- * be smaller. Results are a function of (p, data, opts.seed, batch size) only, not of
- * opts.threads. report may be NULL. */
+ * gathered by index, the data set is not copied, but for one case: when every step reads
+ * the same samples in the same order (full batch, or opts.shuffle = 0 with a batch size that
+ * is a multiple of 32) the inputs and float targets are copied once, before the first step,
+ * into the transposed tiles the steps read (up to 64 MiB; not for a chain whose first layer is
+ * a flatten), which the steps then read in place instead of gathering them again: the same
+ * results, bit for bit; environment variable SC_TRAIN_TILES=0 turns that off, =1 (or unset)
+ * is the default, any other value is SC_ERR_ARG. So the data must not change during the
+ * call. The last minibatch of an epoch may be smaller. Results are a function of (p, data,
+ * opts.seed, batch size) only, not of opts.threads. report may be NULL. */
 sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
                    const sc_train_opts *opts, sc_train_report *report);
 /* sc_train in double: p, the data, the gradients (sc_valgrad_f64's), the optimizer step

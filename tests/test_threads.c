@@ -152,6 +152,181 @@ static void test_train_wide_adam(void **state) {
   wide_chain = 0;
 }
 
+/* sc_train's data tiles, made once before the first step when every step reads the same
+ * samples in order (full batch, or opts.shuffle = 0 with a batch size that is a multiple of
+ * 32): the same bits as gathering them at every step (SC_TRAIN_TILES=0), in float, double and
+ * bf16 operands (emulated: any CPU; the bf16 kernels where the CPU has them), for the three
+ * losses, 1 and 2 threads, a last short tile (1000 = 31 x 32 + 8), a last short minibatch
+ * (1000 = 10 x 96 + 40), and a conv chain on images. And that the tiles are really used: a
+ * progress callback that overwrites the data after step 1 (which sc_train's contract forbids)
+ * changes the result of the gathering run, not of the tiled run, which equals the run on the
+ * unchanged data. */
+typedef struct tiles_cb {
+  float *x;
+  double *x64;
+  size_t nx;
+} tiles_cb;
+static int tiles_poke(const sc_progress *pr, void *user) {
+  const tiles_cb *t = user;
+  if (pr->step == 1)
+    for (size_t k = 0; k < t->nx; k++) {
+      if (t->x) t->x[k] = -t->x[k];
+      if (t->x64) t->x64[k] = -t->x64[k];
+    }
+  return 0;
+}
+/* trains c for 3 epochs (6 for full batch) with the tiles (tiles 1) or without, from the same
+ * p0; f64: sc_train_f64 on the data converted; poke: tiles_poke after step 1. Returns p (np
+ * floats, or doubles as bytes), or NULL where prec is unsupported */
+static void *tiles_run(const sc_chain *c, sc_loss loss, const float *x, const void *t, size_t n,
+                       size_t nin, size_t nout, size_t batch, int threads, sc_precision prec,
+                       int f64, int tiles, int poke) {
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  int xent = loss == SC_LOSS_LOGIT_CROSSENTROPY;
+  float *xc = malloc(n * nin * sizeof *xc), *p = malloc(np * sizeof(double));
+  double *x64 = malloc(n * nin * sizeof *x64), *t64 = malloc(n * nout * sizeof *t64);
+  assert_true(xc && p && x64 && t64);
+  memcpy(xc, x, n * nin * sizeof *xc);
+  for (size_t k = 0; k < n * nin; k++) x64[k] = x[k];
+  for (size_t k = 0; !xent && k < n * nout; k++) t64[k] = ((const float *)t)[k];
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 7));
+  sc_train_opts o = sc_train_defaults();
+  o.optim = sc_adam(1e-2);
+  o.epochs = batch ? 3 : 6;
+  o.batch_size = batch;
+  o.shuffle = 0;
+  o.seed = 5;
+  o.threads = threads;
+  o.precision = prec;
+  tiles_cb cb = {f64 ? NULL : xc, f64 ? x64 : NULL, n * nin};
+  if (poke) {
+    o.progress = tiles_poke;
+    o.progress_every = 1;
+    o.user = &cb;
+  }
+  setenv("SC_TRAIN_TILES", tiles ? "1" : "0", 1);
+  sc_status st;
+  if (f64) {
+    double *p64 = (double *)(void *)p;
+    for (size_t k = np; k-- > 0;) p64[k] = p[k]; /* (in place, from the top) */
+    sc_data_f64 d = {x64, xent ? t : (const void *)t64, n};
+    st = sc_train_f64(c, loss, p64, &d, &o, NULL);
+  } else {
+    sc_data d = {xc, t, n};
+    st = sc_train(c, loss, p, &d, &o, NULL);
+  }
+  unsetenv("SC_TRAIN_TILES");
+  free(xc), free(x64), free(t64);
+  if (st == SC_ERR_UNSUPPORTED && prec == SC_PRECISION_BF16) {
+    free(p);
+    return NULL;
+  }
+  SC_OK_OR_FAIL(st);
+  return p;
+}
+static void test_train_tiles(void **state) {
+  (void)state;
+  float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
+  int32_t *lab = malloc(NS * sizeof *lab);
+  assert_true(x && y && lab);
+  mk_data(x, y, lab, NS);
+  static const sc_loss LOSS[3] = {SC_LOSS_SQUARED, SC_LOSS_ABSOLUTE, SC_LOSS_LOGIT_CROSSENTROPY};
+  static const sc_precision PREC[3] = {SC_PRECISION_FP32, SC_PRECISION_BF16_EMULATED,
+                                       SC_PRECISION_BF16};
+  int runs = 0, skipped = 0;
+  for (int li = 0; li < 3; li++) {
+    int xent = LOSS[li] == SC_LOSS_LOGIT_CROSSENTROPY;
+    sc_chain *c = mk_chain(xent ? 4 : NOUT, SC_IDENTITY);
+    size_t np = 0;
+    SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+    const void *t = xent ? (const void *)lab : (const void *)y;
+    for (int f64 = 0; f64 < 2; f64++)
+      for (int pi = 0; pi < (f64 ? 1 : 3); pi++)
+        for (size_t batch = 0; batch <= 96; batch += 96)
+          for (int threads = 1; threads <= 2; threads++) {
+            void *a =
+                tiles_run(c, LOSS[li], x, t, NS, NIN, NOUT, batch, threads, PREC[pi], f64, 1, 0);
+            void *b =
+                tiles_run(c, LOSS[li], x, t, NS, NIN, NOUT, batch, threads, PREC[pi], f64, 0, 0);
+            assert_true(!a == !b);
+            if (!a) {
+              skipped++;
+              continue;
+            }
+            if (memcmp(a, b, np * (f64 ? sizeof(double) : sizeof(float))))
+              fail_msg("loss %d, %s, precision %d, batch %zu, %d threads: the tiled run differs",
+                       (int)LOSS[li], f64 ? "double" : "float", (int)PREC[pi], batch, threads);
+            runs++;
+            free(a), free(b);
+          }
+    sc_chain_destroy(c);
+  }
+  /* the tiles are used: the data overwritten after step 1 changes only the gathering run */
+  sc_chain *c = mk_chain(NOUT, SC_IDENTITY);
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  for (int f64 = 0; f64 < 2; f64++) {
+    size_t bytes = np * (f64 ? sizeof(double) : sizeof(float));
+    void *plain =
+        tiles_run(c, SC_LOSS_SQUARED, x, y, NS, NIN, NOUT, 0, 2, SC_PRECISION_FP32, f64, 0, 0);
+    void *tp =
+        tiles_run(c, SC_LOSS_SQUARED, x, y, NS, NIN, NOUT, 0, 2, SC_PRECISION_FP32, f64, 1, 1);
+    void *gp =
+        tiles_run(c, SC_LOSS_SQUARED, x, y, NS, NIN, NOUT, 0, 2, SC_PRECISION_FP32, f64, 0, 1);
+    assert_memory_equal(tp, plain, bytes);
+    assert_memory_not_equal(gp, plain, bytes);
+    free(plain), free(tp), free(gp);
+  }
+  sc_chain_destroy(c);
+  /* a conv chain on 10 x 10 images (the first layer reads the tiles through its packing) */
+  enum { NI = 70 };
+  sc_layer L[] = {sc_conv2d(3, 3, 4, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
+                  sc_dense(3, SC_IDENTITY)};
+  SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 10, 10, L, sizeof L / sizeof *L));
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *xi = malloc(NI * 100 * sizeof *xi);
+  int32_t li3[NI];
+  assert_non_null(xi);
+  tu_fill_f32(xi, NI * 100, 777, 1.0);
+  for (int i = 0; i < NI; i++) li3[i] = (int32_t)(i % 3);
+  for (int pi = 0; pi < 3; pi++)
+    for (int threads = 1; threads <= 2; threads++) {
+      void *a = tiles_run(c, SC_LOSS_LOGIT_CROSSENTROPY, xi, li3, NI, 100, 3, 0, threads, PREC[pi],
+                          0, 1, 0);
+      void *b = tiles_run(c, SC_LOSS_LOGIT_CROSSENTROPY, xi, li3, NI, 100, 3, 0, threads, PREC[pi],
+                          0, 0, 0);
+      assert_true(!a == !b);
+      if (!a) {
+        skipped++;
+        continue;
+      }
+      assert_memory_equal(a, b, np * sizeof(float));
+      runs++;
+      free(a), free(b);
+    }
+  sc_chain_destroy(c);
+  /* a value other than 0 or 1 is an error naming it */
+  setenv("SC_TRAIN_TILES", "yes", 1);
+  c = mk_chain(NOUT, SC_IDENTITY);
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *p = malloc(np * sizeof *p);
+  assert_non_null(p);
+  SC_OK_OR_FAIL(sc_params_init(c, p, np, 7));
+  sc_train_opts o = sc_train_defaults();
+  o.epochs = 1;
+  sc_data d = {x, y, NS};
+  assert_int_equal(sc_train(c, SC_LOSS_SQUARED, p, &d, &o, NULL), SC_ERR_ARG);
+  assert_non_null(strstr(sc_last_error(), "SC_TRAIN_TILES='yes'"));
+  unsetenv("SC_TRAIN_TILES");
+  print_message("  %d pairs of runs with and without the tiles: the same bits (%d skipped: no "
+                "AVX512_BF16); the data overwritten after step 1 changes only the run without\n",
+                runs, skipped);
+  free(p), free(xi);
+  sc_chain_destroy(c);
+  free(x), free(y), free(lab);
+}
+
 /* sc_valgrad / sc_forward / sc_pullback on a workspace with 1, 2, 3 threads, float and
  * double, at batch sizes from 1 tile to 16 slices; and repeated steps of plain SGD
  * driven by sc_valgrad. On every ISA path. */
@@ -370,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_train_fullbatch),
       cmocka_unit_test(test_train_crossentropy),
       cmocka_unit_test(test_train_wide_adam),
+      cmocka_unit_test(test_train_tiles),
       cmocka_unit_test(test_workspace_threads),
       cmocka_unit_test(test_set_threads_changes),
       cmocka_unit_test(test_caller_moved_home),
