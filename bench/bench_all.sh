@@ -778,7 +778,18 @@ section_summary() {
       if (b / a > 1.25) printf "  %-76s %s\n", "  (PyTorch'"'"'s runs spread " a " .. " b " s: a loaded host)", "NOISY" }'
     row "toy, $t2 threads: >= 40 % of the FMA peak" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.40)"
     row "toy, $t2 threads: >= 50 % of the FMA peak (issue 13)" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.50)"
-    row "toy, $t2 threads: >= 12x the tuned PyTorch, median (issue 13)" "$(fmt "$ratio" "%.2fx")" "$(verdict "$ratio" '>=' 12)"
+    # PyTorch's toy on more threads slower than on one: its OpenMP barriers on a host whose
+    # vCPUs sit far apart (session 33: 18.3 s on 2 threads against 12.1 on 1, 9.1 near), or a
+    # busy core; a ratio against such a run flatters simplechain and is not a result
+    local pt1 v12
+    pt1=$(sumget "toy_pytorch_1_s")
+    v12=$(verdict "$ratio" '>=' 12)
+    if [ "$t2" != 1 ] && awk -v a="$pt2" -v b="$pt1" 'BEGIN {exit !(a != "nan" && b != "nan" && a > b)}'; then
+      printf '  %-76s %s
+' "  (PyTorch's toy: $pt2 s on $t2 threads, $pt1 s on 1: its threads were hindered)" "SUSPECT"
+      [ "$v12" = MET ] && v12="SUSPECT"
+    fi
+    row "toy, $t2 threads: >= 12x the tuned PyTorch, median (issue 13)" "$(fmt "$ratio" "%.2fx")" "$v12"
   fi
   want micro && row "micro valgrad: <= 3 us per call, 1 thread" "$(fmt "$us" "%.3f us")" "$(verdict "$us" '<=' 3)"
   want micro && row "micro valgrad: <= 2 us per call, 1 thread (issue 13)" "$(fmt "$us" "%.3f us")" "$(verdict "$us" '<=' 2)"
