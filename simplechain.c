@@ -5938,15 +5938,12 @@ sc_train_opts sc_train_defaults(void) {
   return o;
 }
 
-/* sc_train and sc_train_f64: one body, the element type chosen by f64 (p, the data's x and
- * float targets, the gradient, the optimizer's moments and the checkpoint's arrays are all
- * of that type) */
 /* Full-batch training (and unshuffled minibatches of whole tiles) reads the same tiles of the
  * data at every step: they are made here once, the inputs transposed to tiles (SC__TW samples a
  * row, zeros past the last sample; with bf16 operands rounded), the targets likewise (not the
  * labels: those are read in place), and the steps read them in place (ws->tiles_x) instead of
  * gathering them again: the same values, so the same bits. The toy (4 -> 32 -> 16 -> 4, 10,000
- * samples): its gathers were 2.4 % of a step, the run 2.2-3.4 % faster (bench/RESULTS.md,
+ * samples): its gathers were 2.4 % of a step, the run 2.0-4.2 % faster (bench/RESULTS.md,
  * session 33). Not for a chain whose first layer is a flatten (a view of the input tile), and
  * not above SC__TILES_MAX bytes (the data set again, in tiles); SC_TRAIN_TILES=0 turns it off.
  * Returns the memory to free (NULL: not made, the steps gather as before). */
@@ -5992,6 +5989,9 @@ static void *sc__train_tiles(sc_workspace *ws, const sc_chain *c, sc_loss loss, 
   return mem;
 }
 
+/* sc_train and sc_train_f64: one body, the element type chosen by f64 (p, the data's x and
+ * float targets, the gradient, the optimizer's moments and the checkpoint's arrays are all
+ * of that type) */
 static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, void *pv, int f64,
                            const void *xv, const void *target, size_t n, const sc_train_opts *opts,
                            sc_train_report *report) {
