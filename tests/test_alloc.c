@@ -57,21 +57,26 @@ void __wrap_free(void *ptr);
 
 static atomic_size_t n_alloc; /* malloc + calloc + realloc calls */
 static atomic_long n_live;    /* blocks handed out minus blocks freed */
+static atomic_size_t fail_at; /* the call (n_alloc's count after it) that fails; 0: none */
+static int fails(void) {
+  size_t k = atomic_fetch_add(&n_alloc, 1) + 1, f = atomic_load(&fail_at);
+  return f && k == f;
+}
 
 void *__wrap_malloc(size_t size) {
-  atomic_fetch_add(&n_alloc, 1);
+  if (fails()) return NULL;
   void *p = __real_malloc(size);
   if (p) atomic_fetch_add(&n_live, 1);
   return p;
 }
 void *__wrap_calloc(size_t n, size_t size) {
-  atomic_fetch_add(&n_alloc, 1);
+  if (fails()) return NULL;
   void *p = __real_calloc(n, size);
   if (p) atomic_fetch_add(&n_live, 1);
   return p;
 }
 void *__wrap_realloc(void *ptr, size_t size) {
-  atomic_fetch_add(&n_alloc, 1);
+  if (fails()) return NULL;
   void *p = __real_realloc(ptr, size);
   if (!ptr && p) atomic_fetch_add(&n_live, 1);
   return p;
@@ -423,6 +428,83 @@ static void compute_loop(int threads, int caller_memory) {
   sc_chain_destroy(c);
 }
 
+/* sc_train when an allocation fails: each of the allocations it makes is made to fail in
+ * turn (full batch on 2 threads, float and double, so the data's tiles are made too): it
+ * returns SC_ERR_NOMEM with p untouched and everything freed, or, where the allocation was
+ * one it can do without (the tiles: the steps then gather), trains to the same bits */
+static void test_train_alloc_failures(void **state) {
+  (void)state;
+  size_t nin = 0, nout = 0, n = 100;
+  sc_chain *c = make_chain(0, &nin, &nout);
+  size_t np = 0;
+  SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+  float *x = malloc(n * nin * sizeof *x), *t = malloc(n * nout * sizeof *t);
+  double *x64 = malloc(n * nin * sizeof *x64), *t64 = malloc(n * nout * sizeof *t64);
+  float *p0 = malloc(np * sizeof *p0);
+  void *ref = malloc(np * sizeof(double)), *p = malloc(np * sizeof(double));
+  assert_true(x && t && x64 && t64 && p0 && ref && p);
+  tu_fill_f32(x, n * nin, 1, 1.0);
+  tu_fill_f32(t, n * nout, 2, 1.0);
+  for (size_t i = 0; i < n * nin; i++) x64[i] = x[i];
+  for (size_t i = 0; i < n * nout; i++) t64[i] = t[i];
+  SC_OK_OR_FAIL(sc_params_init(c, p0, np, 3));
+  sc_train_opts o = sc_train_defaults();
+  o.optim = sc_adam(1e-2);
+  o.epochs = 5;
+  o.threads = 2;
+  sc_data d = {x, t, n};
+  sc_data_f64 d64 = {x64, t64, n};
+  for (int f64 = 0; f64 < 2; f64++) {
+    size_t es = f64 ? sizeof(double) : sizeof(float);
+    for (size_t k = 0; k < np; k++)
+      if (f64)
+        ((double *)ref)[k] = p0[k];
+      else
+        ((float *)ref)[k] = p0[k];
+    size_t before = allocs();
+    long live0 = live();
+    SC_OK_OR_FAIL(f64 ? sc_train_f64(c, SC_LOSS_SQUARED, ref, &d64, &o, NULL)
+                      : sc_train(c, SC_LOSS_SQUARED, ref, &d, &o, NULL));
+    size_t made = allocs() - before;
+    assert_int_equal(live(), live0);
+    int ok = 0, nomem = 0;
+    for (size_t f = 1; f <= made; f++) {
+      for (size_t k = 0; k < np; k++)
+        if (f64)
+          ((double *)p)[k] = p0[k];
+        else
+          ((float *)p)[k] = p0[k];
+      atomic_store(&fail_at, allocs() + f);
+      sc_status st = f64 ? sc_train_f64(c, SC_LOSS_SQUARED, p, &d64, &o, NULL)
+                         : sc_train(c, SC_LOSS_SQUARED, p, &d, &o, NULL);
+      atomic_store(&fail_at, 0);
+      assert_int_equal(live(), live0); /* nothing left allocated */
+      if (st == SC_OK) {
+        if (memcmp(p, ref, np * es))
+          fail_msg("%s: allocation %zu of %zu failed, sc_train succeeded with other results",
+                   f64 ? "double" : "float", f, made);
+        ok++;
+        continue;
+      }
+      if (st != SC_ERR_NOMEM)
+        fail_msg("%s: allocation %zu of %zu failed: %s (%s), not SC_ERR_NOMEM",
+                 f64 ? "double" : "float", f, made, sc_status_str(st), sc_last_error());
+      for (size_t k = 0; k < np; k++) /* p untouched */
+        assert_true(f64 ? ((double *)p)[k] == (double)p0[k] : ((float *)p)[k] == p0[k]);
+      nomem++;
+    }
+    print_message("  %s: each of sc_train's %zu allocations failed in turn: %d times "
+                  "SC_ERR_NOMEM (p untouched), %d times the same bits (the data's tiles, which it "
+                  "can do without), "
+                  "nothing leaked\n",
+                  f64 ? "double" : "float", made, nomem, ok);
+    assert_true(nomem > 0);
+    assert_true(ok > 0); /* the tiles are optional */
+  }
+  free(x), free(t), free(x64), free(t64), free(p0), free(ref), free(p);
+  sc_chain_destroy(c);
+}
+
 static void test_compute_no_alloc(void **state) {
   (void)state;
   long l0 = live();
@@ -541,6 +623,7 @@ int main(void) {
       cmocka_unit_test(test_train_convnets),
       cmocka_unit_test(test_train_checkpointing),
       cmocka_unit_test(test_train_f64),
+      cmocka_unit_test(test_train_alloc_failures),
       cmocka_unit_test(test_compute_no_alloc),
       cmocka_unit_test(test_bf16_no_alloc),
       cmocka_unit_test(test_one_state_no_alloc),
