@@ -5966,19 +5966,12 @@ static void *sc__train_tiles(sc_workspace *ws, const sc_chain *c, sc_loss loss, 
   unsigned char *xt =
       (unsigned char *)(((uintptr_t)mem + SC__ALIGN - 1) & ~(uintptr_t)(SC__ALIGN - 1));
   unsigned char *tt = xt + xb; /* (xb a multiple of SC__TW es: 64-byte aligned) */
-  for (int part = 0; part < 2; part++) {
-    size_t cols = part ? tcols : c->in;
-    const unsigned char *src = part ? target : x;
-    unsigned char *dst = part ? tt : xt;
-    for (size_t k = 0; k < nt; k++)
-      for (size_t i = 0; i < cols; i++)
-        for (size_t t = 0; t < SC__TW; t++) {
-          size_t b = k * SC__TW + t, at = ((k * cols + i) * SC__TW + t) * es;
-          if (b < n)
-            memcpy(dst + at, src + (b * cols + i) * es, es);
-          else
-            memset(dst + at, 0, es); /* (+0, as the gathers' padding) */
-        }
+  if (f64) {
+    sc__tiles_fill_f64((double *)(void *)xt, x, c->in, n);
+    if (tcols) sc__tiles_fill_f64((double *)(void *)tt, target, tcols, n);
+  } else {
+    sc__tiles_fill_f32((float *)(void *)xt, x, c->in, n);
+    if (tcols) sc__tiles_fill_f32((float *)(void *)tt, target, tcols, n);
   }
   if (!f64 && ws->prec != SC_PRECISION_FP32) /* as the steps round their gathered tiles */
     (ws->bf_round ? ws->bf_round : sc__bf16_round_n)((float *)(void *)xt, nt * c->in * SC__TW);
@@ -10894,6 +10887,16 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
   J.y = y;
   SC__TN(sc__execute)(&J, NULL, 0, NULL);
   return SC_OK;
+}
+
+/* tiles <- the n samples of a row-major array, in order (tile k at k cols SC__TW, zeros past
+ * the last sample): what the steps' gathers make, made once (sc__train_tiles) */
+static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
+  SC__TT(sc__job) J;
+  memset(&J, 0, sizeof J); /* (no idx, no check) */
+  for (size_t b0 = 0; b0 < n; b0 += SC__TW)
+    SC__TN(sc__gather)
+    (dst + b0 * cols, (const SC__T *)src, cols, &J, b0, n - b0 < SC__TW ? n - b0 : SC__TW, 0);
 }
 
 /* sc_train's tiles made before its steps (sc__train_tiles), for a step in order (no idx) */
