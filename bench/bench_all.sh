@@ -214,7 +214,6 @@ max_threads() {
 }
 
 # --- peak ---------------------------------------------------------------------------------
-PEAK_LIST="" # "T:GFLOPS ..." for the toy's %peak column
 section_peak() {
   echo
   echo "== FMA peak: fp32, independent vfmadd chains in registers (build/peak, median of $PEAK_REPS x ${PEAK_MS} ms)"

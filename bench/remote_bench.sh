@@ -32,7 +32,9 @@ prepare)
   set -e
   TESTS="test_api test_bf16 test_conv test_f64 test_grad test_isa test_math test_onestate
          test_optim test_plan test_profile test_threads test_toy"
-  make -s -j"$(nproc)" all bench-bins build/bf16_gemm $(for t in $TESTS; do echo "build/tests/$t"; done)
+  targets=(all bench-bins build/bf16_gemm)
+  for t in $TESTS; do targets+=("build/tests/$t"); done
+  make -s -j"$(nproc)" "${targets[@]}"
   rm -rf .dev && mkdir -p .dev/build/tests .dev/lib .dev/mnist
   for b in peak toy2x2 toy2x2-portable micro_valgrad ode_rhs lenet5 small_batch bf16_gemm; do
     strip -o ".dev/build/$b" "build/$b"
@@ -94,7 +96,7 @@ el() { echo "[t+$(($(date +%s) - T0)) s]"; }
 # 3. bf16 kernels: the default (AMX where the CPU has it) vs AVX512_BF16 vs fp32
 {
   el; echo "== LeNet5 10k MNIST, 1 epoch, 2 threads pinned $PIN: fp32 / bf16 default / bf16 native, 3 rounds"
-  for r in 1 2 3; do
+  for _ in 1 2 3; do
     for cfg in fp32 bf16 native; do
       case $cfg in
         fp32) a="--precision fp32" e="" ;;
@@ -136,7 +138,7 @@ el() { echo "[t+$(($(date +%s) - T0)) s]"; }
 # 5. the toy's variants on this CPU (2 threads pinned), and what SC_PLAN=measure picks
 {
   el; echo "== toy2x2 3000 steps, 2 threads pinned $PIN: variants, 2 rounds interleaved"
-  for r in 1 2; do
+  for _ in 1 2; do
     for cfg in rules div rcp measure fast; do
       case $cfg in
         rules) e="SC_PLAN=rules" ;;
