@@ -5926,6 +5926,47 @@ sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpo
 }
 
 /* ---------------------------------------------------------------- training */
+/* The threads sc_train runs on (issue 13: threads never slow training down). A step's work
+ * is its batch's slices (one per SC__TW x min_tiles samples, this rank's share of them under
+ * dist) and the elementwise passes over the parameters (the slices' sum, the optimizer step,
+ * the NaN guard, bf16's weights). A thread beyond both only waits: it is woken for every run
+ * of the step, the caller waits for it to check in, and it polls its core between runs. On a
+ * 16-core Intel host (bench/RESULTS.md, session 34) LeNet5 at batch 64 (2 slices) took 0.093
+ * s per 10,000 images on 2 threads and 0.121-0.133 s on 4, 8 and 16 (after this: 4 and 16 as
+ * fast as 2, 0.110-0.114 against 0.115 in a slower run of the VM). So: at most the slices
+ * of a batch, or one thread per SC__TRAIN_PARAMS_PER_THREAD parameters where that is more,
+ * and never more than asked for. Results do not depend on the thread count either way. */
+#define SC__TRAIN_PARAMS_PER_THREAD 65536
+static int sc__train_threads_for(const sc_chain *c, size_t bs, const sc_dist *dist, int threads) {
+  size_t s = sc__slices_for(c, bs);
+  if (dist && dist->ranks > 1) {
+    size_t r = (size_t)dist->rank, R = (size_t)dist->ranks;
+    s = (r + 1) * s / R - r * s / R; /* this rank's slices (sc__execute's own_slices) */
+  }
+  size_t byp = c->nparams / SC__TRAIN_PARAMS_PER_THREAD + 1;
+  size_t use = s > byp ? s : byp;
+  return (size_t)threads < use ? threads : (int)use;
+}
+
+sc_status sc_train_threads(const sc_chain *chain, const sc_train_opts *opts, size_t n,
+                           int *threads) {
+  if (threads) *threads = 0;
+  SC__CHECK_NULL(chain);
+  SC__CHECK_NULL(opts);
+  SC__CHECK_NULL(threads);
+  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0: no samples");
+  if (opts->threads < 1 || opts->threads > 1024)
+    return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
+  const sc_dist *dist = opts->dist;
+  if (dist &&
+      (dist->ranks < 1 || dist->ranks > 65536 || dist->rank < 0 || dist->rank >= dist->ranks))
+    return SC__FAIL(SC_ERR_ARG, "dist rank %d of %d ranks is not a valid rank", dist->rank,
+                    dist->ranks);
+  size_t bs = opts->batch_size && opts->batch_size < n ? opts->batch_size : n;
+  *threads = sc__train_threads_for(chain, bs, dist, opts->threads);
+  return SC_OK;
+}
+
 sc_train_opts sc_train_defaults(void) {
   sc_train_opts o;
   memset(&o, 0, sizeof o);
@@ -6089,7 +6130,9 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   double slice_loss[SC__MAX_SLICES];
   if (!ok) return sc__fail(SC_ERR_OVERFLOW, fn, "exchange record size overflows size_t");
   if ((st = sc_workspace_create(&ws, chain, bs)) != SC_OK) goto done;
-  if ((st = sc_workspace_set_threads(ws, opts->threads)) != SC_OK) goto done;
+  if ((st = sc_workspace_set_threads(ws, sc__train_threads_for(chain, bs, dist, opts->threads))) !=
+      SC_OK)
+    goto done;
   if (opts->precision != SC_PRECISION_FP32 &&
       (st = sc_workspace_set_precision(ws, opts->precision)) != SC_OK)
     goto done;
@@ -10894,9 +10937,8 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
 static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
   SC__TT(sc__job) J;
   memset(&J, 0, sizeof J); /* (no idx, no check) */
-  for (size_t b0 = 0; b0 < n; b0 += SC__TW)
-    SC__TN(sc__gather)
-    (dst + b0 * cols, (const SC__T *)src, cols, &J, b0, n - b0 < SC__TW ? n - b0 : SC__TW, 0);
+  for (size_t b0 = 0; b0 < n; b0 += SC__TW) SC__TN(sc__gather)
+  (dst + b0 * cols, (const SC__T *)src, cols, &J, b0, n - b0 < SC__TW ? n - b0 : SC__TW, 0);
 }
 
 /* sc_train's tiles made before its steps (sc__train_tiles), for a step in order (no idx) */

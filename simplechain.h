@@ -691,7 +691,7 @@ typedef struct sc_train_opts {
   size_t batch_size;     /* 0 (default) = full batch */
   int shuffle;           /* 1 (default): reshuffle the sample order every epoch */
   uint64_t seed;         /* shuffling seed, default 0 */
-  int threads;           /* default 1 */
+  int threads;           /* default 1; at most this many are used (see sc_train_threads) */
   size_t progress_every; /* call progress every this many steps (0: never) */
   sc_progress_fn progress;
   void *user;
@@ -758,6 +758,16 @@ typedef struct sc_train_report {
  * opts.seed, batch size) only, not of opts.threads. report may be NULL. */
 sc_status sc_train(const sc_chain *chain, sc_loss loss, float *p, const sc_data *data,
                    const sc_train_opts *opts, sc_train_report *report);
+/* The number of threads sc_train and sc_train_f64 run on with opts on n samples: opts->threads,
+ * but no more than can have work in a step, so that asking for more threads never slows
+ * training down: the slices of one minibatch (up to 128 samples each for small dense chains,
+ * 32 for convnets; this rank's share of them with opts->dist), or one thread per 65,536
+ * parameters where that is more (the gradient's sum and the optimizer step are split over the
+ * threads). LeNet5 at batch 64: 2, whatever opts->threads above 2. Results never depend on
+ * the thread count. Errors: SC_ERR_NULL, SC_ERR_BATCH (n = 0), SC_ERR_ARG (opts->threads
+ * outside [1, 1024], an invalid dist rank); *threads is 0 on error. */
+sc_status sc_train_threads(const sc_chain *chain, const sc_train_opts *opts, size_t n,
+                           int *threads);
 /* sc_train in double: p, the data, the gradients (sc_valgrad_f64's), the optimizer step
  * (sc_optimizer_step_f64) and the checkpoint's arrays are double; everything said here of
  * sc_train holds (the NaN guard, checkpoints, threads, dist: each slice's gradient is

@@ -54,7 +54,9 @@ static void usage(FILE *f) {
       "                 t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]\n"
       "                 (default: $SC_DATA_DIR, data/mnist, ../shared/data/mnist,\n"
       "                 /usr/share/datasets/fashion-mnist)\n"
-      "  --threads T    threads (default: the number of CPUs); results do not depend on it\n"
+      "  --threads T    threads (default: the number of CPUs, at most 16); training uses at\n"
+      "                 most as many as a step has work for (sc_train_threads: batch 64, 2);\n"
+      "                 results do not depend on it\n"
       "  --seed S       seed for the initial parameters and the shuffling (default 1)\n"
       "  --limit N      use only the first N training images (default: all)\n"
       "  --save FILE    write the trained parameters (sc_params_save format)\n"
@@ -335,6 +337,11 @@ int main(int argc, char **argv) {
   opts.clip_norm = rf.clip;
   opts.lr_schedule = cosine ? SC_LR_COSINE : SC_LR_CONSTANT;
   opts.precision = prec;
+  int used = 0; /* sc_train uses no more threads than a step has work for */
+  CHECK(sc_train_threads(chain, &opts, ntr, &used));
+  if (!quiet && used != threads)
+    printf("        training runs on %d of the %d threads (a batch of %zu has work for %d)\n", used,
+           threads, bs, used);
   sc_layer_profile prof[LENET5_NLAYERS + 2];
   if (example_profile_wanted(profile)) opts.profile = prof, opts.profile_rows = LENET5_NLAYERS + 2;
   opts.checkpoint = rf.checkpoint;
@@ -362,10 +369,10 @@ int main(int argc, char **argv) {
          rep.epochs, train_s, train_s / ran, (double)ntr * ran / train_s, sc_chain_isa(chain),
          100 * acc, sc_precision_name(prec));
   if (opts.profile) /* the evaluations after each epoch run on another workspace */
-    example_profile_print(chain, prof, LENET5_NLAYERS + 2, train_s, threads);
+    example_profile_print(chain, prof, LENET5_NLAYERS + 2, train_s, used);
   printf("RESULT engine=simplechain bench=lenet5 epochs=%zu batch=%zu threads=%d train=%zu "
-         "precision=%s seconds_per_epoch=%.4f test_accuracy=%.4f\n",
-         rep.epochs, bs, threads, ntr, sc_precision_name(prec), train_s / ran, acc);
+         "precision=%s seconds_per_epoch=%.4f test_accuracy=%.4f threads_used=%d\n",
+         rep.epochs, bs, threads, ntr, sc_precision_name(prec), train_s / ran, acc, used);
   if (save) {
     CHECK(sc_params_save(chain, p, np, save));
     printf("saved %zu parameters to %s\n", np, save);

@@ -227,6 +227,8 @@ int main(int argc, char **argv) {
       printf("no usable checkpoint at %s: %s\n", rf.checkpoint, sc_last_error());
   }
   sc_data data = {x, y, samples};
+  int used = 0; /* sc_train uses no more threads than a step has work for */
+  CHECK(sc_train_threads(chain, &opts, samples, &used));
   sc_train_report rep;
   CHECK(sc_train(chain, SC_LOSS_SQUARED, p, &data, &opts, &rep));
   size_t ran = rep.steps - rep.resumed_step; /* the steps this process took */
@@ -241,7 +243,7 @@ int main(int argc, char **argv) {
          rep.seconds, (double)ran / rep.seconds, gflops, sc_chain_isa(chain));
   if (rep.resumed_step)
     printf("(resumed at step %zu; %zu steps in all)\n", rep.resumed_step, rep.steps);
-  if (opts.profile) example_profile_print(chain, prof, 5, rep.seconds, threads);
+  if (opts.profile) example_profile_print(chain, prof, 5, rep.seconds, used);
   printf("train MSE %.5f   test MSE %.5f\n", train_loss / 4, test_loss / 4);
   printf("RESULT engine=simplechain steps=%zu samples=%zu threads=%d seconds=%.4f "
          "train_mse=%.6f test_mse=%.6f gflops=%.2f precision=%s\n",

@@ -1298,6 +1298,35 @@ static void test_train_bad(void **state) {
     o.threads = threads[i];
     EXPECT_FAIL(SC_ERR_ARG, sc_train(f->c, SQ, p, &data, &o, &rep), "threads");
   }
+  /* sc_train_threads: the same checks on its arguments; *threads is 0 after a failure */
+  int used = -1;
+  EXPECT_FAIL(SC_ERR_NULL, sc_train_threads(NULL, &d, FB, &used), "chain");
+  assert_int_equal(used, 0);
+  EXPECT_FAIL(SC_ERR_NULL, sc_train_threads(f->c, NULL, FB, &used), "opts");
+  EXPECT_FAIL(SC_ERR_NULL, sc_train_threads(f->c, &d, FB, NULL), "threads");
+  used = -1;
+  EXPECT_FAIL(SC_ERR_BATCH, sc_train_threads(f->c, &d, 0, &used), "n is 0");
+  assert_int_equal(used, 0);
+  for (int i = 0; i < 4; i++) {
+    o = d;
+    o.threads = threads[i];
+    EXPECT_FAIL(SC_ERR_ARG, sc_train_threads(f->c, &o, FB, &used), "threads");
+  }
+  {
+    sc_dist bad;
+    memset(&bad, 0, sizeof bad);
+    const int rk[][2] = {{0, 0}, {-1, 2}, {2, 2}, {0, 65537}};
+    for (int i = 0; i < 4; i++) {
+      bad.rank = rk[i][0], bad.ranks = rk[i][1];
+      o = d;
+      o.dist = &bad;
+      EXPECT_FAIL(SC_ERR_ARG, sc_train_threads(f->c, &o, FB, &used), "rank");
+    }
+  }
+  o = d;
+  o.threads = 7;
+  SC_OK_OR_FAIL(sc_train_threads(f->c, &o, FB, &used));
+  assert_true(used >= 1 && used <= 7);
   /* bad optimizer settings: refused (the message may name the optimizer function) */
   const double lrs[] = {0, -1e-3, NAN, INFINITY};
   for (int i = 0; i < 4; i++) {

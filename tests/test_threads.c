@@ -152,6 +152,110 @@ static void test_train_wide_adam(void **state) {
   wide_chain = 0;
 }
 
+/* sc_train runs on no more threads than a step has work for (sc_train_threads): the slices of
+ * a minibatch (a small dense chain: 4 tiles of 32 samples a slice; a wider one: 1 tile), or
+ * one thread per 65,536 parameters where that is more; never more than asked for. And it
+ * really does: the process's threads (Linux: /proc/self/task), counted from the progress
+ * callback during the run, are the calling thread plus the used count's workers. */
+#if defined(__linux__)
+#include <dirent.h>
+static int count_tasks(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+#else
+static int count_tasks(void) { return -1; }
+#endif
+static int max_tasks_seen;
+static int on_step_count_tasks(const sc_progress *pr, void *user) {
+  (void)pr, (void)user;
+  int n = count_tasks();
+  if (n > max_tasks_seen) max_tasks_seen = n;
+  return 0;
+}
+static int used_threads(const sc_chain *c, size_t batch, int threads, size_t n) {
+  sc_train_opts o = sc_train_defaults();
+  o.batch_size = batch;
+  o.threads = threads;
+  int used = -1;
+  SC_OK_OR_FAIL(sc_train_threads(c, &o, n, &used));
+  return used;
+}
+static void test_train_threads_used(void **state) {
+  (void)state;
+  sc_chain *small = mk_chain(NOUT, SC_IDENTITY); /* 5 -> 16 -> 17 -> 2: 4 tiles a slice */
+  wide_chain = 1;
+  sc_chain *wide = mk_chain(NOUT, SC_IDENTITY); /* 5 -> 200 -> 90 -> 2: 1 tile a slice */
+  wide_chain = 0;
+  sc_layer L[3] = {sc_dense(400, SC_TANH), sc_dense(200, SC_TANH), sc_dense(NOUT, SC_IDENTITY)};
+  sc_chain *big = NULL; /* 82,802 parameters: 2 threads for its parameters alone */
+  SC_OK_OR_FAIL(sc_chain_create(&big, NIN, L, 3));
+  /* the slices of a minibatch bound it */
+  assert_int_equal(used_threads(small, 32, 3, NS), 1);    /* 1 tile: 1 slice */
+  assert_int_equal(used_threads(small, 200, 3, NS), 2);   /* 7 tiles: 2 slices */
+  assert_int_equal(used_threads(small, 0, 3, NS), 3);     /* full batch: 32 tiles, 8 slices */
+  assert_int_equal(used_threads(small, 0, 16, NS), 8);    /* ... and no more than 8 */
+  assert_int_equal(used_threads(small, 5000, 16, NS), 8); /* a batch above n: all n */
+  assert_int_equal(used_threads(wide, 64, 16, NS), 2);    /* LeNet5's case: 2 tiles */
+  assert_int_equal(used_threads(wide, 200, 3, NS), 3);
+  assert_int_equal(used_threads(wide, 200, 1, NS), 1); /* never more than asked for */
+  assert_int_equal(used_threads(big, 32, 4, NS), 2);   /* the parameters' share */
+  assert_int_equal(used_threads(big, 32, 1, NS), 1);
+  /* with dist, this rank's share of the slices: 8 slices over 3 ranks are 2, 3, 3 */
+  sc_train_opts o = sc_train_defaults();
+  o.threads = 16;
+  sc_dist dist;
+  memset(&dist, 0, sizeof dist);
+  dist.ranks = 3;
+  int used = 0, want[3] = {2, 3, 3};
+  for (int r = 0; r < 3; r++) {
+    dist.rank = r;
+    o.dist = &dist;
+    SC_OK_OR_FAIL(sc_train_threads(small, &o, NS, &used));
+    assert_int_equal(used, want[r]);
+  }
+  /* sc_train itself runs on that many: small chain, 3 threads asked for */
+  int base = count_tasks();
+  if (base < 1) {
+    print_message("  (no /proc/self/task here: the thread count during sc_train not checked)\n");
+  } else {
+    float *x = malloc(NS * NIN * sizeof *x), *y = malloc(NS * NOUT * sizeof *y);
+    int32_t *lab = malloc(NS * sizeof *lab);
+    size_t np = 0;
+    SC_OK_OR_FAIL(sc_chain_nparams(small, &np));
+    float *p = malloc(np * sizeof *p);
+    assert_true(x && y && lab && p);
+    mk_data(x, y, lab, NS);
+    sc_data d = {x, y, NS};
+    static const size_t BATCH[3] = {32, 200, 0};
+    for (int i = 0; i < 3; i++) {
+      SC_OK_OR_FAIL(sc_params_init(small, p, np, 7));
+      sc_train_opts t = sc_train_defaults();
+      t.batch_size = BATCH[i];
+      t.threads = 3;
+      t.progress_every = 1;
+      t.progress = on_step_count_tasks;
+      max_tasks_seen = 0;
+      SC_OK_OR_FAIL(sc_train(small, SC_LOSS_SQUARED, p, &d, &t, NULL));
+      int u = used_threads(small, BATCH[i], 3, NS);
+      print_message("  batch %zu, 3 threads asked for: %d used, %d threads in the process during "
+                    "the run (%d before)\n",
+                    BATCH[i] ? BATCH[i] : (size_t)NS, u, max_tasks_seen, base);
+      assert_int_equal(max_tasks_seen - base, u - 1);
+    }
+    free(p), free(x), free(y), free(lab);
+  }
+  sc_chain_destroy(small);
+  sc_chain_destroy(wide);
+  sc_chain_destroy(big);
+}
+
 /* sc_train's data tiles, made once before the first step when every step reads the same
  * samples in order (full batch, or opts.shuffle = 0 with a batch size that is a multiple of
  * 32): the same bits as gathering them at every step (SC_TRAIN_TILES=0), in float, double and
@@ -546,6 +650,7 @@ int main(void) {
       cmocka_unit_test(test_train_crossentropy),
       cmocka_unit_test(test_train_wide_adam),
       cmocka_unit_test(test_train_tiles),
+      cmocka_unit_test(test_train_threads_used),
       cmocka_unit_test(test_workspace_threads),
       cmocka_unit_test(test_set_threads_changes),
       cmocka_unit_test(test_caller_moved_home),
