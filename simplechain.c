@@ -10937,8 +10937,10 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
 static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
   SC__TT(sc__job) J;
   memset(&J, 0, sizeof J); /* (no idx, no check) */
-  for (size_t b0 = 0; b0 < n; b0 += SC__TW) SC__TN(sc__gather)
-  (dst + b0 * cols, (const SC__T *)src, cols, &J, b0, n - b0 < SC__TW ? n - b0 : SC__TW, 0);
+  for (size_t b0 = 0; b0 < n; b0 += SC__TW) {
+    size_t m = n - b0 < SC__TW ? n - b0 : SC__TW;
+    SC__TN(sc__gather)(dst + b0 * cols, (const SC__T *)src, cols, &J, b0, m, 0);
+  }
 }
 
 /* sc_train's tiles made before its steps (sc__train_tiles), for a step in order (no idx) */
