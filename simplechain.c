@@ -3768,6 +3768,12 @@ static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
 
 /* ---------------------------------------------------------------- workspaces */
 
+/* rank r of R's contiguous run [*lo, *hi) of n slices (data-parallel training, sc_dist) */
+static inline void sc__rank_slices(size_t n, size_t r, size_t R, size_t *lo, size_t *hi) {
+  *lo = r * n / R;
+  *hi = (r + 1) * n / R;
+}
+
 static size_t sc__slices_for(const sc_chain *c, size_t batch) {
   size_t tiles = (batch + SC__TW - 1) / SC__TW;
   size_t s = (tiles + c->min_tiles - 1) / c->min_tiles;
@@ -3844,10 +3850,17 @@ sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t ma
   return SC_OK;
 }
 
+/* a thread count's range (sc_workspace_set_threads, sc_train's opts.threads) */
+static inline sc_status sc__threads_check(const char *fn, int threads) {
+  if (threads < 1 || threads > 1024)
+    return sc__fail(SC_ERR_ARG, fn, "threads = %d, must be in [1, 1024]", threads);
+  return SC_OK;
+}
+
 sc_status sc_workspace_set_threads(sc_workspace *ws, int threads) {
   SC__CHECK_NULL(ws);
-  if (threads < 1 || threads > 1024)
-    return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", threads);
+  sc_status tst = sc__threads_check(__func__, threads);
+  if (tst) return tst;
   if (ws->pool && ws->pool->nthreads == threads) return SC_OK;
   sc__pool_destroy(ws->pool);
   ws->pool = NULL;
@@ -5939,13 +5952,23 @@ sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpo
 #define SC__TRAIN_PARAMS_PER_THREAD 65536
 static int sc__train_threads_for(const sc_chain *c, size_t bs, const sc_dist *dist, int threads) {
   size_t s = sc__slices_for(c, bs);
-  if (dist && dist->ranks > 1) {
-    size_t r = (size_t)dist->rank, R = (size_t)dist->ranks;
-    s = (r + 1) * s / R - r * s / R; /* this rank's slices (sc__execute's own_slices) */
+  if (dist && dist->ranks > 1) { /* this rank's slices, as sc__execute splits them */
+    size_t lo, hi;
+    sc__rank_slices(s, (size_t)dist->rank, (size_t)dist->ranks, &lo, &hi);
+    s = hi - lo;
   }
   size_t byp = c->nparams / SC__TRAIN_PARAMS_PER_THREAD + 1;
   size_t use = s > byp ? s : byp;
   return (size_t)threads < use ? threads : (int)use;
+}
+
+/* a dist's rank and rank count (sc_train, sc_train_threads) */
+static sc_status sc__dist_rank_check(const char *fn, const sc_dist *dist) {
+  if (dist->ranks < 1 || dist->ranks > 65536)
+    return sc__fail(SC_ERR_ARG, fn, "dist->ranks = %d, must be in [1, 65536]", dist->ranks);
+  if (dist->rank < 0 || dist->rank >= dist->ranks)
+    return sc__fail(SC_ERR_ARG, fn, "dist->rank = %d, must be in [0, %d)", dist->rank, dist->ranks);
+  return SC_OK;
 }
 
 sc_status sc_train_threads(const sc_chain *chain, const sc_train_opts *opts, size_t n,
@@ -5955,13 +5978,10 @@ sc_status sc_train_threads(const sc_chain *chain, const sc_train_opts *opts, siz
   SC__CHECK_NULL(opts);
   SC__CHECK_NULL(threads);
   if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0: no samples");
-  if (opts->threads < 1 || opts->threads > 1024)
-    return SC__FAIL(SC_ERR_ARG, "threads = %d, must be in [1, 1024]", opts->threads);
+  sc_status st = sc__threads_check(__func__, opts->threads);
   const sc_dist *dist = opts->dist;
-  if (dist &&
-      (dist->ranks < 1 || dist->ranks > 65536 || dist->rank < 0 || dist->rank >= dist->ranks))
-    return SC__FAIL(SC_ERR_ARG, "dist rank %d of %d ranks is not a valid rank", dist->rank,
-                    dist->ranks);
+  if (!st && dist) st = sc__dist_rank_check(__func__, dist);
+  if (st) return st;
   size_t bs = opts->batch_size && opts->batch_size < n ? opts->batch_size : n;
   *threads = sc__train_threads_for(chain, bs, dist, opts->threads);
   return SC_OK;
@@ -6041,8 +6061,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
   if (opts->epochs == 0)
     return sc__fail(SC_ERR_ARG, fn,
                     "epochs is 0 (start from sc_train_defaults() and set what differs)");
-  if (opts->threads < 1 || opts->threads > 1024)
-    return sc__fail(SC_ERR_ARG, fn, "threads = %d, must be in [1, 1024]", opts->threads);
+  sc_status tst = sc__threads_check(fn, opts->threads);
+  if (tst) return tst;
   if (!sc_precision_name(opts->precision))
     return sc__fail(SC_ERR_ARG, fn, "unknown precision %d", (int)opts->precision);
   if (f64 && opts->precision != SC_PRECISION_FP32)
@@ -6097,11 +6117,7 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
 
   const sc_dist *dist = opts->dist;
   if (dist) {
-    if (dist->ranks < 1 || dist->ranks > 65536)
-      return sc__fail(SC_ERR_ARG, fn, "dist->ranks = %d, must be in [1, 65536]", dist->ranks);
-    if (dist->rank < 0 || dist->rank >= dist->ranks)
-      return sc__fail(SC_ERR_ARG, fn, "dist->rank = %d, must be in [0, %d)", dist->rank,
-                      dist->ranks);
+    if ((st = sc__dist_rank_check(fn, dist))) return st;
     if (!dist->allgather) return sc__fail(SC_ERR_NULL, fn, "dist->allgather is NULL");
   }
 
@@ -6239,8 +6255,8 @@ static sc_status sc__train(const char *fn, const sc_chain *chain, sc_loss loss, 
           memcpy(r + rec_g, &slice_loss[q], sizeof(double));
         }
         for (int r = 0; r < dist->ranks; r++) {
-          size_t rlo = (size_t)r * ns / (size_t)dist->ranks;
-          size_t rhi = ((size_t)r + 1) * ns / (size_t)dist->ranks;
+          size_t rlo, rhi;
+          sc__rank_slices(ns, (size_t)r, (size_t)dist->ranks, &rlo, &rhi);
           xcounts[r] = (rhi - rlo) * rec;
           xdispls[r] = rlo * rec;
         }
@@ -10780,8 +10796,8 @@ static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, d
   J->slice_lo = 0;
   J->slice_hi = J->nslices;
   if (J->own_slices) { /* data-parallel: this rank's contiguous run of slices */
-    J->slice_lo = (size_t)J->dist_rank * J->nslices / (size_t)J->dist_ranks;
-    J->slice_hi = ((size_t)J->dist_rank + 1) * J->nslices / (size_t)J->dist_ranks;
+    sc__rank_slices(J->nslices, (size_t)J->dist_rank, (size_t)J->dist_ranks, &J->slice_lo,
+                    &J->slice_hi);
   }
   /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
    * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
