@@ -430,8 +430,10 @@ section_lenet() {
       done
     done
   done
-  echo "  (min/max: fastest and slowest single epoch; train set: $(awk '{x=$6} END {print x}' "$TMPD/lenet") images)"
-  sumput lenet_train "$(awk '{x=$6} END {print (x == "" ? "nan" : x)}' "$TMPD/lenet")"
+  local ntrain
+  ntrain=$(awk '{x=$6} END {print (x == "" ? "nan" : x)}' "$TMPD/lenet")
+  echo "  (min/max: fastest and slowest single epoch; train set: $ntrain images)"
+  sumput lenet_train "$ntrain"
   if [[ " $LENET_PRECISIONS " == *" bf16 "* ]]; then
     for b in $LENET_BF16_BATCHES; do
       for t in $LENET_THREADS; do
@@ -785,8 +787,7 @@ section_summary() {
     pt1=$(sumget "toy_pytorch_1_s")
     v12=$(verdict "$ratio" '>=' 12)
     if [ "$t2" != 1 ] && awk -v a="$pt2" -v b="$pt1" 'BEGIN {exit !(a != "nan" && b != "nan" && a > b)}'; then
-      printf '  %-76s %s
-' "  (PyTorch's toy: $pt2 s on $t2 threads, $pt1 s on 1: its threads were hindered)" "SUSPECT"
+      printf '  %-76s %s\n' "  (PyTorch's toy: $pt2 s on $t2 threads, $pt1 s on 1: its threads were hindered)" "SUSPECT"
       [ "$v12" = MET ] && v12="SUSPECT"
     fi
     row "toy, $t2 threads: >= 12x the tuned PyTorch, median (issue 13)" "$(fmt "$ratio" "%.2fx")" "$v12"
