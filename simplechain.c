@@ -241,6 +241,7 @@ struct sc_chain {
   const sc__kt_f32 *kf;
   const sc__kt_f64 *kd;
   char plan_note[256]; /* what the planner wants said (a wisdom file it ignored), or "" */
+  int pool_fuse;       /* a 2 x 2 max-pool's float pullback with the conv's below (SC_POOL_FUSE) */
   sc__lplan L[];
 };
 
@@ -2876,7 +2877,12 @@ static sc_status sc__conv_force(const char *fn, const char *var, const char *v,
  * register blocks (see above). */
 static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   c->plan_note[0] = 0;
+  c->pool_fuse = 1;
   if (sc__planning) return SC_OK;
+  const char *pf = getenv("SC_POOL_FUSE"); /* "0": the pool's and the conv's own passes */
+  if (pf && *pf && strcmp(pf, "0") != 0 && strcmp(pf, "1") != 0)
+    return sc__fail(SC_ERR_ARG, fn, "SC_POOL_FUSE='%s' is not '0' or '1'", pf);
+  c->pool_fuse = !(pf && strcmp(pf, "0") == 0);
   const char *mode = getenv("SC_PLAN"), *force = getenv("SC_DENSE_FWD"), *off = getenv("SC_XSMM");
   const char *tforce = getenv("SC_TANH_VARIANT"), *dforce = getenv("SC_DENSE_DW");
   int measure = 0;
@@ -6564,6 +6570,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_fold8x8 vec_fold8x8_avx512
 #define vec_gather_f32 vec_gather_f32_avx512
 #define vec_pool_bwd_f32 vec_pool_bwd_f32_avx512
+#define vec_pool2_act_bwd_f32 vec_pool2_act_bwd_f32_avx512
 #define vec_pool_fwd_f32 vec_pool_fwd_f32_avx512
 #define vone_dw_f64 vone_dw_f64_avx512
 #define vone_dx_f64 vone_dx_f64_avx512
@@ -8075,6 +8082,58 @@ static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const 
       }
 }
 
+/* A 2 x 2 max-pool's pullback (windows tiling the input exactly) with the pullback of the relu or
+ * identity conv below it and that conv's bias-gradient lanes, in one pass: dx at the window's
+ * first maximum (row-major, as vec_pool_bwd_f32) is dz, elsewhere 0; then, with relu, 0 where
+ * the conv's output x <= 0 (sc__act_bwd_lane's rule); and bl (K rows of SC__TW, or NULL) adds
+ * dx over each channel's positions in row-major order (row 2u in the window loop, row 2u + 1
+ * after it, from the stored rows). The same operations in the same order as vec_pool_bwd_f32
+ * then sc__act_bwd_lane: the same bits, without that pass over the conv's output and dz
+ * (LeNet5's conv1: 442 KB each a tile) */
+static void vec_pool2_act_bwd_f32(float *restrict dx, const float *restrict x,
+                                  const float *restrict a, const float *restrict dz,
+                                  float *restrict bl, int relu, const sc__lplan *P) {
+  size_t IW = P->iw, OW = P->ow, RW = IW * SC__TW;
+  const sc_vf zero = V_BCAST(0.0f);
+  for (size_t c = 0; c < P->oc; c++) {
+    sc_vf s[NV];
+    for (int j = 0; j < NV; j++) s[j] = bl ? V_ROW(bl + c * SC__TW, j) : zero;
+    for (size_t u = 0; u < P->oh; u++) {
+      size_t r = (c * P->ih + 2 * u) * RW;
+      const float *x0 = x + r, *x1 = x0 + RW;
+      float *d0 = dx + r, *d1 = d0 + RW;
+      for (size_t v = 0; v < OW; v++) {
+        size_t o = ((c * P->oh + u) * OW + v) * SC__TW, e = 2 * v * SC__TW;
+        for (int j = 0; j < NV; j++) {
+          sc_vf av = V_ROW(a + o, j), dv = V_ROW(dz + o, j);
+          sc_vf q0 = V_ROW(x0 + e, j), q1 = V_ROW(x0 + e + SC__TW, j);
+          sc_vf q2 = V_ROW(x1 + e, j), q3 = V_ROW(x1 + e + SC__TW, j);
+          sc_vi h0 = q0 == av, taken = h0;
+          sc_vi h1 = (q1 == av) & ~taken;
+          taken |= h1;
+          sc_vi h2 = (q2 == av) & ~taken;
+          taken |= h2;
+          sc_vi h3 = (q3 == av) & ~taken;
+          sc_vf e0 = v_sel(h0, dv, zero), e1 = v_sel(h1, dv, zero);
+          sc_vf e2 = v_sel(h2, dv, zero), e3 = v_sel(h3, dv, zero);
+          if (relu) {
+            e0 = v_sel((sc_vi)(q0 <= 0.0f), zero, e0), e1 = v_sel((sc_vi)(q1 <= 0.0f), zero, e1);
+            e2 = v_sel((sc_vi)(q2 <= 0.0f), zero, e2), e3 = v_sel((sc_vi)(q3 <= 0.0f), zero, e3);
+          }
+          V_ROWW(d0 + e, j) = e0, V_ROWW(d0 + e + SC__TW, j) = e1;
+          V_ROWW(d1 + e, j) = e2, V_ROWW(d1 + e + SC__TW, j) = e3;
+          if (bl) s[j] += e0, s[j] += e1;
+        }
+      }
+      if (bl) /* row 2u + 1, in order */
+        for (size_t k = 0; k < IW; k++)
+          for (int j = 0; j < NV; j++) s[j] += V_ROW(d1 + k * SC__TW, j);
+    }
+    if (bl)
+      for (int j = 0; j < NV; j++) V_ROWW(bl + c * SC__TW, j) = s[j];
+  }
+}
+
 /* The gathers' NaN / Inf check (sc__gather's chk): x * 0 + a stays 0 while x is finite and is
  * NaN from the first NaN or Inf on, one FMA per vector (the FMA pipes are idle in a gather) into
  * 4 accumulators; v_chk_any says whether any lane of them is NaN. The accumulators are indexed
@@ -9057,6 +9116,7 @@ static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *
 #define SC__K_CONV_DX vec_conv_dx_f32
 #define SC__K_POOL_FWD vec_pool_fwd_f32
 #define SC__K_POOL_BWD vec_pool_bwd_f32
+#define SC__K_POOL2_ACT_BWD vec_pool2_act_bwd_f32
 #else
 #define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
 #define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
@@ -9733,7 +9793,9 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
         } else
 #endif
         {
-          if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+          if (d_ready) /* the max-pool above made dz with this layer's activation and lanes */
+            d_ready = 0;
+          else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
             SC__TN(sc__act_bwd_lane)
           (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
           else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
@@ -9836,6 +9898,20 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
           /* the conv below does this pullback (with its activation's) */
           pool_fused = 1;
           need_dx = 0; /* cur stays */
+          break;
+        }
+#endif
+#ifdef SC__K_POOL2_ACT_BWD
+        if (need_dx && l >= 1 && !J->bf16 && c->pool_fuse &&
+            c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* with the conv's activation pullback and bias lanes (d_ready: the conv skips them) */
+          const sc__lplan *Q = &c->L[l - 1];
+          SC__K_POOL2_ACT_BWD(nxt, xin, a, cur,
+                              want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL,
+                              Q->spec.act == SC_RELU, P);
+          d_ready = 1;
           break;
         }
 #endif
@@ -11205,6 +11281,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__K_CONV_DX
 #undef SC__K_POOL_FWD
 #undef SC__K_POOL_BWD
+#undef SC__K_POOL2_ACT_BWD
 
 #undef SC__TANH
 #undef SC__EXP

@@ -169,7 +169,11 @@ sc_layer sc_conv2d_nobias(size_t kh, size_t kw, size_t channels, sc_act act, siz
                           size_t ph, size_t pw);
 /* Max over non-overlapping kh x kw windows (stride = window): H' = H / kh (rounded
  * down; trailing rows/columns that fill no window are ignored). The gradient goes to the
- * first maximal element of each window. */
+ * first maximal element of each window. On the AVX2 and AVX-512 float kernels a 2 x 2 pool's
+ * pullback over a relu or identity conv2d whose output its windows tile exactly is done in
+ * one pass with that conv's activation pullback and bias gradient (the same bits; the
+ * environment variable SC_POOL_FUSE=0, read by sc_chain_create, turns it off, =1 or unset is
+ * the default, any other value makes chain creation fail with SC_ERR_ARG). */
 sc_layer sc_maxpool2d(size_t kh, size_t kw);
 /* C x H x W -> (C*H*W) x 1 x 1, in NCHW order (as torch.flatten). Costs nothing. */
 sc_layer sc_flatten(void);
@@ -415,7 +419,8 @@ typedef struct sc_layer_profile {
 /* The counters so far: rows[l] for layer l, rows[nlayers] for the rest of the calls' work
  * (gathering the batch, the loss, folding the slices' gradients); nrows >= nlayers + 1
  * (later rows are zeroed). The fused pullback of a dense layer into the one below puts
- * the lower layer's activation derivative into the upper layer's backward time; with the
+ * the lower layer's activation derivative into the upper layer's backward time (and a
+ * fused 2 x 2 max-pool's pullback the conv's below it, see sc_maxpool2d); with the
  * AVX512_BF16 kernels a 2 x 2 max-pooling's pullback is done by the conv layer below it, so
  * its backward time shows in that conv's row (the pool's row is then near 0). */
 sc_status sc_workspace_profile_read(const sc_workspace *ws, sc_layer_profile *rows, size_t nrows);

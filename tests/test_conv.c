@@ -61,6 +61,10 @@
  *    the 1/(1-rate) scale, mask determinism in (seed, step), step advance, independence
  *    of threads, batch size and precision, bad rates). 5. Shape errors and LeNet5's layer
  *    table. 6. sc_evaluate against hand-computed accuracy (ties: first index) and loss.
+ * 7. The fused pool pullback (a 2 x 2 max-pool's pullback with the relu or identity conv's
+ *    below it, SC_POOL_FUSE): bitwise equal to the separate passes (valgrad, valgrad without
+ *    g, pullback; 1 and 2 threads; batches 1, 33, 70; inputs constant over 4 x 4 blocks so
+ *    that windows tie), on every ISA path; a bad SC_POOL_FUSE value is SC_ERR_ARG.
  *
  * Run time: ~4 s (-O3), ~20 s under `make test-asan`, on a 2-core x86 with AVX-512; the
  * finite differences take most of it. LeNet5 runs only in the float ISA comparison.
@@ -1586,6 +1590,125 @@ static void test_maxpool_ties_first(void **state) {
   unsetenv("SC_ISA");
 }
 
+/* ================================================================ the fused pool pullback */
+/* On the vector float paths a 2 x 2 max-pool's pullback over a relu or identity conv is one pass
+ * with the conv's activation pullback and bias lanes (vec_pool2_act_bwd_f32; SC_POOL_FUSE=0 runs
+ * the pool's and the conv's own passes). It must give the same bits: loss, g and gx of
+ * sc_valgrad, g and gx of sc_pullback, on 1 and 2 threads, batches of 1, 33 and 70 (a partial
+ * tile), for chains that fuse at one or two levels (a conv with a dx below a pool), relu and
+ * identity, with and without bias, a conv output of odd size (no fusion there) and inputs
+ * quantized so that windows tie and relu outputs are 0. */
+static void test_pool_fuse_bits(void **state) {
+  (void)state;
+  const char *isas[3];
+  int nisa = tu_isas(isas);
+  enum { NCH = 4, MAXB = 70 };
+  net nets[NCH];
+  nets[0] = mk_net(1, 12, 12); /* conv1 relu -> pool -> dense (LeNet5's first layers) */
+  add(&nets[0], sc_conv2d(3, 3, 5, SC_RELU));
+  add(&nets[0], sc_maxpool2d(2, 2));
+  add(&nets[0], sc_flatten());
+  add(&nets[0], sc_dense(3, SC_IDENTITY));
+  nets[1] = mk_net(2, 14, 10); /* identity conv without bias pooled, then a relu conv pooled */
+  add(&nets[1], nobias(sc_conv2d_ex(3, 3, 4, SC_IDENTITY, 1, 1, 1, 1)));
+  add(&nets[1], sc_maxpool2d(2, 2));
+  add(&nets[1], sc_conv2d(2, 2, 6, SC_RELU));
+  add(&nets[1], sc_maxpool2d(2, 2));
+  add(&nets[1], sc_flatten());
+  add(&nets[1], sc_dense(2, SC_IDENTITY));
+  nets[2] = mk_net(1, 11, 9); /* a 9 x 7 conv output: the pool's windows do not tile it */
+  add(&nets[2], sc_conv2d(3, 3, 3, SC_RELU));
+  add(&nets[2], sc_maxpool2d(2, 2));
+  add(&nets[2], sc_flatten());
+  add(&nets[2], sc_dense(2, SC_IDENTITY));
+  nets[3] = mk_net(3, 8, 8); /* a tanh conv pooled: not fused */
+  add(&nets[3], sc_conv2d(3, 3, 2, SC_TANH));
+  add(&nets[3], sc_maxpool2d(2, 2));
+  add(&nets[3], sc_flatten());
+  add(&nets[3], sc_dense(2, SC_RELU));
+  static const size_t B[3] = {1, 33, MAXB};
+  int compared = 0;
+  for (int is = 0; is < nisa; is++)
+    for (int ni = 0; ni < NCH; ni++) {
+      const net *n = &nets[ni];
+      size_t in = n->c * n->h * n->w;
+      sc_chain *cf = NULL, *cu = NULL;
+      setenv("SC_POOL_FUSE", "1", 1);
+      cf = mk_chain(isas[is], n);
+      setenv("SC_POOL_FUSE", "0", 1);
+      cu = mk_chain(isas[is], n);
+      unsetenv("SC_POOL_FUSE");
+      size_t np = 0, no = 0;
+      SC_OK_OR_FAIL(sc_chain_nparams(cf, &np));
+      SC_OK_OR_FAIL(sc_chain_output_size(cf, &no));
+      float *p = malloc(np * sizeof *p), *x = malloc(MAXB * in * sizeof *x);
+      float *t = malloc(MAXB * no * sizeof *t), *g[2], *gx[2], lv[2];
+      assert_true(p && x && t);
+      for (int k = 0; k < 2; k++) {
+        g[k] = malloc(np * sizeof *g[k]), gx[k] = malloc(MAXB * in * sizeof *gx[k]);
+        assert_true(g[k] && gx[k]);
+      }
+      SC_OK_OR_FAIL(sc_params_init(cf, p, np, 11 + (uint64_t)ni));
+      /* quarters in [-1, 1), constant over 4 x 4 blocks of each channel: a conv's outputs in
+       * such a block are equal (ties in the pool's windows), many relu outputs 0 */
+      for (size_t k = 0; k < MAXB * in; k++) {
+        size_t b = k / in, ch = k % in / (n->h * n->w), i = k % (n->h * n->w) / n->w, j = k % n->w;
+        uint64_t r =
+            ((((b * 7 + ch) * 131 + i / 4) * 137 + j / 4) + (uint64_t)ni) * 6364136223846793005ull;
+        x[k] = 0.25f * (float)(int)((r >> 33) % 8) - 1.0f;
+      }
+      for (size_t k = 0; k < MAXB * no; k++) t[k] = 0.1f * (float)(k % 7) - 0.3f;
+      for (int th = 1; th <= 2; th++)
+        for (int bi = 0; bi < 3; bi++)
+          for (int mode = 0; mode < 3; mode++) { /* valgrad, valgrad without g, pullback */
+            for (int k = 0; k < 2; k++) {
+              sc_chain *c = k ? cu : cf;
+              sc_workspace *ws = NULL;
+              SC_OK_OR_FAIL(sc_workspace_create(&ws, c, MAXB));
+              SC_OK_OR_FAIL(sc_workspace_set_threads(ws, th));
+              memset(g[k], 0, np * sizeof *g[k]);
+              lv[k] = 0;
+              if (mode == 0)
+                SC_OK_OR_FAIL(
+                    sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B[bi], &lv[k], g[k], gx[k], ws));
+              else if (mode == 1)
+                SC_OK_OR_FAIL(
+                    sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B[bi], &lv[k], NULL, gx[k], ws));
+              else
+                SC_OK_OR_FAIL(sc_pullback(c, p, x, t, B[bi], g[k], gx[k], ws));
+              sc_workspace_destroy(ws);
+            }
+            if (memcmp(&lv[0], &lv[1], sizeof lv[0]) || memcmp(g[0], g[1], np * sizeof *g[0]) ||
+                memcmp(gx[0], gx[1], B[bi] * in * sizeof *gx[0]))
+              fail_msg("isa=%s chain %d, %d thread(s), batch %zu, %s: the fused pool pullback "
+                       "differs from the unfused passes",
+                       isas[is], ni, th, B[bi],
+                       mode == 0   ? "valgrad"
+                       : mode == 1 ? "valgrad without g"
+                                   : "pullback");
+            compared++;
+          }
+      size_t nz = 0;
+      for (size_t k = 0; k < np; k++) nz += g[0][k] != 0;
+      assert_true(nz > np / 4); /* the gradients are not trivially equal */
+      for (int k = 0; k < 2; k++) free(g[k]), free(gx[k]);
+      free(p), free(x), free(t);
+      sc_chain_destroy(cf), sc_chain_destroy(cu);
+    }
+  unsetenv("SC_ISA");
+  print_message("  %d comparisons (%d ISA paths x %d chains x threads, batches, calls): the same "
+                "bits with and without SC_POOL_FUSE\n",
+                compared, nisa, NCH);
+  /* a bad value is SC_ERR_ARG at chain creation */
+  setenv("SC_POOL_FUSE", "yes", 1);
+  sc_chain *bad = NULL;
+  sc_layer l = sc_dense(1, SC_IDENTITY);
+  assert_int_equal(sc_chain_create(&bad, 1, &l, 1), SC_ERR_ARG);
+  assert_non_null(strstr(sc_last_error(), "SC_POOL_FUSE"));
+  assert_null(bad);
+  unsetenv("SC_POOL_FUSE");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_forward_reference),
@@ -1605,6 +1728,7 @@ int main(void) {
       cmocka_unit_test(test_evaluate_identity),
       cmocka_unit_test(test_evaluate_convnet),
       cmocka_unit_test(test_maxpool_ties_first),
+      cmocka_unit_test(test_pool_fuse_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
