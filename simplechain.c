@@ -2985,7 +2985,9 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           P->xconv = xc;
         }
         P->conv_fwd = (unsigned char)(want_cf > 0 && want_cf < SC__CONV_NV ? want_cf : 0);
-        P->conv_dw = (unsigned char)(want_cd > 0 ? want_cd : 0);
+        /* the dW block not forced: the rule's (below), not block 0 */
+        int rule_dw = P->oc % 6 == 0 && P->oc % 4 != 0 ? c->kf->conv_dw_k6 : 0;
+        P->conv_dw = (unsigned char)(want_cd >= 0 ? want_cd : rule_dw);
         continue;
       }
       P->conv_how = SC__HOW_RULE;

@@ -19,9 +19,10 @@
  *     set gives the rule's blocks' bits exactly (forward, loss, gradient, input gradient; 1 and
  *     2 threads) and the scalar reference's values (relative 2e-5); SC_CONV_FWD=xsmm (libxsmm,
  *     where built and supported) gives the scalar values and the same bits on 1 and 2 threads;
- *     a name that is no block shape is SC_ERR_ARG, one the set lacks (or any on the scalar
- *     kernels, xsmm included) SC_ERR_UNSUPPORTED; SC_PLAN=measure times the variants, keeps
- *     them in the wisdom file and reads them back;
+ *     forcing one of the two keeps the rule's other (a 6-channel conv's dW block, 6x4 on
+ *     AVX-512, with SC_CONV_FWD alone); a name that is no block shape is SC_ERR_ARG, one
+ *     the set lacks (or any on the scalar kernels, xsmm included) SC_ERR_UNSUPPORTED;
+ *     SC_PLAN=measure times the variants, keeps them in the wisdom file and reads them back;
  *   - SC_DENSE_DW=lane|dot (the dW form of dense layers small enough for lane accumulators) on
  *     every kernel set gives the scalar values, in float and double, the same bits on 1 and 2
  *     threads; SC_PLAN=measure times both forms on any kernel set.
@@ -431,6 +432,40 @@ static void test_conv_blocks(void **state) {
       }
       sc_chain_destroy(c);
       tested++;
+    }
+    /* one of the two forced: the other is the rule's (a 6-channel conv's dW rule is not block
+     * 0 on AVX-512), as when neither is */
+    {
+      sc_layer L6[] = {sc_conv2d(3, 3, 6, SC_RELU)};
+      env_set("SC_CONV_FWD", NULL);
+      env_set("SC_CONV_DW", NULL);
+      sc_chain *c6 = NULL;
+      SC_OK_OR_FAIL(sc_chain_create_image(&c6, 1, 6, 6, L6, 1));
+      char *rp = plan_of(c6), rule_dw[16] = "";
+      sc_chain_destroy(c6);
+      const char *rd = strstr(rp, "dW block ");
+      assert_non_null(rd);
+      assert_int_equal(sscanf(rd + 9, "%15[^ ]", rule_dw), 1);
+      env_set("SC_CONV_FWD", fn[1]);
+      SC_OK_OR_FAIL(sc_chain_create_image(&c6, 1, 6, 6, L6, 1));
+      char *fp = plan_of(c6);
+      sc_chain_destroy(c6);
+      snprintf(want, sizeof want, "forward block %s, dW block %s (forced", fn[1], rule_dw);
+      if (!strstr(fp, want))
+        fail_msg("%s: SC_CONV_FWD alone, plan\n%s\nrule's\n%s", isas[is], fp, rp);
+      free(fp);
+      env_set("SC_CONV_FWD", NULL);
+      env_set("SC_CONV_DW", dn[1]);
+      SC_OK_OR_FAIL(sc_chain_create_image(&c6, 1, 6, 6, L6, 1));
+      fp = plan_of(c6);
+      sc_chain_destroy(c6);
+      snprintf(want, sizeof want, "forward block %s, dW block %s (forced", fn[0], dn[1]);
+      if (!strstr(fp, want)) fail_msg("%s: SC_CONV_DW alone, plan\n%s", isas[is], fp);
+      free(fp);
+      env_set("SC_CONV_DW", NULL);
+      print_message("      %s: a 6-channel conv's dW rule %s kept with the forward forced\n",
+                    isas[is], rule_dw);
+      free(rp);
     }
     /* libxsmm's forward (im2col rows + GEMM), where the build and CPU have it: the scalar
      * reference's values, the same bits on 1 and 2 threads */
