@@ -2873,6 +2873,12 @@ static sc_status sc__conv_force(const char *fn, const char *var, const char *v,
   return SC_OK;
 }
 
+/* the rule's conv dW block: the kernel set's 6-row one for channels a multiple of 6 but not
+ * of 4, else the first */
+static int sc__conv_dw_rule(const sc__kt_f32 *kf, const sc__lplan *P) {
+  return P->oc % 6 == 0 && P->oc % 4 != 0 ? kf->conv_dw_k6 : 0;
+}
+
 /* Chooses every dense layer's forward variant and tanh variant, and every conv layer's
  * register blocks (see above). */
 static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
@@ -2985,13 +2991,12 @@ static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
           P->xconv = xc;
         }
         P->conv_fwd = (unsigned char)(want_cf > 0 && want_cf < SC__CONV_NV ? want_cf : 0);
-        /* the dW block not forced: the rule's (below), not block 0 */
-        int rule_dw = P->oc % 6 == 0 && P->oc % 4 != 0 ? c->kf->conv_dw_k6 : 0;
-        P->conv_dw = (unsigned char)(want_cd >= 0 ? want_cd : rule_dw);
+        /* the dW block not forced: the rule's, not block 0 */
+        P->conv_dw = (unsigned char)(want_cd >= 0 ? want_cd : sc__conv_dw_rule(c->kf, P));
         continue;
       }
       P->conv_how = SC__HOW_RULE;
-      if (P->oc % 6 == 0 && P->oc % 4 != 0) P->conv_dw = (unsigned char)c->kf->conv_dw_k6;
+      P->conv_dw = (unsigned char)sc__conv_dw_rule(c->kf, P);
       if (!measure) continue;
       char key[64];
       sc__conv_key(key, sizeof key, P);
