@@ -470,8 +470,8 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     every conv layer on the bf16 GEMM, =auto (or unset) is this default, any other value is
  *     SC_ERR_ARG. On the AVX512_BF16 kernels a 2 x 2 max-pooling layer right above a conv layer
  *     (relu or identity, an even output of at least 4 rows, forward on pairs read in place) is
- *     folded into the conv's forward, which then keeps only the pooled output and masks of the
- *     windows' maxima for the pullback (the same bits; the pool's own profile rows show about
+ *     folded into the conv's forward, which then keeps only the pooled output and each window's
+ *     first maximum for the pullback (the same bits; the pool's own profile rows show about
  *     0); SC_BF16_POOL_FOLD=0 turns that off, =1 (or unset) is the default, any other value is
  *     SC_ERR_ARG.
  *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float

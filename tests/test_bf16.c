@@ -966,6 +966,89 @@ static void test_kernels_pool_ties(void **state) {
                 ran, ran == 8 ? ": the same gradients" : "");
 }
 
+/* the folded pool's hits where a window's sums differ but round to the same bf16 value: the
+ * native fold rounds only each window's maximum r and takes the first position whose sum is at
+ * least the least float rounding to r (sc__bf16_pool_hits_native), the model rounds every sum
+ * and takes the first equal to the maximum. A 1 x 1 relu conv of 2 channels (weights 1, 1) makes
+ * each sum x0 + x1 (+ the bias), so the windows (row-major positions 0-3) are chosen exactly:
+ * E: 1 + 3 2^-8 (the midpoint below r = 1 + 2^-6, even: rounds to r), 1, 1, 1 + 2^-6 + 2^-9: hit 0;
+ * O: 1 + 2^-8 (the midpoint below r = 1 + 2^-7, odd: rounds down), 1, 1, 1 + 2^-7 + 2^-9: hit 3;
+ * U: 1 + 3 2^-9 (rounds up to r = 1 + 2^-7), 1, 1, 1 + 2^-7 + 2^-9: hit 0; T: 1, 1, 1, 1: hit 0;
+ * and with a bias of 3 2^-126 - 2^-134, D: 2^-126 - 2^-134 (a denormal, which VCVTNEPS2BF16 takes
+ * to 0), dead, dead, 2^-126 + 2^-134 (rounds to r = 2^-126, FLT_MIN): hit 3. The input's
+ * gradient is nonzero at the hits alone; the native kernels' loss and gradients are the model's
+ * bits */
+static void test_kernels_pool_round_ties(void **state) {
+  (void)state;
+  enum { B = 2, H = 4, W = 4, IN = 2 * H * W };
+  sc_layer L[] = {sc_conv2d(1, 1, 1, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
+                  sc_dense(2, SC_IDENTITY)};
+  const float u = 1.0f / 512, m126 = ldexpf(1.0f, -126);
+  /* per case, its 4 positions' (x0, x1); the hit expected */
+  enum { E, O, U, T, D }; /* the cases */
+  const float pos[5][4][2] = {
+      [E] = {{1 + 4 * u, 2 * u}, {1, 0}, {1, 0}, {1 + 8 * u, u}},
+      [O] = {{1, 2 * u}, {1, 0}, {1, 0}, {1 + 4 * u, u}},
+      [U] = {{1, 3 * u}, {1, 0}, {1, 0}, {1 + 4 * u, u}},
+      [T] = {{1, 0}, {1, 0}, {1, 0}, {1, 0}},
+      [D] = {{-3 * m126, m126}, {-1, 0}, {-1, 0}, {-3 * m126, m126 * (1 + 1.0f / 128)}}};
+  const int hit[5] = {[E] = 0, [O] = 3, [U] = 0, [T] = 0, [D] = 3};
+  int ran = 0;
+  for (int run = 0; run < 2; run++) { /* run 0: E, O, U, T (bias 0); run 1: D, the rest dead */
+    float x[B * IN], t[B * 2], g[2][16], gx[2][B * IN], lv[2];
+    int want[B][4]; /* each window's case */
+    for (int b = 0; b < B; b++)
+      for (int w = 0; w < 4; w++) {
+        int cs = run ? (w == b ? D : -1) : (w + b) % 4;
+        want[b][w] = cs;
+        for (int i = 0; i < 4; i++) {
+          size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+          x[b * IN + at] = cs >= 0 ? pos[cs][i][0] : -1;
+          x[b * IN + H * W + at] = cs >= 0 ? pos[cs][i][1] : 0;
+        }
+      }
+    for (int k = 0; k < B * 2; k++) t[k] = 0.5f * (float)(k % 3);
+    for (int k = 0; k < 2; k++) { /* the model, native */
+      const char *kind = k ? "native" : "model";
+      if (!kernels_on(kind)) continue;
+      unsetenv("SC_BF16_LAYERS");
+      sc_chain *c = NULL;
+      sc_workspace *ws = NULL;
+      SC_OK_OR_FAIL(sc_chain_create_image(&c, 2, H, W, L, 4));
+      size_t np;
+      SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+      assert_true(np <= 16);
+      float p[16];
+      SC_OK_OR_FAIL(sc_params_init(c, p, np, 5));
+      p[0] = 1, p[1] = 1, p[2] = run ? 3 * m126 - ldexpf(1.0f, -134) : 0; /* the conv */
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      setenv("SC_BF16_KERNELS", kind, 1);
+      SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+      unsetenv("SC_BF16_KERNELS");
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lv[k], g[k], gx[k], ws));
+      sc_workspace_destroy(ws);
+      sc_chain_destroy(c);
+      for (int b = 0; b < B; b++)
+        for (int w = 0; w < 4; w++)
+          for (int i = 0; i < 4; i++) {
+            size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+            int is_hit = want[b][w] >= 0 && hit[want[b][w]] == i;
+            if ((gx[k][b * IN + at] != 0) != is_hit)
+              fail_msg("%s, run %d, sample %d, window %d (case %d): position %d %s", kind, run, b,
+                       w, want[b][w], i, is_hit ? "not the hit" : "a hit");
+          }
+      if (k) {
+        assert_memory_equal(&lv[1], &lv[0], sizeof lv[0]);
+        assert_memory_equal(g[1], g[0], np * sizeof g[0][0]);
+        assert_memory_equal(gx[1], gx[0], sizeof gx[0]);
+      }
+      ran++;
+    }
+  }
+  print_message("  %d of 4 runs (model, native) with sums that round alike: the hits expected\n",
+                ran);
+}
+
 /* a conv's forward with the 2 x 2 max-pool above it folded in (the pooled rows and the masks of
  * the windows' first maxima made as the conv's rows are, SC_BF16_POOL_FOLD=0 to turn it off):
  * the native kernels with and without it give the same loss, gradients (with and without the
@@ -1212,6 +1295,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_direct_inf),
       cmocka_unit_test(test_kernels_epilogue_nan),
       cmocka_unit_test(test_kernels_pool_ties),
+      cmocka_unit_test(test_kernels_pool_round_ties),
       cmocka_unit_test(test_kernels_pool_fold),
       cmocka_unit_test(test_threads_weights),
       cmocka_unit_test(test_emulated_training),
