@@ -8029,45 +8029,102 @@ static const char *const vec_conv_dw_names[SC__CONV_NV + 1] = {V_CONV_DW_BLOCKS(
 
 /* conv input gradient, gathered per input position: CB input channels share each dz
  * load; the taps that reach position (y, x) depend only on (y, x) */
+#define V_CDX_POS(CB, xx)                                                                          \
+  {                                                                                                \
+    sc_vf acc[CB][NV];                                                                             \
+    for (int cb = 0; cb < CB; cb++)                                                                \
+      for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                                     \
+    for (size_t i = 0; i < KH; i++) {                                                              \
+      size_t yy = y + ph;                                                                          \
+      if (yy < i || (yy - i) % sh) continue;                                                       \
+      size_t u = (yy - i) / sh;                                                                    \
+      if (u >= OH) continue;                                                                       \
+      for (size_t jj = 0; jj < KW; jj++) {                                                         \
+        size_t xp = (xx) + pw;                                                                     \
+        if (xp < jj || (xp - jj) % sw) continue;                                                   \
+        size_t v = (xp - jj) / sw;                                                                 \
+        if (v >= OW) continue;                                                                     \
+        const float *dp = dz + (u * OW + v) * SC__TW;                                              \
+        const float *wp = W + (c * KH + i) * KW + jj;                                              \
+        for (size_t k = 0; k < K; k++) {                                                           \
+          sc_vf d[NV];                                                                             \
+          for (int j = 0; j < NV; j++) d[j] = V_ROW(dp + k * NPOS * SC__TW, j);                    \
+          for (int cb = 0; cb < CB; cb++) {                                                        \
+            sc_vf w = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);                                   \
+            for (int j = 0; j < NV; j++) acc[cb][j] += w * d[j];                                   \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int cb = 0; cb < CB; cb++)                                                                \
+      for (int j = 0; j < NV; j++)                                                                 \
+        V_ROWW(dx + (((c + cb) * IH + y) * IW + (xx)) * SC__TW, j) = acc[cb][j];                   \
+  }
 #define V_CDX_ROWS(CB)                                                                             \
   for (; c + CB <= C; c += CB)                                                                     \
     for (size_t y = 0; y < IH; y++)                                                                \
+      for (size_t xx = 0; xx < IW; xx++) V_CDX_POS(CB, xx)
+
+#if VW == 16
+/* the same sums for XB neighbouring positions of a row at once (stride 1 across) where every
+ * tap of the kernel reaches all of them (in LeNet5's conv2, 12 x 12 positions from an 8 x 8
+ * output, the middle 4 of each row): CB x XB x NV accumulators (6 x 2 x 2 = 24 zmm), each
+ * (tap, k) step's CB weights broadcast once for the XB positions, 10 loads per 24 FMAs against
+ * 8 per 12; every other position as V_CDX_POS. Each sum gets the same FMAs in the same order:
+ * the same bits. LeNet5's conv2 dx alone (one tile, operands hot, Zen 5): 52.9 -> 40.3 us; its
+ * pullback in the epoch (1 thread, Fashion-MNIST, 3 alternating runs) 165.7 -> 146.0 ms. Blocks
+ * of 3 channels x 4 positions (the same 24 accumulators, 11 loads per 24 FMAs) took 80 us, and
+ * blocks that also took the positions a tap misses (a branch per position in the k loop, or a
+ * k loop per position inside the block) 49-76 us (session 36). */
+#define V_CDX_XROWS(CB, XB)                                                                        \
+  for (; sw == 1 && c + CB <= C; c += CB)                                                          \
+    for (size_t y = 0; y < IH; y++)                                                                \
       for (size_t xx = 0; xx < IW; xx++) {                                                         \
-        sc_vf acc[CB][NV];                                                                         \
+        if (xx + pw + 1 < KW || xx + pw + XB > OW || xx + XB > IW) {                               \
+          V_CDX_POS(CB, xx) /* a tap of the kernel's misses a position of the block */             \
+          continue;                                                                                \
+        }                                                                                          \
+        sc_vf acc[CB][XB][NV];                                                                     \
         for (int cb = 0; cb < CB; cb++)                                                            \
-          for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                                 \
+          for (int xb = 0; xb < XB; xb++)                                                          \
+            for (int j = 0; j < NV; j++) acc[cb][xb][j] = V_BCAST(0.0f);                           \
         for (size_t i = 0; i < KH; i++) {                                                          \
           size_t yy = y + ph;                                                                      \
           if (yy < i || (yy - i) % sh) continue;                                                   \
           size_t u = (yy - i) / sh;                                                                \
           if (u >= OH) continue;                                                                   \
           for (size_t jj = 0; jj < KW; jj++) {                                                     \
-            size_t xp = xx + pw;                                                                   \
-            if (xp < jj || (xp - jj) % sw) continue;                                               \
-            size_t v = (xp - jj) / sw;                                                             \
-            if (v >= OW) continue;                                                                 \
-            const float *dp = dz + (u * OW + v) * SC__TW;                                          \
+            const float *dp = dz + (u * OW + xx + pw - jj) * SC__TW;                               \
             const float *wp = W + (c * KH + i) * KW + jj;                                          \
             for (size_t k = 0; k < K; k++) {                                                       \
-              sc_vf d[NV];                                                                         \
-              for (int j = 0; j < NV; j++) d[j] = V_ROW(dp + k * NPOS * SC__TW, j);                \
-              for (int cb = 0; cb < CB; cb++) {                                                    \
-                sc_vf w = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);                               \
-                for (int j = 0; j < NV; j++) acc[cb][j] += w * d[j];                               \
+              sc_vf w[CB];                                                                         \
+              for (int cb = 0; cb < CB; cb++) w[cb] = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);   \
+              for (int xb = 0; xb < XB; xb++) {                                                    \
+                sc_vf d[NV];                                                                       \
+                for (int j = 0; j < NV; j++)                                                       \
+                  d[j] = V_ROW(dp + ((size_t)xb + k * NPOS) * SC__TW, j);                          \
+                for (int cb = 0; cb < CB; cb++)                                                    \
+                  for (int j = 0; j < NV; j++) acc[cb][xb][j] += w[cb] * d[j];                     \
               }                                                                                    \
             }                                                                                      \
           }                                                                                        \
         }                                                                                          \
         for (int cb = 0; cb < CB; cb++)                                                            \
-          for (int j = 0; j < NV; j++)                                                             \
-            V_ROWW(dx + (((c + cb) * IH + y) * IW + xx) * SC__TW, j) = acc[cb][j];                 \
+          for (int xb = 0; xb < XB; xb++)                                                          \
+            for (int j = 0; j < NV; j++)                                                           \
+              V_ROWW(dx + (((c + cb) * IH + y) * IW + xx + (size_t)xb) * SC__TW, j) =              \
+                  acc[cb][xb][j];                                                                  \
+        xx += XB - 1;                                                                              \
       }
-
+#endif
 static void vec_conv_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
                             const sc__lplan *P) {
   size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
   size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
   size_t IH = P->ih, IW = P->iw, K = P->oc, NPOS = OH * OW, c = 0;
+#if VW == 16
+  V_CDX_XROWS(6, 2)
+#endif
 #if CDX_CB >= 6
   V_CDX_ROWS(6)
 #endif

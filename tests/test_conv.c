@@ -928,6 +928,34 @@ static void test_isa_lenet5(void **state) {
   isa_compare_net("LeNet5", &n, losses, 1, 80);
 }
 
+/* the AVX-512 float conv's input gradient runs 2 neighbouring positions at once (6 input
+ * channels a block) where every tap of the kernel reaches both (stride 1 across), and position
+ * by position elsewhere: nets whose dx takes both, with padding, a row stride, a 1 x 1 and a
+ * 1-wide kernel, and channel counts that leave 1-5 channels to the narrower blocks; each ISA
+ * path against the scalar reference (gx, g, pullback) */
+static void test_isa_conv_dx_blocks(void **state) {
+  (void)state;
+  const sc_loss losses[2] = {SC_LOSS_SQUARED, SC_LOSS_LOGIT_CROSSENTROPY};
+  net a = mk_net(6, 10, 10); /* 3 x 3, pad 1: both forms in each row; its dx is gx */
+  add(&a, sc_conv2d_ex(3, 3, 8, SC_RELU, 1, 1, 1, 1));
+  add(&a, sc_flatten());
+  add(&a, sc_dense(5, SC_IDENTITY));
+  isa_compare_net("dx blocks, 6 ch 3x3 pad 1", &a, losses, 2, 91);
+  net b = mk_net(2, 9, 13); /* 13 channels (6 + 6 + 1) into a 2 x 4 kernel, stride 2 x 1 */
+  add(&b, sc_conv2d(1, 1, 13, SC_TANH));
+  add(&b, sc_conv2d_ex(2, 4, 5, SC_RELU, 2, 1, 1, 2));
+  add(&b, sc_flatten());
+  add(&b, sc_dense(4, SC_IDENTITY));
+  isa_compare_net("dx blocks, 13 ch 2x4 stride 2x1", &b, losses, 2, 92);
+  net d = mk_net(1, 16, 14); /* LeNet5's conv2 shape with 11 channels, a 5 x 1 kernel after */
+  add(&d, sc_conv2d(3, 3, 11, SC_RELU));
+  add(&d, sc_conv2d(5, 5, 7, SC_RELU));
+  add(&d, sc_conv2d(5, 1, 3, SC_IDENTITY));
+  add(&d, sc_flatten());
+  add(&d, sc_dense(3, SC_IDENTITY));
+  isa_compare_net("dx blocks, 11 ch 5x5, 7 ch 5x1", &d, losses, 1, 93);
+}
+
 /* ================================================================ 4. dropout */
 /* valgrad of the same chain with and without dropout(0) layers: identical */
 static void test_dropout_rate0_identity(void **state) {
@@ -1718,6 +1746,7 @@ int main(void) {
       cmocka_unit_test(test_fd_lenet_like),
       cmocka_unit_test(test_isa_lenet_like),
       cmocka_unit_test(test_isa_lenet5),
+      cmocka_unit_test(test_isa_conv_dx_blocks),
       cmocka_unit_test(test_dropout_rate0_identity),
       cmocka_unit_test(test_dropout_identity_outside_training),
       cmocka_unit_test(test_dropout_mask),
