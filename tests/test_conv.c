@@ -956,6 +956,27 @@ static void test_isa_conv_dx_blocks(void **state) {
   isa_compare_net("dx blocks, 11 ch 5x5, 7 ch 5x1", &d, losses, 1, 93);
 }
 
+/* dense layers of more than 1024 weights take their dW as dot products of the transposed input
+ * (the AVX-512 set: 16 x 16 register transposes, then 6 rows x 64 columns a block where there
+ * are 64 columns, the rest 16 at a time): widths that leave partial blocks of rows, of 64 and of
+ * 16 columns, each ISA path against the scalar reference */
+static void test_isa_dense_dot_blocks(void **state) {
+  (void)state;
+  const sc_loss losses[2] = {SC_LOSS_SQUARED, SC_LOSS_LOGIT_CROSSENTROPY};
+  net a = mk_net(1, 2, 35); /* 70 inputs */
+  add(&a, sc_flatten());
+  add(&a, sc_dense(20, SC_RELU));    /* 70 -> 20: 64 + 6 columns, 6 + 6 + 6 + 2 rows */
+  add(&a, sc_dense(77, SC_TANH));    /* 20 -> 77: no 64-column block */
+  add(&a, sc_dense(9, SC_IDENTITY)); /* 77 -> 9 */
+  isa_compare_net("dense dot blocks 70-20-77-9", &a, losses, 2, 94);
+  net b = mk_net(2, 5, 13); /* 130 inputs */
+  add(&b, sc_flatten());
+  add(&b, sc_dense(13, SC_SIGMOID));  /* 130 -> 13: 128 + 2 columns */
+  add(&b, sc_dense(96, SC_RELU));     /* 13 -> 96 */
+  add(&b, sc_dense(12, SC_IDENTITY)); /* 96 -> 12: 64 + 32 columns, 6 + 6 rows */
+  isa_compare_net("dense dot blocks 130-13-96-12", &b, losses, 2, 95);
+}
+
 /* ================================================================ 4. dropout */
 /* valgrad of the same chain with and without dropout(0) layers: identical */
 static void test_dropout_rate0_identity(void **state) {
@@ -1747,6 +1768,7 @@ int main(void) {
       cmocka_unit_test(test_isa_lenet_like),
       cmocka_unit_test(test_isa_lenet5),
       cmocka_unit_test(test_isa_conv_dx_blocks),
+      cmocka_unit_test(test_isa_dense_dot_blocks),
       cmocka_unit_test(test_dropout_rate0_identity),
       cmocka_unit_test(test_dropout_identity_outside_training),
       cmocka_unit_test(test_dropout_mask),
