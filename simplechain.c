@@ -8790,6 +8790,7 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
 
 #undef V_FWD_BODY
 #undef V_DW_BLOCK
+#undef V_DW_COLS
 #undef V_DX_BODY
 #undef V_BLOCKS
 #undef V_BLOCKS_5_8
