@@ -6571,6 +6571,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define v_tanh_rat v_tanh_rat_avx512
 #define v_tile_bad v_tile_bad_avx512
 #define v_transpose16 v_transpose16_avx512
+#define v_cdx_row v_cdx_row_avx512
 #define vec_transpose_f32 vec_transpose_f32_avx512
 #define v_transpose8 v_transpose8_avx512
 #define vec_bias_act_f32 vec_bias_act_f32_avx512
@@ -8057,16 +8058,21 @@ static const char *const vec_conv_dw_names[SC__CONV_NV + 1] = {V_CONV_DW_BLOCKS(
 
 /* conv input gradient, gathered per input position: CB input channels share each dz
  * load; the taps that reach position (y, x) depend only on (y, x) */
+/* whether kernel row i reaches input row y (padding ph, stride sh), and the output row u */
+static inline __attribute__((always_inline)) int v_cdx_row(size_t y, size_t i, size_t ph, size_t sh,
+                                                           size_t OH, size_t *u) {
+  size_t yy = y + ph;
+  if (yy < i || (yy - i) % sh) return 0;
+  *u = (yy - i) / sh;
+  return *u < OH;
+}
 #define V_CDX_POS(CB, xx)                                                                          \
   {                                                                                                \
     sc_vf acc[CB][NV];                                                                             \
     for (int cb = 0; cb < CB; cb++)                                                                \
       for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                                     \
-    for (size_t i = 0; i < KH; i++) {                                                              \
-      size_t yy = y + ph;                                                                          \
-      if (yy < i || (yy - i) % sh) continue;                                                       \
-      size_t u = (yy - i) / sh;                                                                    \
-      if (u >= OH) continue;                                                                       \
+    for (size_t i = 0, u; i < KH; i++) {                                                           \
+      if (!v_cdx_row(y, i, ph, sh, OH, &u)) continue;                                              \
       for (size_t jj = 0; jj < KW; jj++) {                                                         \
         size_t xp = (xx) + pw;                                                                     \
         if (xp < jj || (xp - jj) % sw) continue;                                                   \
@@ -8116,11 +8122,8 @@ static const char *const vec_conv_dw_names[SC__CONV_NV + 1] = {V_CONV_DW_BLOCKS(
         for (int cb = 0; cb < CB; cb++)                                                            \
           for (int xb = 0; xb < XB; xb++)                                                          \
             for (int j = 0; j < NV; j++) acc[cb][xb][j] = V_BCAST(0.0f);                           \
-        for (size_t i = 0; i < KH; i++) {                                                          \
-          size_t yy = y + ph;                                                                      \
-          if (yy < i || (yy - i) % sh) continue;                                                   \
-          size_t u = (yy - i) / sh;                                                                \
-          if (u >= OH) continue;                                                                   \
+        for (size_t i = 0, u; i < KH; i++) {                                                       \
+          if (!v_cdx_row(y, i, ph, sh, OH, &u)) continue;                                          \
           for (size_t jj = 0; jj < KW; jj++) {                                                     \
             const float *dp = dz + (u * OW + xx + pw - jj) * SC__TW;                               \
             const float *wp = W + (c * KH + i) * KW + jj;                                          \
