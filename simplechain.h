@@ -171,9 +171,11 @@ sc_layer sc_conv2d_nobias(size_t kh, size_t kw, size_t channels, sc_act act, siz
  * down; trailing rows/columns that fill no window are ignored). The gradient goes to the
  * first maximal element of each window. On the AVX2 and AVX-512 float kernels a 2 x 2 pool's
  * pullback over a relu or identity conv2d whose output its windows tile exactly is done in
- * one pass with that conv's activation pullback and bias gradient (the same bits; the
- * environment variable SC_POOL_FUSE=0, read by sc_chain_create, turns it off, =1 or unset is
- * the default, any other value makes chain creation fail with SC_ERR_ARG). */
+ * one pass with that conv's activation pullback and bias gradient, and (float precision) the
+ * pool's forward is done by the conv's forward, which then never stores its own output (the
+ * same bits; the environment variable SC_POOL_FUSE=0, read by sc_chain_create, turns both
+ * off, =1 or unset is the default, any other value makes chain creation fail with
+ * SC_ERR_ARG). */
 sc_layer sc_maxpool2d(size_t kh, size_t kw);
 /* C x H x W -> (C*H*W) x 1 x 1, in NCHW order (as torch.flatten). Costs nothing. */
 sc_layer sc_flatten(void);

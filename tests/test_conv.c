@@ -1651,7 +1651,7 @@ static void test_pool_fuse_bits(void **state) {
   (void)state;
   const char *isas[3];
   int nisa = tu_isas(isas);
-  enum { NCH = 4, MAXB = 70 };
+  enum { NCH = 6, MAXB = 70 };
   net nets[NCH];
   nets[0] = mk_net(1, 12, 12); /* conv1 relu -> pool -> dense (LeNet5's first layers) */
   add(&nets[0], sc_conv2d(3, 3, 5, SC_RELU));
@@ -1675,6 +1675,20 @@ static void test_pool_fuse_bits(void **state) {
   add(&nets[3], sc_maxpool2d(2, 2));
   add(&nets[3], sc_flatten());
   add(&nets[3], sc_dense(2, SC_RELU));
+  /* the float forward's fold (vec_conv_pool_fwd_f32): 11 channels (blocks 6, 4, 1 on AVX-512;
+   * 2 and 1 on AVX2), strides 2 x 1 with padding (10 x 10 outputs), then 16 channels (4 x 4) */
+  nets[4] = mk_net(2, 19, 12);
+  add(&nets[4], sc_conv2d_ex(3, 3, 11, SC_RELU, 2, 1, 1, 0));
+  add(&nets[4], sc_maxpool2d(2, 2));
+  add(&nets[4], sc_conv2d(2, 2, 16, SC_RELU));
+  add(&nets[4], sc_maxpool2d(2, 2));
+  add(&nets[4], sc_flatten());
+  add(&nets[4], sc_dense(3, SC_IDENTITY));
+  nets[5] = mk_net(1, 16, 16); /* identity conv with bias, 7 channels, stride 2 (8 x 8) */
+  add(&nets[5], sc_conv2d_ex(4, 4, 7, SC_IDENTITY, 2, 2, 1, 1));
+  add(&nets[5], sc_maxpool2d(2, 2));
+  add(&nets[5], sc_flatten());
+  add(&nets[5], sc_dense(2, SC_TANH));
   static const size_t B[3] = {1, 33, MAXB};
   int compared = 0;
   for (int is = 0; is < nisa; is++)
