@@ -8307,10 +8307,7 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
           for (int cb = 0; cb < CB; cb++) {                                                        \
             sc_vf q0 = acc[cb][0], q1 = acc[cb][1], q2 = acc[cb][2], q3 = acc[cb][3];              \
             if (relu) q0 = v_relu(q0), q1 = v_relu(q1), q2 = v_relu(q2), q3 = v_relu(q3);          \
-            sc_vf m = q0;                                                                          \
-            m = v_sel(q1 > m, q1, m);                                                              \
-            m = v_sel(q2 > m, q2, m);                                                              \
-            m = v_sel(q3 > m, q3, m);                                                              \
+            sc_vf m = v_max(q3, v_max(q2, v_max(q1, q0))); /* (x > m ? x : m, in order) */         \
             size_t o = ((k + (size_t)cb) * PH + q) * PW + w;                                       \
             V_ROWW(pa + o * SC__TW, j) = m;                                                        \
             v_pool_hits_store(hits + o * SC__TW + (size_t)j * VW, q0, q1, q2, q3, m, relu);        \
@@ -8319,15 +8316,28 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
 /* the bytes of a window's hits (see V_CPOOL_BLOCK) */
 static inline __attribute__((always_inline)) void
 v_pool_hits_store(uint8_t *h, sc_vf q0, sc_vf q1, sc_vf q2, sc_vf q3, sc_vf m, int relu) {
+#if VW == 16
+  __m512 mm = (__m512)m;
+  __m512i ix = _mm512_set1_epi32(4);
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q3, mm, _CMP_EQ_OQ),
+                             _mm512_set1_epi32(3));
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q2, mm, _CMP_EQ_OQ),
+                             _mm512_set1_epi32(2));
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q1, mm, _CMP_EQ_OQ),
+                             _mm512_set1_epi32(1));
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q0, mm, _CMP_EQ_OQ),
+                             _mm512_setzero_si512());
+  if (relu)
+    ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask(mm, _mm512_setzero_ps(), _CMP_LE_OQ),
+                               _mm512_set1_epi32(4));
+  _mm_storeu_si128((__m128i *)(void *)h, _mm512_cvtepi32_epi8(ix));
+#else
   sc_vi ix = (sc_vi){0} + 4;
   ix = (sc_vi)v_sel(q3 == m, (sc_vf)((sc_vi){0} + 3), (sc_vf)ix);
   ix = (sc_vi)v_sel(q2 == m, (sc_vf)((sc_vi){0} + 2), (sc_vf)ix);
   ix = (sc_vi)v_sel(q1 == m, (sc_vf)((sc_vi){0} + 1), (sc_vf)ix);
   ix = (sc_vi)v_sel(q0 == m, (sc_vf)((sc_vi){0}), (sc_vf)ix);
   if (relu) ix = (sc_vi)v_sel(m <= 0.0f, (sc_vf)((sc_vi){0} + 4), (sc_vf)ix);
-#if VW == 16
-  _mm_storeu_si128((__m128i *)(void *)h, _mm512_cvtepi32_epi8((__m512i)ix));
-#else
   __m128i lo = _mm256_castsi256_si128((__m256i)ix), hi = _mm256_extracti128_si256((__m256i)ix, 1);
   __m128i w16 = _mm_packus_epi32(lo, hi);
   _mm_storel_epi64((__m128i *)(void *)h, _mm_packus_epi16(w16, w16));
