@@ -1723,13 +1723,13 @@ static void test_pool_fuse_bits(void **state) {
       for (size_t k = 0; k < MAXB * no; k++) t[k] = 0.1f * (float)(k % 7) - 0.3f;
       for (int th = 1; th <= 2; th++)
         for (int bi = 0; bi < 3; bi++)
-          for (int mode = 0; mode < 3; mode++) { /* valgrad, valgrad without g, pullback */
+          for (int mode = 0; mode < 4; mode++) { /* valgrad, without g, pullback, forward */
             for (int k = 0; k < 2; k++) {
               sc_chain *c = k ? cu : cf;
               sc_workspace *ws = NULL;
               SC_OK_OR_FAIL(sc_workspace_create(&ws, c, MAXB));
               SC_OK_OR_FAIL(sc_workspace_set_threads(ws, th));
-              memset(g[k], 0, np * sizeof *g[k]);
+              if (mode < 3) memset(g[k], 0, np * sizeof *g[k]); /* (kept for the check below) */
               lv[k] = 0;
               if (mode == 0)
                 SC_OK_OR_FAIL(
@@ -1737,8 +1737,13 @@ static void test_pool_fuse_bits(void **state) {
               else if (mode == 1)
                 SC_OK_OR_FAIL(
                     sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B[bi], &lv[k], NULL, gx[k], ws));
-              else
+              else if (mode == 2)
                 SC_OK_OR_FAIL(sc_pullback(c, p, x, t, B[bi], g[k], gx[k], ws));
+              else { /* the outputs, in gx (batch x no <= MAXB x in floats) */
+                assert_true(no <= in);
+                memset(gx[k], 0, MAXB * in * sizeof *gx[k]);
+                SC_OK_OR_FAIL(sc_forward(c, p, x, B[bi], gx[k], ws));
+              }
               sc_workspace_destroy(ws);
             }
             if (memcmp(&lv[0], &lv[1], sizeof lv[0]) || memcmp(g[0], g[1], np * sizeof *g[0]) ||
@@ -1748,7 +1753,8 @@ static void test_pool_fuse_bits(void **state) {
                        isas[is], ni, th, B[bi],
                        mode == 0   ? "valgrad"
                        : mode == 1 ? "valgrad without g"
-                                   : "pullback");
+                       : mode == 2 ? "pullback"
+                                   : "forward");
             compared++;
           }
       size_t nz = 0;
