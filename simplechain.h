@@ -277,7 +277,10 @@ const char *sc_chain_isa(const sc_chain *chain);
  * of the row's taps (workspace memory: taps x output width x 32 floats per conv layer and
  * slice) and one libxsmm GEMM for every channel, then bias and activation; SC_PLAN=measure
  * times it against the fastest block, SC_CONV_FWD=xsmm forces it (never by rule: it measured
- * slower on the AVX2 host; it may differ from the blocks in the last bits).
+ * slower on the AVX2 host; it may differ from the blocks in the last bits). A float relu or
+ * identity conv with a 2 x 2 sc_maxpool2d above it whose windows tile its output computes that
+ * pool in its forward (see sc_maxpool2d: blocks of its own, the same bits as every block
+ * shape), so its forward block choice does not apply there; with "xsmm" it is not folded.
  * The weight gradient of a dense layer small enough for lane accumulators (at most 1024
  * weights: 32 partial sums per weight, summed once per slice) has a second form, "dot" (the
  * input tile transposed, then one dot product per weight, as larger layers always do). Rule:

@@ -1691,16 +1691,35 @@ static void test_pool_fuse_bits(void **state) {
   add(&nets[5], sc_dense(2, SC_TANH));
   static const size_t B[3] = {1, 33, MAXB};
   int compared = 0;
-  for (int is = 0; is < nisa; is++)
+  /* each ISA path with the rule's conv forwards (the float fold), then with libxsmm's
+   * (SC_CONV_FWD=xsmm, where the build and CPU have it: no fold, the fused pullback's dx
+   * written over the conv's output) */
+  int xsmm_runs = 0;
+  for (int vi = 0; vi < 2 * nisa; vi++) {
+    int is = vi / 2, xs = vi % 2;
+    if (xs) {
+      sc_chain *probe = NULL;
+      sc_layer pl[] = {sc_conv2d(3, 3, 2, SC_RELU)};
+      setenv("SC_ISA", isas[is], 1);
+      setenv("SC_CONV_FWD", "xsmm", 1);
+      sc_status pst = sc_chain_create_image(&probe, 1, 6, 6, pl, 1);
+      unsetenv("SC_CONV_FWD");
+      sc_chain_destroy(probe);
+      if (pst == SC_ERR_UNSUPPORTED) continue;
+      SC_OK_OR_FAIL(pst);
+      xsmm_runs++;
+    }
     for (int ni = 0; ni < NCH; ni++) {
       const net *n = &nets[ni];
       size_t in = n->c * n->h * n->w;
       sc_chain *cf = NULL, *cu = NULL;
+      if (xs) setenv("SC_CONV_FWD", "xsmm", 1);
       setenv("SC_POOL_FUSE", "1", 1);
       cf = mk_chain(isas[is], n);
       setenv("SC_POOL_FUSE", "0", 1);
       cu = mk_chain(isas[is], n);
       unsetenv("SC_POOL_FUSE");
+      unsetenv("SC_CONV_FWD");
       size_t np = 0, no = 0;
       SC_OK_OR_FAIL(sc_chain_nparams(cf, &np));
       SC_OK_OR_FAIL(sc_chain_output_size(cf, &no));
@@ -1748,9 +1767,9 @@ static void test_pool_fuse_bits(void **state) {
             }
             if (memcmp(&lv[0], &lv[1], sizeof lv[0]) || memcmp(g[0], g[1], np * sizeof *g[0]) ||
                 memcmp(gx[0], gx[1], B[bi] * in * sizeof *gx[0]))
-              fail_msg("isa=%s chain %d, %d thread(s), batch %zu, %s: the fused pool pullback "
+              fail_msg("isa=%s%s chain %d, %d thread(s), batch %zu, %s: the fused pool pullback "
                        "differs from the unfused passes",
-                       isas[is], ni, th, B[bi],
+                       isas[is], xs ? " SC_CONV_FWD=xsmm" : "", ni, th, B[bi],
                        mode == 0   ? "valgrad"
                        : mode == 1 ? "valgrad without g"
                        : mode == 2 ? "pullback"
@@ -1764,10 +1783,11 @@ static void test_pool_fuse_bits(void **state) {
       free(p), free(x), free(t);
       sc_chain_destroy(cf), sc_chain_destroy(cu);
     }
+  }
   unsetenv("SC_ISA");
-  print_message("  %d comparisons (%d ISA paths x %d chains x threads, batches, calls): the same "
-                "bits with and without SC_POOL_FUSE\n",
-                compared, nisa, NCH);
+  print_message("  %d comparisons (%d ISA paths, %d of them also with SC_CONV_FWD=xsmm, x %d "
+                "chains x threads, batches, calls): the same bits with and without SC_POOL_FUSE\n",
+                compared, nisa, xsmm_runs, NCH);
   /* a bad value is SC_ERR_ARG at chain creation */
   setenv("SC_POOL_FUSE", "yes", 1);
   sc_chain *bad = NULL;
