@@ -244,6 +244,15 @@ struct sc_chain {
   int pool_fuse;       /* a 2 x 2 max-pool's float pullback with the conv's below (SC_POOL_FUSE) */
   sc__lplan L[];
 };
+/* whether conv layer l's float forward (with float operands, on the AVX2 / AVX-512 sets) takes
+ * the 2 x 2 max-pool above it in (vec_conv_pool_fwd_f32; its pullback vec_pool2_hits_bwd_f32) */
+static inline int sc__pool_fold_f32(const sc_chain *c, size_t l) {
+  const sc__lplan *P = &c->L[l];
+  return c->pool_fuse && P->spec.kind == SC_LAYER_CONV2D &&
+         (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY) && P->z_off == SIZE_MAX &&
+         !P->xconv && l + 1 < c->nlayers && c->L[l + 1].spec.kind == SC_LAYER_MAXPOOL2D &&
+         c->L[l + 1].spec.kh == 2 && c->L[l + 1].spec.kw == 2 && P->oh % 2 == 0 && P->ow % 2 == 0;
+}
 
 /* C[m][n] (acc ? += : =) sum over k < K2 of the bf16 pair products A[m][k] . B[k][n]
  * (A: M x K2 pairs, row stride lda; B: K2 x N pairs, row stride ldb; C: M x N floats,
@@ -3147,7 +3156,11 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
         sc__sprintf(&b, " per %zu samples",
                     (size_t)SC__TW * (chain->min_tiles ? chain->min_tiles : 1));
       }
-      sc__sprintf(&b, ")\n");
+      sc__sprintf(
+          &b, ")%s\n",
+          sc__pool_fold_f32(chain, l)
+              ? "; in float precision the forward is the fold's (the 2 x 2 pool above in it)"
+              : "");
       continue;
     }
     if (P->spec.kind != SC_LAYER_DENSE) continue;
@@ -9611,12 +9624,7 @@ static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, cons
 /* float conv layer l's forward with the 2 x 2 max-pool above it folded in (vec_conv_pool_fwd_f32:
  * the conv's output area holds the pool's hits, a byte a lane), its pullback by
  * vec_pool2_hits_bwd_f32; SC_POOL_FUSE=0 turns it off with the other fusion */
-#define SC__F32_POOL_FOLD(l)                                                                       \
-  (c->pool_fuse && !J->bf16 && c->L[l].spec.kind == SC_LAYER_CONV2D &&                             \
-   (c->L[l].spec.act == SC_RELU || c->L[l].spec.act == SC_IDENTITY) &&                             \
-   c->L[l].z_off == SIZE_MAX && !c->L[l].xconv && (l) + 1 < c->nlayers &&                          \
-   c->L[(l) + 1].spec.kind == SC_LAYER_MAXPOOL2D && c->L[(l) + 1].spec.kh == 2 &&                  \
-   c->L[(l) + 1].spec.kw == 2 && c->L[l].oh % 2 == 0 && c->L[l].ow % 2 == 0)
+#define SC__F32_POOL_FOLD(l) (!J->bf16 && sc__pool_fold_f32(c, l))
 #endif
 static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s, size_t area,
                                                          const int profiling) {
