@@ -337,7 +337,9 @@ struct sc_workspace {
   sc__bf16_gemm_fn bf_gemm;           /* the GEMM of that kind */
   sc__bf16_gemm_rows_fn bf_gemm_rows; /* and with A's rows at offsets; NULL: AMX */
   sc__bf16_nt_fn bf_nt;               /* the dot-product form; NULL: AMX */
-  sc__bf16_gemm_ep_fn bf_gemm_ep;     /* with the forward's epilogue: native only */
+  void (*bf_dwt5)(float *restrict, const uint32_t *restrict, const uint32_t *restrict, size_t,
+                  size_t, size_t, size_t, size_t, size_t); /* sc__bf16_dwt5_native, or NULL */
+  sc__bf16_gemm_ep_fn bf_gemm_ep; /* with the forward's epilogue: native only */
   void (*bf_dz_lanes)(uint32_t *restrict, const float *restrict, float *restrict,
                       const float *restrict, size_t, size_t, int); /* native only */
   void (*bf_dz_pool)(uint32_t *restrict, float *restrict, const float *restrict,
@@ -4298,6 +4300,60 @@ sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t s
   }
 }
 #undef SC__BF16_NT
+/* dW^T (R x K floats, ldc K; R = ic 5 5 taps in roff's order, K <= 16 channels) of a conv with
+ * a 5 x 5 kernel, row stride 1 and at least 4 output rows, from the input tile's lane pairs xp
+ * (ic x hp x wp positions of SC__TW / 2 pairs; hp = oh + 4) and dz's lane pairs transposed over
+ * the whole tile (dzt: oh ow SC__TW / 2 rows of K): the sums of sc__bf16_gemm_native_rows called
+ * row by row (dwt[r] += over the output rows u in order, over each row's lane pairs k in
+ * order), in the same order: the same bits. Per input row y and lane pair k, the broadcasts of
+ * its 5 taps' pairs (j) each feed the tap rows i whose output row y - i exists, from one load
+ * of dz per such row (inside: 10 loads for 25 vdpbf16ps, the 25 accumulators held over the
+ * whole tile) instead of one load of dz and 15 broadcasts for 15 (SC__BF16_ROWS_G, load-bound:
+ * 81 % of twice the FMA peak). LeNet5's conv2 (Zen 5, 1 thread, --profile): its pullback 92-94 ->
+ * 89.5 ms an epoch. */
+#define SC__BF16_DWT5_K(I0, I1)                                                                    \
+  for (size_t k = 0; k < RW2; k++) {                                                               \
+    __m512i b[5];                                                                                  \
+    _Pragma("GCC unroll 5") for (int i = I0; i <= I1; i++) b[i] =                                  \
+        _mm512_maskz_loadu_epi32(km, dzt + ((y - (size_t)i) * RW2 + k) * K);                       \
+    _Pragma("GCC unroll 5") for (int j = 0; j < 5; j++) {                                          \
+      __m512i a = _mm512_set1_epi32((int)xr[k + 16 * (size_t)j]);                                  \
+      _Pragma("GCC unroll 5") for (int i = I0; i <= I1; i++) acc[i][j] =                           \
+          _mm512_dpbf16_ps(acc[i][j], (__m512bh)b[i], (__m512bh)a);                                \
+    }                                                                                              \
+  }                                                                                                \
+  break;
+__attribute__((target("avx512f,avx512bf16"))) static void
+sc__bf16_dwt5_native(float *restrict dwt, const uint32_t *restrict xp, const uint32_t *restrict dzt,
+                     size_t K, size_t ic, size_t hp, size_t wp, size_t oh, size_t ow) {
+  const __mmask16 km = (__mmask16)(K >= 16 ? 0xFFFFu : (1u << K) - 1u);
+  size_t RW2 = ow * (SC__TW / 2);
+  for (size_t ci = 0; ci < ic; ci++) {
+    __m512 acc[5][5];
+    for (int i = 0; i < 5; i++)
+      for (int j = 0; j < 5; j++) acc[i][j] = _mm512_setzero_ps();
+    for (size_t y = 0; y < oh + 4; y++) {
+      const uint32_t *xr = xp + (ci * hp + y) * wp * (SC__TW / 2);
+      int i0 = y >= oh ? (int)(y - oh + 1) : 0, i1 = y < 4 ? (int)y : 4;
+      switch (i0 * 8 + i1) { /* the tap rows i whose output row y - i exists */
+      case 4: SC__BF16_DWT5_K(0, 4)
+      case 0: SC__BF16_DWT5_K(0, 0)
+      case 1: SC__BF16_DWT5_K(0, 1)
+      case 2: SC__BF16_DWT5_K(0, 2)
+      case 3: SC__BF16_DWT5_K(0, 3)
+      case 12: SC__BF16_DWT5_K(1, 4)
+      case 20: SC__BF16_DWT5_K(2, 4)
+      case 28: SC__BF16_DWT5_K(3, 4)
+      case 36: SC__BF16_DWT5_K(4, 4)
+      default: break; /* (oh < 4 only; not called there) */
+      }
+    }
+    for (int i = 0; i < 5; i++)
+      for (int j = 0; j < 5; j++)
+        _mm512_mask_storeu_ps(dwt + ((ci * 5 + (size_t)i) * 5 + (size_t)j) * K, km, acc[i][j]);
+  }
+}
+#undef SC__BF16_DWT5_K
 /* sc__bf16_dx_corr_model on AVX512_BF16: blocks of MB channels x one position (its 32 lanes),
  * 2 MB accumulators, then one store; where a row's positions x and x + 1 both take every tap
  * of the kernel's row (kw - 1 <= x <= ow - 2) and MB >= 4, both at once (4 MB accumulators, the
@@ -5015,6 +5071,8 @@ static sc_status sc__bf16_buffers(sc_workspace *ws, const char *fn) {
       if (t > b) b = t;
       t = sc__add(sc__mul(sc__mul(O, P->oh, &ok), n / 2, &ok), xw, &ok);
       if (t > b) b = t;
+      t = sc__add(t, sc__mul(I, O, &ok), &ok); /* dW^T, dz^T of the whole tile, lane pairs */
+      if (t > b) b = t;
     }
     size_t m = f > b ? f : b;
     if (d > m) m = d;
@@ -5169,6 +5227,7 @@ sc_status sc_workspace_set_precision(sc_workspace *ws, sc_precision precision) {
 #ifdef SC__HAVE_BF16_NATIVE
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_rows = sc__bf16_gemm_native_rows;
   if (kind == SC__BF16K_NATIVE) ws->bf_nt = sc__bf16_nt_native;
+  ws->bf_dwt5 = kind == SC__BF16K_NATIVE ? sc__bf16_dwt5_native : NULL;
   if (kind == SC__BF16K_NATIVE) ws->bf_gemm_ep = sc__bf16_gemm_native_ep;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_lanes = sc__bf16_dz_lanes_native;
   if (kind == SC__BF16K_NATIVE) ws->bf_dz_pool = sc__bf16_dz_pool_native;
@@ -10150,8 +10209,17 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
             float *dwt = (float *)(void *)bfs;
             uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
             size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
+            /* a 5 x 5 kernel: the whole tile's dz^T, then every tap row from each input row
+             * (sc__bf16_dwt5_native: the same sums in the same order) */
+            int dwt5 = ws->bf_dwt5 && P->spec.kh == 5 && kw == 5 && P->spec.sh == 1 && K <= 16 &&
+                       P->oh >= 4;
+            if (dwt5) xp = dzt + P->oh * (RW / 2) * K;
             SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
-            for (size_t u = 0; u < P->oh; u++) {
+            if (dwt5) {
+              SC__BFP(pack_lanes_ts)(dzt, cur, K, ld, ld);
+              ws->bf_dwt5(dwt, xp, dzt, K, P->ic, P->hp, P->wp, P->oh, P->ow);
+            }
+            for (size_t u = 0; !dwt5 && u < P->oh; u++) {
               const uint32_t *xu = xp + u * P->spec.sh * P->wp * (SC__TW / 2);
               SC__BFP(pack_lanes_ts)(dzt, cur + u * RW, K, RW, ld);
               if (ws->bf_gemm_rows)

@@ -723,8 +723,10 @@ static void test_kernels_conv(void **state) {
  * and taller than wide, the input gradient (the first conv's dx too); and the small convs'
  * forward on pairs of taps (sc__bf16_pack_colpairs: column pairs, pairs wrapped into the next
  * row, an odd count's last tap in its neighbour's pair, 3 x 1 and 1 x 3 and 1 x 1 kernels), and
- * a 5 x 5 conv of 16 outputs whose dW^T runs its taps in blocks of three runs of 5 (the
- * native dx does pairs of positions in the convs of 7 and 4 input channels): the model against
+ * a 5 x 5 conv of 16 outputs whose dW^T runs its taps in blocks of three runs of 5 in the model
+ * and from each input row natively (sc__bf16_dwt5_native, 6 output rows: every edge case of
+ * its tap-row ranges) (the native dx does pairs of positions in the convs of 7 and 4 input
+ * channels): the model against
  * the emulation (tight), native against the model (the same bits), 1 and 2 threads */
 static void test_kernels_dx_corr(void **state) {
   (void)state;
