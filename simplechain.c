@@ -6690,6 +6690,8 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define vec_pool2_hits_bwd_f32 vec_pool2_hits_bwd_f32_avx512
 #define vec_conv_pool_fwd_f32 vec_conv_pool_fwd_f32_avx512
 #define v_pool_hits_store v_pool_hits_store_avx512
+#define v_pool2_put v_pool2_put_avx512
+#define v_pool2_row2 v_pool2_row2_avx512
 #define vec_pool_fwd_f32 vec_pool_fwd_f32_avx512
 #define vone_dw_f64 vone_dw_f64_avx512
 #define vone_dx_f64 vone_dx_f64_avx512
@@ -8287,6 +8289,23 @@ static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const 
       }
 }
 
+/* the 2 x 2 pool pullbacks' tail (vec_pool2_act_bwd_f32, vec_pool2_hits_bwd_f32): a window's
+ * four dx vectors (lanes j of positions e, e + 1 of rows d0, d1) stored, and with bias lanes the
+ * first row's two added to s[j] */
+static inline __attribute__((always_inline)) void v_pool2_put(float *d0, float *d1, size_t e, int j,
+                                                              sc_vf e0, sc_vf e1, sc_vf e2,
+                                                              sc_vf e3, sc_vf *s, int bl) {
+  V_ROWW(d0 + e, j) = e0, V_ROWW(d0 + e + SC__TW, j) = e1;
+  V_ROWW(d1 + e, j) = e2, V_ROWW(d1 + e + SC__TW, j) = e3;
+  if (bl) s[j] += e0, s[j] += e1;
+}
+/* then row 2u + 1's IW stored positions added to s, in order */
+static inline __attribute__((always_inline)) void v_pool2_row2(sc_vf *s, const float *d1,
+                                                               size_t IW) {
+  for (size_t k = 0; k < IW; k++)
+    for (int j = 0; j < NV; j++) s[j] += V_ROW(d1 + k * SC__TW, j);
+}
+
 /* A 2 x 2 max-pool's pullback (windows tiling the input exactly) with the pullback of the relu or
  * identity conv below it and that conv's bias-gradient lanes, in one pass: dx at the window's
  * first maximum (row-major, as vec_pool_bwd_f32) is dz, elsewhere 0; then, with relu, 0 where
@@ -8326,14 +8345,10 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
             e0 = v_sel((sc_vi)(q0 <= 0.0f), zero, e0), e1 = v_sel((sc_vi)(q1 <= 0.0f), zero, e1);
             e2 = v_sel((sc_vi)(q2 <= 0.0f), zero, e2), e3 = v_sel((sc_vi)(q3 <= 0.0f), zero, e3);
           }
-          V_ROWW(d0 + e, j) = e0, V_ROWW(d0 + e + SC__TW, j) = e1;
-          V_ROWW(d1 + e, j) = e2, V_ROWW(d1 + e + SC__TW, j) = e3;
-          if (bl) s[j] += e0, s[j] += e1;
+          v_pool2_put(d0, d1, e, j, e0, e1, e2, e3, s, bl != NULL);
         }
       }
-      if (bl) /* row 2u + 1, in order */
-        for (size_t k = 0; k < IW; k++)
-          for (int j = 0; j < NV; j++) s[j] += V_ROW(d1 + k * SC__TW, j);
+      if (bl) v_pool2_row2(s, d1, IW); /* row 2u + 1, in order */
     }
     if (bl)
       for (int j = 0; j < NV; j++) V_ROWW(bl + c * SC__TW, j) = s[j];
@@ -8459,14 +8474,10 @@ static void vec_pool2_hits_bwd_f32(float *restrict dx, const uint8_t *restrict h
           sc_vf dv = V_ROW(dz + o, j);
           sc_vf e0 = v_sel(ix[j] == 0, dv, zero), e1 = v_sel(ix[j] == 1, dv, zero);
           sc_vf e2 = v_sel(ix[j] == 2, dv, zero), e3 = v_sel(ix[j] == 3, dv, zero);
-          V_ROWW(d0 + e, j) = e0, V_ROWW(d0 + e + SC__TW, j) = e1;
-          V_ROWW(d1 + e, j) = e2, V_ROWW(d1 + e + SC__TW, j) = e3;
-          if (bl) s[j] += e0, s[j] += e1;
+          v_pool2_put(d0, d1, e, j, e0, e1, e2, e3, s, bl != NULL);
         }
       }
-      if (bl) /* row 2u + 1, in order */
-        for (size_t k = 0; k < IW; k++)
-          for (int j = 0; j < NV; j++) s[j] += V_ROW(d1 + k * SC__TW, j);
+      if (bl) v_pool2_row2(s, d1, IW); /* row 2u + 1, in order */
     }
     if (bl)
       for (int j = 0; j < NV; j++) V_ROWW(bl + c * SC__TW, j) = s[j];
