@@ -6692,6 +6692,7 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define v_pool_hits_store v_pool_hits_store_avx512
 #define v_pool2_put v_pool2_put_avx512
 #define v_pool2_row2 v_pool2_row2_avx512
+#define v_pool2_bwd v_pool2_bwd_avx512
 #define vec_pool_fwd_f32 vec_pool_fwd_f32_avx512
 #define vone_dw_f64 vone_dw_f64_avx512
 #define vone_dx_f64 vone_dx_f64_avx512
@@ -8315,9 +8316,11 @@ static inline __attribute__((always_inline)) void v_pool2_row2(sc_vf *s, const f
  * then sc__act_bwd_lane: the same bits, without that pass over the conv's output and dz
  * (LeNet5's conv1: 442 KB each a tile). dx may be x (the engine writes dx over the conv's
  * output, read only here: each window's four values are read before its dx is stored) */
-static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restrict a,
-                                  const float *restrict dz, float *restrict bl, int relu,
-                                  const sc__lplan *P) {
+/* the body of both (hits NULL: vec_pool2_act_bwd_f32's compares on x and a; else the bytes of
+ * vec_conv_pool_fwd_f32), each wrapper's choice a constant once inlined */
+static inline __attribute__((always_inline)) void
+v_pool2_bwd(float *dx, const float *x, const float *a, const uint8_t *hits,
+            const float *restrict dz, float *restrict bl, int relu, const sc__lplan *P) {
   size_t IW = P->iw, OW = P->ow, RW = IW * SC__TW;
   const sc_vf zero = V_BCAST(0.0f);
   for (size_t c = 0; c < P->oc; c++) {
@@ -8325,10 +8328,28 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
     for (int j = 0; j < NV; j++) s[j] = bl ? V_ROW(bl + c * SC__TW, j) : zero;
     for (size_t u = 0; u < P->oh; u++) {
       size_t r = (c * P->ih + 2 * u) * RW;
-      const float *x0 = x + r, *x1 = x0 + RW;
       float *d0 = dx + r, *d1 = d0 + RW;
       for (size_t v = 0; v < OW; v++) {
         size_t o = ((c * P->oh + u) * OW + v) * SC__TW, e = 2 * v * SC__TW;
+        if (hits) {
+          sc_vi ix[NV];
+          for (int j = 0; j < NV; j++)
+#if VW == 16
+            ix[j] = (sc_vi)_mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(hits + o + (size_t)j * VW)));
+#else
+            ix[j] = (sc_vi)_mm256_cvtepu8_epi32(
+                _mm_loadl_epi64((const __m128i *)(const void *)(hits + o + (size_t)j * VW)));
+#endif
+          for (int j = 0; j < NV; j++) {
+            sc_vf dv = V_ROW(dz + o, j);
+            sc_vf e0 = v_sel(ix[j] == 0, dv, zero), e1 = v_sel(ix[j] == 1, dv, zero);
+            sc_vf e2 = v_sel(ix[j] == 2, dv, zero), e3 = v_sel(ix[j] == 3, dv, zero);
+            v_pool2_put(d0, d1, e, j, e0, e1, e2, e3, s, bl != NULL);
+          }
+          continue;
+        }
+        const float *x0 = x + r, *x1 = x0 + RW;
         for (int j = 0; j < NV; j++) {
           sc_vf av = V_ROW(a + o, j), dv = V_ROW(dz + o, j);
           sc_vf q0 = V_ROW(x0 + e, j), q1 = V_ROW(x0 + e + SC__TW, j);
@@ -8353,6 +8374,14 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
     if (bl)
       for (int j = 0; j < NV; j++) V_ROWW(bl + c * SC__TW, j) = s[j];
   }
+}
+static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restrict a,
+                                  const float *restrict dz, float *restrict bl, int relu,
+                                  const sc__lplan *P) {
+  if (relu)
+    v_pool2_bwd(dx, x, a, NULL, dz, bl, 1, P);
+  else
+    v_pool2_bwd(dx, x, a, NULL, dz, bl, 0, P);
 }
 
 /* A conv's forward (any strides, relu or identity, no z) with the 2 x 2 max-pool above it
@@ -8451,37 +8480,7 @@ static void vec_conv_pool_fwd_f32(float *restrict pa, uint8_t *restrict hits,
 static void vec_pool2_hits_bwd_f32(float *restrict dx, const uint8_t *restrict hits,
                                    const float *restrict dz, float *restrict bl,
                                    const sc__lplan *P) {
-  size_t IW = P->iw, OW = P->ow, RW = IW * SC__TW;
-  const sc_vf zero = V_BCAST(0.0f);
-  for (size_t c = 0; c < P->oc; c++) {
-    sc_vf s[NV];
-    for (int j = 0; j < NV; j++) s[j] = bl ? V_ROW(bl + c * SC__TW, j) : zero;
-    for (size_t u = 0; u < P->oh; u++) {
-      size_t r = (c * P->ih + 2 * u) * RW;
-      float *d0 = dx + r, *d1 = d0 + RW;
-      for (size_t v = 0; v < OW; v++) {
-        size_t o = ((c * P->oh + u) * OW + v) * SC__TW, e = 2 * v * SC__TW;
-        sc_vi ix[NV];
-        for (int j = 0; j < NV; j++)
-#if VW == 16
-          ix[j] = (sc_vi)_mm512_cvtepu8_epi32(
-              _mm_loadu_si128((const __m128i *)(const void *)(hits + o + (size_t)j * VW)));
-#else
-          ix[j] = (sc_vi)_mm256_cvtepu8_epi32(
-              _mm_loadl_epi64((const __m128i *)(const void *)(hits + o + (size_t)j * VW)));
-#endif
-        for (int j = 0; j < NV; j++) {
-          sc_vf dv = V_ROW(dz + o, j);
-          sc_vf e0 = v_sel(ix[j] == 0, dv, zero), e1 = v_sel(ix[j] == 1, dv, zero);
-          sc_vf e2 = v_sel(ix[j] == 2, dv, zero), e3 = v_sel(ix[j] == 3, dv, zero);
-          v_pool2_put(d0, d1, e, j, e0, e1, e2, e3, s, bl != NULL);
-        }
-      }
-      if (bl) v_pool2_row2(s, d1, IW); /* row 2u + 1, in order */
-    }
-    if (bl)
-      for (int j = 0; j < NV; j++) V_ROWW(bl + c * SC__TW, j) = s[j];
-  }
+  v_pool2_bwd(dx, NULL, NULL, hits, dz, bl, 0, P);
 }
 
 /* The gathers' NaN / Inf check (sc__gather's chk): x * 0 + a stays 0 while x is finite and is
