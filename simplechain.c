@@ -4578,7 +4578,10 @@ sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf, const float
  * relu, the maximum is <= 0 (its relu pullback is 0). The conv's output is then never stored
  * whole (442 KB a tile in LeNet5), the pool's forward pass is skipped and its pullback reads the
  * hits (sc__bf16_dz_pool_hits_native): the same bits. The hits are made by masked moves in
- * vector registers (until session 36 four 16-bit masks per window, made in general registers).
+ * vector registers (until session 36 four 16-bit masks per window, made in general registers);
+ * with relu since session 38 in 16-bit lanes, a window's 32 lanes at once
+ * (sc__bf16_pool_hits32: LeNet5 bf16's conv1 forward 37.4 -> 33.5 ms an epoch, conv2's 38.8 ->
+ * 37.7, Zen 5, 1 thread, 2 alternating pairs; the same bits).
  * With relu the GEMM's epilogue adds the bias alone (sc__bf16_ep's relu and round 0: s2 holds
  * the sums plus the bias) and this relu's and rounds the window's maximum M only: r =
  * round(relu(M)), both non-decreasing, so r is the maximum of the relu'd rounded values (and its
@@ -4590,49 +4593,98 @@ sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf, const float
  * epoch, conv2's 43.0 -> 40.7; one tile of conv1 alone, operands hot: 18.9 -> 16.0 us. */
 #define SC__POOL_HITS(k, PH, q, PW, wc, h) /* the window's 16 lanes' bytes */                      \
   (((((k) * (PH) + (q)) * (PW) + (wc)) * (SC__TW / 16) + (size_t)(h)) * 16)
+/* one window's 16 lanes (h) of sc__bf16_pool_hits_native in float lanes */
 __attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
-sc__bf16_pool_hits_body(float *restrict pa, uint8_t *restrict hits, const float *restrict s2,
-                        size_t K, size_t q, size_t PH, size_t PW, size_t w0, size_t w1, int relu) {
-  size_t RS = 2 * PW * SC__TW; /* a row of s2 */
+sc__bf16_pool_hits16(float *restrict pa, uint8_t *restrict hits, const float *restrict r0,
+                     const float *restrict r1, size_t k, size_t q, size_t PH, size_t PW, size_t wc,
+                     int h, int relu) {
   const __m512 zero = _mm512_setzero_ps(), fmin = _mm512_set1_ps(FLT_MIN);
   const __m512i half = _mm512_set1_epi32(0x8000), one = _mm512_set1_epi32(1);
   const __m512i none = _mm512_set1_epi32(4), p3 = _mm512_set1_epi32(3);
   const __m512i p2 = _mm512_set1_epi32(2), p0 = _mm512_setzero_si512();
+  size_t e = 2 * wc * SC__TW + 16 * (size_t)h;
+  __m512 x0 = _mm512_loadu_ps(r0 + e), x1 = _mm512_loadu_ps(r0 + e + SC__TW);
+  __m512 x2 = _mm512_loadu_ps(r1 + e), x3 = _mm512_loadu_ps(r1 + e + SC__TW);
+  __m512 m = _mm512_max_ps(x3, _mm512_max_ps(x2, _mm512_max_ps(x1, x0)));
+  __mmask16 t0, t1, t2, t3; /* the positions equal to the maximum (rounded) */
+  if (relu) {
+    __m512i rb = _mm512_slli_epi32(
+        _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_max_ps(zero, m))), 16);
+    m = _mm512_castsi512_ps(rb);
+    __m512i lb = _mm512_ternarylogic_epi32(_mm512_sub_epi32(rb, half), _mm512_srli_epi32(rb, 16),
+                                           one, 0xF8);
+    __m512 lo = _mm512_max_ps(fmin, _mm512_castsi512_ps(lb)); /* lb: (rb - half) | odd */
+    __mmask16 live = _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ);
+    t0 = _mm512_mask_cmp_ps_mask(live, x0, lo, _CMP_GE_OQ);
+    t1 = _mm512_mask_cmp_ps_mask(live, x1, lo, _CMP_GE_OQ);
+    t2 = _mm512_mask_cmp_ps_mask(live, x2, lo, _CMP_GE_OQ);
+    t3 = _mm512_mask_cmp_ps_mask(live, x3, lo, _CMP_GE_OQ);
+  } else {
+    t0 = _mm512_cmp_ps_mask(x0, m, _CMP_EQ_OQ), t1 = _mm512_cmp_ps_mask(x1, m, _CMP_EQ_OQ);
+    t2 = _mm512_cmp_ps_mask(x2, m, _CMP_EQ_OQ), t3 = _mm512_cmp_ps_mask(x3, m, _CMP_EQ_OQ);
+  }
+  __m512i ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(none, t3, p3), t2, p2);
+  ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(ix, t1, one), t0, p0);
+  _mm512_storeu_ps(pa + ((k * PH + q) * PW + wc) * SC__TW + 16 * (size_t)h, m);
+  _mm_storeu_si128((__m128i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, h)),
+                   _mm512_cvtepi32_epi8(ix));
+}
+/* with relu, a window's 32 lanes at once in 16-bit lanes: each position's sums rounded
+ * (VCVTNE2PS2BF16), r = the signed 16-bit maximum of the four and 0 (a bf16 value >= 0 orders as
+ * its bits, a negative one below every such: the max is round(relu(max)), rounding being
+ * non-decreasing), the hits the first position whose rounded sum equals r where r > 0; the
+ * same bits as sc__bf16_pool_hits16 (the rounded values equal to r are those >= its least
+ * float). A NaN sum (a positive NaN anywhere makes r one, a negative one counts at position 0)
+ * takes that window to the float lanes, whose compares give vec_pool_fwd's result */
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline void
+sc__bf16_pool_hits32(float *restrict pa, uint8_t *restrict hits, const float *restrict r0,
+                     const float *restrict r1, size_t k, size_t q, size_t PH, size_t PW,
+                     size_t wc) {
+  const __m512i z = _mm512_setzero_si512(), none = _mm512_set1_epi16(4);
+  size_t e = 2 * wc * SC__TW;
+  const float *s[4] = {r0 + e, r0 + e + SC__TW, r1 + e, r1 + e + SC__TW};
+  __m512i R[4];
+  for (int j = 0; j < 4; j++)
+    R[j] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s[j] + 16), _mm512_loadu_ps(s[j]));
+  __m512i r = _mm512_max_epi16(_mm512_max_epi16(R[0], R[1]), _mm512_max_epi16(R[2], R[3]));
+  r = _mm512_max_epi16(r, z);
+  if (_mm512_cmpgt_epi16_mask(r, _mm512_set1_epi16(0x7f80)) |
+      _mm512_cmpgt_epu16_mask(R[0], _mm512_set1_epi16((short)0xff80))) {
+    sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, 0, 1);
+    sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, 1, 1);
+    return;
+  }
+  __mmask32 live = _mm512_cmpgt_epi16_mask(r, z);
+  __m512i ix = _mm512_mask_mov_epi16(none, _mm512_mask_cmpeq_epi16_mask(live, R[3], r),
+                                     _mm512_set1_epi16(3));
+  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[2], r), _mm512_set1_epi16(2));
+  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[1], r), _mm512_set1_epi16(1));
+  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[0], r), z);
+  float *pq = pa + ((k * PH + q) * PW + wc) * SC__TW;
+  _mm512_storeu_si512(pq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(r)), 16));
+  _mm512_storeu_si512(pq + 16,
+                      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1)), 16));
+  _mm256_storeu_si256((__m256i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, 0)),
+                      _mm512_cvtepi16_epi8(ix));
+}
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline void
+sc__bf16_pool_hits_body(float *restrict pa, uint8_t *restrict hits, const float *restrict s2,
+                        size_t K, size_t q, size_t PH, size_t PW, size_t w0, size_t w1, int relu) {
+  size_t RS = 2 * PW * SC__TW; /* a row of s2 */
   for (size_t k = 0; k < K; k++) {
     const float *r0 = s2 + k * 2 * RS, *r1 = r0 + RS;
-    for (size_t wc = w0; wc < w1; wc++)
-      for (int h = 0; h < SC__TW / 16; h++) {
-        size_t e = 2 * wc * SC__TW + 16 * (size_t)h;
-        __m512 x0 = _mm512_loadu_ps(r0 + e), x1 = _mm512_loadu_ps(r0 + e + SC__TW);
-        __m512 x2 = _mm512_loadu_ps(r1 + e), x3 = _mm512_loadu_ps(r1 + e + SC__TW);
-        __m512 m = _mm512_max_ps(x3, _mm512_max_ps(x2, _mm512_max_ps(x1, x0)));
-        __mmask16 t0, t1, t2, t3; /* the positions equal to the maximum (rounded) */
-        if (relu) {
-          __m512i rb = _mm512_slli_epi32(
-              _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_max_ps(zero, m))), 16);
-          m = _mm512_castsi512_ps(rb);
-          __m512i lb = _mm512_ternarylogic_epi32(_mm512_sub_epi32(rb, half),
-                                                 _mm512_srli_epi32(rb, 16), one, 0xF8);
-          __m512 lo = _mm512_max_ps(fmin, _mm512_castsi512_ps(lb)); /* lb: (rb - half) | odd */
-          __mmask16 live = _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ);
-          t0 = _mm512_mask_cmp_ps_mask(live, x0, lo, _CMP_GE_OQ);
-          t1 = _mm512_mask_cmp_ps_mask(live, x1, lo, _CMP_GE_OQ);
-          t2 = _mm512_mask_cmp_ps_mask(live, x2, lo, _CMP_GE_OQ);
-          t3 = _mm512_mask_cmp_ps_mask(live, x3, lo, _CMP_GE_OQ);
-        } else {
-          t0 = _mm512_cmp_ps_mask(x0, m, _CMP_EQ_OQ), t1 = _mm512_cmp_ps_mask(x1, m, _CMP_EQ_OQ);
-          t2 = _mm512_cmp_ps_mask(x2, m, _CMP_EQ_OQ), t3 = _mm512_cmp_ps_mask(x3, m, _CMP_EQ_OQ);
-        }
-        __m512i ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(none, t3, p3), t2, p2);
-        ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(ix, t1, one), t0, p0);
-        _mm512_storeu_ps(pa + ((k * PH + q) * PW + wc) * SC__TW + 16 * (size_t)h, m);
-        _mm_storeu_si128((__m128i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, h)),
-                         _mm512_cvtepi32_epi8(ix));
+    for (size_t wc = w0; wc < w1; wc++) {
+      if (relu && SC__TW == 32) {
+        sc__bf16_pool_hits32(pa, hits, r0, r1, k, q, PH, PW, wc);
+        continue;
       }
+      for (int h = 0; h < SC__TW / 16; h++)
+        sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, h, relu);
+    }
   }
 }
 /* s2 as the GEMM left it: with relu its sums plus the bias, else rounded (the whole epilogue) */
-__attribute__((target("avx512f,avx512bf16"))) static void
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void
 sc__bf16_pool_hits_native(float *restrict pa, uint8_t *restrict hits, const float *restrict s2,
                           size_t K, size_t q, size_t PH, size_t PW, size_t w0, size_t w1,
                           int relu) {
@@ -5006,8 +5058,10 @@ static int sc__cpu_amx(void) {
 static int sc__cpu_bf16(void) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   unsigned r[4];
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f")) return 0;
+  __builtin_cpu_init(); /* (every CPU with AVX512_BF16 has BW and VL, which its kernels use) */
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl"))
+    return 0;
   sc__cpuid(0, 0, r);
   if (r[0] < 7) return 0;
   sc__cpuid(7, 1, r);

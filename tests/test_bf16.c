@@ -1051,6 +1051,99 @@ static void test_kernels_pool_round_ties(void **state) {
                 ran);
 }
 
+/* the folded pool's windows with NaN and infinite sums: the native fold takes each window's
+ * 32 lanes in 16-bit lanes (sc__bf16_pool_hits32) and sends a window with a NaN to the float
+ * lanes. Parameters and inputs must be finite, so the NaNs come from overflow: a 1 x 1 identity
+ * conv doubles each of 2 channels (2 x 3e38 is infinite), a 1 x 1 relu conv adds them (inf - inf
+ * is NaN, x86's default, negative; VDPBF16PS keeps its products' range, so the NaN needs
+ * infinite operands), then the pool. vec_pool_fwd's order (m = x0, then m = x > m ? x : m) keeps
+ * a NaN at a window's first position and skips it elsewhere, and its pullback gives a NaN window
+ * no hit. Cases (a position's sum 2 (x0 + x1)): A: NaN, 4, 3, 1: NaN, no hit; B: 2, 6, NaN, 4: 6,
+ * hit 1; C: +0, -4, -6, NaN: 0, no hit (the relu's: its derivative at 0 is 0); D: 2, inf, 4, inf: inf, hit 1; then (run 1) NaN sums
+ * everywhere. The forward's outputs (the pooled values: the chain ends there), the gradients and
+ * the input gradient are the bits of the native kernels without the fold (NaNs included), the
+ * model's up to NaNs */
+static void test_kernels_pool_fold_nan(void **state) {
+  (void)state;
+  enum { B = 2, H = 4, W = 4, IN = 2 * H * W, NO = 4, NP = 9 };
+  sc_layer L[] = {sc_conv2d(1, 1, 2, SC_IDENTITY), sc_conv2d(1, 1, 1, SC_RELU),
+                  sc_maxpool2d(2, 2), sc_flatten()};
+  const float big = 3e38f;
+  enum { A, Bc, C, D };
+  /* per case, its 4 positions' (x0, x1) */
+  const float pos[4][4][2] = {[A] = {{big, -big}, {2, 0}, {1.5f, 0}, {0.5f, 0}},
+                              [Bc] = {{1, 0}, {3, 0}, {-big, big}, {2, 0}},
+                              [C] = {{0, 0}, {-2, 0}, {-3, 0}, {big, -big}},
+                              [D] = {{1, 0}, {big, big}, {2, 0}, {big, 1}}};
+  const int hit[4] = {[A] = -1, [Bc] = 1, [C] = -1, [D] = 1};
+  const float want[4] = {[A] = NAN, [Bc] = 6, [C] = 0, [D] = INFINITY};
+  if (!kernels_on("native")) {
+    unsetenv("SC_BF16_KERNELS");
+    unsetenv("SC_BF16_LAYERS");
+    skip();
+  }
+  const float p[NP] = {2, 0, 0, 2, 0, 0, 1, 1, 0}; /* conv 1: W (2 x 2), bias; conv 2: W, bias */
+  float x[B * IN], t[B * NO];
+  int cs[B][4], ran = 0;
+  for (int k = 0; k < B * NO; k++) t[k] = 0.25f * (float)(1 + k % 3); /* no dy is 0 */
+  for (int run = 0; run < 2; run++) {
+    for (int b = 0; b < B; b++)
+      for (int w = 0; w < 4; w++) {
+        cs[b][w] = (w + b) % 4;
+        for (int i = 0; i < 4; i++) {
+          size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+          x[b * IN + at] = run ? big : pos[cs[b][w]][i][0];
+          x[b * IN + H * W + at] = run ? -big : pos[cs[b][w]][i][1];
+        }
+      }
+    float y[3][B * NO], gx[3][B * IN], g[3][NP], lv[3];
+    for (int m = 0; m < 3; m++) { /* 0: native with the fold, 1: without, 2: the model */
+      sc_chain *c = NULL;
+      sc_workspace *ws = NULL;
+      SC_OK_OR_FAIL(sc_chain_create_image(&c, 2, H, W, L, sizeof L / sizeof *L));
+      size_t np;
+      SC_OK_OR_FAIL(sc_chain_nparams(c, &np));
+      assert_int_equal(np, NP);
+      setenv("SC_BF16_KERNELS", m == 2 ? "model" : "native", 1);
+      setenv("SC_BF16_POOL_FOLD", m == 1 ? "0" : "1", 1);
+      SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+      SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+      SC_OK_OR_FAIL(sc_forward(c, p, x, B, y[m], ws));
+      SC_OK_OR_FAIL(sc_valgrad(c, SC_LOSS_SQUARED, p, x, t, B, &lv[m], g[m], gx[m], ws));
+      sc_workspace_destroy(ws);
+      sc_chain_destroy(c);
+    }
+    unsetenv("SC_BF16_POOL_FOLD");
+    for (int b = 0; b < B; b++)
+      for (int w = 0; w < 4; w++) {
+        float v = y[0][b * NO + w], e = run ? NAN : want[cs[b][w]];
+        if (isnan(e) ? !isnan(v) : v != e)
+          fail_msg("run %d, sample %d, window %d (case %d): %g, not %g", run, b, w, cs[b][w],
+                   (double)v, (double)e);
+        for (int i = 0; i < 4; i++) {
+          size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+          int is_hit = !run && hit[cs[b][w]] == i;
+          if ((gx[0][b * IN + at] != 0) != is_hit)
+            fail_msg("run %d, sample %d, window %d (case %d): position %d %s", run, b, w,
+                     cs[b][w], i, is_hit ? "not the hit" : "a hit");
+        }
+      }
+    assert_memory_equal(y[0], y[1], sizeof y[0]);
+    assert_memory_equal(gx[0], gx[1], sizeof gx[0]);
+    assert_memory_equal(g[0], g[1], sizeof g[0]);
+    for (int k = 0; k < B * NO; k++)
+      assert_true(isnan(y[2][k]) ? isnan(y[0][k]) : y[2][k] == y[0][k]);
+    for (int k = 0; k < B * IN; k++)
+      assert_true(isnan(gx[2][k]) ? isnan(gx[0][k]) : gx[2][k] == gx[0][k]);
+    ran++;
+  }
+  unsetenv("SC_BF16_KERNELS");
+  unsetenv("SC_BF16_LAYERS");
+  print_message("  [native kernels] %d of 2 runs: windows with NaN and infinite sums pooled and "
+                "pulled back as without the fold\n",
+                ran);
+}
+
 /* a conv's forward with the 2 x 2 max-pool above it folded in (the pooled rows and the masks of
  * the windows' first maxima made as the conv's rows are, SC_BF16_POOL_FOLD=0 to turn it off):
  * the native kernels with and without it give the same loss, gradients (with and without the
@@ -1299,6 +1392,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_pool_ties),
       cmocka_unit_test(test_kernels_pool_round_ties),
       cmocka_unit_test(test_kernels_pool_fold),
+      cmocka_unit_test(test_kernels_pool_fold_nan),
       cmocka_unit_test(test_threads_weights),
       cmocka_unit_test(test_emulated_training),
   };
