@@ -4611,8 +4611,8 @@ sc__bf16_pool_hits16(float *restrict pa, uint8_t *restrict hits, const float *re
     __m512i rb = _mm512_slli_epi32(
         _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_max_ps(zero, m))), 16);
     m = _mm512_castsi512_ps(rb);
-    __m512i lb = _mm512_ternarylogic_epi32(_mm512_sub_epi32(rb, half), _mm512_srli_epi32(rb, 16),
-                                           one, 0xF8);
+    __m512i lb =
+        _mm512_ternarylogic_epi32(_mm512_sub_epi32(rb, half), _mm512_srli_epi32(rb, 16), one, 0xF8);
     __m512 lo = _mm512_max_ps(fmin, _mm512_castsi512_ps(lb)); /* lb: (rb - half) | odd */
     __mmask16 live = _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ);
     t0 = _mm512_mask_cmp_ps_mask(live, x0, lo, _CMP_GE_OQ);
@@ -4662,8 +4662,8 @@ sc__bf16_pool_hits32(float *restrict pa, uint8_t *restrict hits, const float *re
   ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[0], r), z);
   float *pq = pa + ((k * PH + q) * PW + wc) * SC__TW;
   _mm512_storeu_si512(pq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(r)), 16));
-  _mm512_storeu_si512(pq + 16,
-                      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1)), 16));
+  _mm512_storeu_si512(
+      pq + 16, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1)), 16));
   _mm256_storeu_si256((__m256i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, 0)),
                       _mm512_cvtepi16_epi8(ix));
 }

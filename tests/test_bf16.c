@@ -1059,15 +1059,15 @@ static void test_kernels_pool_round_ties(void **state) {
  * infinite operands), then the pool. vec_pool_fwd's order (m = x0, then m = x > m ? x : m) keeps
  * a NaN at a window's first position and skips it elsewhere, and its pullback gives a NaN window
  * no hit. Cases (a position's sum 2 (x0 + x1)): A: NaN, 4, 3, 1: NaN, no hit; B: 2, 6, NaN, 4: 6,
- * hit 1; C: +0, -4, -6, NaN: 0, no hit (the relu's: its derivative at 0 is 0); D: 2, inf, 4, inf: inf, hit 1; then (run 1) NaN sums
- * everywhere. The forward's outputs (the pooled values: the chain ends there), the gradients and
- * the input gradient are the bits of the native kernels without the fold (NaNs included), the
- * model's up to NaNs */
+ * hit 1; C: +0, -4, -6, NaN: 0, no hit (the relu's: its derivative at 0 is 0); D: 2, inf, 4, inf:
+ * inf, hit 1; then (run 1) NaN sums everywhere. The forward's outputs (the pooled values: the chain
+ * ends there), the gradients and the input gradient are the bits of the native kernels without the
+ * fold (NaNs included), the model's up to NaNs */
 static void test_kernels_pool_fold_nan(void **state) {
   (void)state;
   enum { B = 2, H = 4, W = 4, IN = 2 * H * W, NO = 4, NP = 9 };
-  sc_layer L[] = {sc_conv2d(1, 1, 2, SC_IDENTITY), sc_conv2d(1, 1, 1, SC_RELU),
-                  sc_maxpool2d(2, 2), sc_flatten()};
+  sc_layer L[] = {sc_conv2d(1, 1, 2, SC_IDENTITY), sc_conv2d(1, 1, 1, SC_RELU), sc_maxpool2d(2, 2),
+                  sc_flatten()};
   const float big = 3e38f;
   enum { A, Bc, C, D };
   /* per case, its 4 positions' (x0, x1) */
@@ -1124,8 +1124,8 @@ static void test_kernels_pool_fold_nan(void **state) {
           size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
           int is_hit = !run && hit[cs[b][w]] == i;
           if ((gx[0][b * IN + at] != 0) != is_hit)
-            fail_msg("run %d, sample %d, window %d (case %d): position %d %s", run, b, w,
-                     cs[b][w], i, is_hit ? "not the hit" : "a hit");
+            fail_msg("run %d, sample %d, window %d (case %d): position %d %s", run, b, w, cs[b][w],
+                     i, is_hit ? "not the hit" : "a hit");
         }
       }
     assert_memory_equal(y[0], y[1], sizeof y[0]);
