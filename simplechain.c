@@ -256,8 +256,8 @@ static inline int sc__pool_fold_f32(const sc_chain *c, size_t l) {
 
 /* C[m][n] (acc ? += : =) sum over k < K2 of the bf16 pair products A[m][k] . B[k][n]
  * (A: M x K2 pairs, row stride lda; B: K2 x N pairs, row stride ldb; C: M x N floats,
- * row stride ldc), each pair as vdpbf16ps adds it: C += a_hi b_hi, then C += a_lo b_lo, in
- * float (each product is exact), in k order. */
+ * row stride ldc), each pair as vdpbf16ps adds it: C += a_hi b_hi, then C += a_lo b_lo, each an
+ * FMA in float (one rounding; sc__bf16_fma), in k order. */
 typedef void (*sc__bf16_gemm_fn)(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                  const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
                                  int acc);
@@ -3939,13 +3939,19 @@ const char *sc_precision_name(sc_precision precision) {
  * paired along the inputs), dx (A: the weights paired along the outputs, B: dz paired along the
  * outputs) and dW (A: dz paired along the samples, B: the layer input paired along the samples,
  * accumulated into the slice's gradient). The model is portable code computing what vdpbf16ps
- * computes (Intel SDM: per pair, srcdest += hi * hi, then srcdest += lo * lo, in float with
- * denormal inputs read as zero and denormal results flushed to zero, round to nearest even; the
- * products of two bf16 are exact in float, so each step is one rounding); it runs on any CPU and is
- * what the tests compare the AVX512_BF16 kernel with. */
+ * computes (Intel SDM: per pair, srcdest += hi * hi, then srcdest += lo * lo, "round to nearest
+ * even ... when doing each accumulation of the FMA", denormal inputs read as zero and denormal
+ * results flushed to zero); it runs on any CPU and is what the tests compare the AVX512_BF16
+ * kernel with. Each step is an FMA (sc__bf16_fma: fmaf, one rounding): the product of two bf16 is
+ * exact in float unless it overflows (or underflows), and there a product rounded first differs:
+ * -3e38 + 3e38 x 2 is 3e38 on an AMD Zen 5's VDPBF16PS and by fmaf, infinite with the product
+ * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (until session 38 the model rounded
+ * each product, and a compiler contracting a * b + c into an FMA, as clang may, gave the other). */
 static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
 static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
 static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
+/* one step of the models: c + a b with one rounding, flushed to zero if denormal */
+static inline float sc__bf16_fma(float c, float a, float b) { return sc__ftz(fmaf(a, b, c)); }
 
 static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
@@ -3959,8 +3965,8 @@ static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, si
       const uint32_t *ar = A + (arow ? arow[m] : m) * lda;
       for (size_t k = 0; k < K2; k++) {
         uint32_t a = ar[k], b = B[(brow ? brow[k] : k) * ldb + n];
-        c = sc__ftz(c + sc__bf16_hi_f(a) * sc__bf16_hi_f(b));
-        c = sc__ftz(c + sc__bf16_lo_f(a) * sc__bf16_lo_f(b));
+        c = sc__bf16_fma(c, sc__bf16_hi_f(a), sc__bf16_hi_f(b));
+        c = sc__bf16_fma(c, sc__bf16_lo_f(a), sc__bf16_lo_f(b));
       }
       cp[n] = c;
     }
@@ -3992,8 +3998,8 @@ static void sc__bf16_dx_corr_model(float *restrict xg, const uint32_t *restrict 
               for (size_t op = 0; op < K2; op++) {
                 uint32_t a = wt[((c * kh + i) * kw + j) * K2 + op],
                          b = dzp[(op * npos + (y - i) * ow + x - j) * SC__TW + t];
-                acc = sc__ftz(acc + sc__bf16_hi_f(a) * sc__bf16_hi_f(b));
-                acc = sc__ftz(acc + sc__bf16_lo_f(a) * sc__bf16_lo_f(b));
+                acc = sc__bf16_fma(acc, sc__bf16_hi_f(a), sc__bf16_hi_f(b));
+                acc = sc__bf16_fma(acc, sc__bf16_lo_f(a), sc__bf16_lo_f(b));
               }
           xg[((c * hp + y) * wp + x) * SC__TW + t] = acc;
         }
@@ -4016,8 +4022,8 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
         const uint32_t *a = A + m * lda + s * sa, *b = B + boff[n] * bsc + s * sb;
         for (size_t k = 0; k < K2; k++) {
           float *c = &p[k % 16];
-          *c = sc__ftz(*c + sc__bf16_hi_f(a[k]) * sc__bf16_hi_f(b[k]));
-          *c = sc__ftz(*c + sc__bf16_lo_f(a[k]) * sc__bf16_lo_f(b[k]));
+          *c = sc__bf16_fma(*c, sc__bf16_hi_f(a[k]), sc__bf16_hi_f(b[k]));
+          *c = sc__bf16_fma(*c, sc__bf16_lo_f(a[k]), sc__bf16_lo_f(b[k]));
         }
       }
       C[m * ldc + n] += sc__bf16_fold16(p);
@@ -4884,8 +4890,8 @@ static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
       float acc = sc__ftz(sc__fof(T->t[c][m][n]));
       for (unsigned k = 0; k < T->cols[a]; k++) {
         uint32_t x = T->t[a][m][k], y = T->t[b][k][n];
-        acc = sc__ftz(acc + sc__bf16_lo_f(x) * sc__bf16_lo_f(y));
-        acc = sc__ftz(acc + sc__bf16_hi_f(x) * sc__bf16_hi_f(y));
+        acc = sc__bf16_fma(acc, sc__bf16_lo_f(x), sc__bf16_lo_f(y));
+        acc = sc__bf16_fma(acc, sc__bf16_hi_f(x), sc__bf16_hi_f(y));
       }
       T->t[c][m][n] = sc__fbits(acc);
     }

@@ -480,7 +480,8 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
  *     0); SC_BF16_POOL_FOLD=0 turns that off, =1 (or unset) is the default, any other value is
  *     SC_ERR_ARG.
  *   SC_PRECISION_BF16_EMULATED: the same rounding of the same operands, computed by the float
- *     kernels on any CPU. A product of two bfloat16 numbers is exact in float, so this gives
+ *     kernels on any CPU. A product of two bfloat16 numbers is exact in float (unless it
+ *     overflows: the bf16 kernels add it unrounded, as VDPBF16PS's FMAs do), so this gives
  *     the bf16 kernels' results up to the order of the float additions: the reference the
  *     bf16 kernels are tested against, and a way to check that a model trains in bf16 before
  *     moving it to such a CPU. It is no faster than fp32 (a little slower).

@@ -1223,6 +1223,44 @@ static void test_kernels_pool_fold(void **state) {
   sc_chain_destroy(c);
 }
 
+/* each step of a bf16 dot product is an FMA (Intel SDM: "round to nearest even ... when doing each
+ * accumulation of the FMA"): a product of two bf16 that overflows float is not rounded to an
+ * infinity first. A dense layer 4 -> 1 with weights (1, 0, 2, 0) on x = (-b, 0, b, 0), b the bf16
+ * of 3e38: -b, then -b + 2 b = b (finite; the product rounded first: -b + inf, infinite); on (b,
+ * 0, -b, 0): -b; on (b, 0, b, 0): infinite. The model and the native kernels give these bits. */
+static void test_kernels_fma_overflow(void **state) {
+  (void)state;
+  enum { B = 3 };
+  sc_layer L[] = {sc_dense(1, SC_IDENTITY)};
+  const float b = sc_float_from_bf16(sc_bf16_from_float(3e38f));
+  const float x[B * 4] = {-b, 0, b, 0, b, 0, -b, 0, b, 0, b, 0};
+  const float p[5] = {1, 0, 2, 0, 0}; /* W, bias */
+  const float want[B] = {b, -b, INFINITY};
+  int ran = 0;
+  for (int k = 0; k < 2; k++) {
+    const char *kind = k ? "native" : "model";
+    if (!kernels_on(kind)) continue;
+    sc_chain *c = NULL;
+    sc_workspace *ws = NULL;
+    SC_OK_OR_FAIL(sc_chain_create(&c, 4, L, 1));
+    SC_OK_OR_FAIL(sc_workspace_create(&ws, c, B));
+    setenv("SC_BF16_KERNELS", kind, 1);
+    SC_OK_OR_FAIL(sc_workspace_set_precision(ws, SC_PRECISION_BF16));
+    unsetenv("SC_BF16_KERNELS");
+    float y[B];
+    SC_OK_OR_FAIL(sc_forward(c, p, x, B, y, ws));
+    for (int s = 0; s < B; s++)
+      if (fbits(y[s]) != fbits(want[s]))
+        fail_msg("%s kernels, sample %d: %a, not %a", kind, s, (double)y[s], (double)want[s]);
+    sc_workspace_destroy(ws);
+    sc_chain_destroy(c);
+    ran++;
+  }
+  unsetenv("SC_BF16_LAYERS");
+  print_message(
+      "  %d of 2 kinds (model, native): a product past FLT_MAX accumulated as by an FMA\n", ran);
+}
+
 /* a small conv's direct forward (pairs of neighbouring columns, odd kernel width) with an
  * infinite input (made by the layer before it: the library refuses non-finite inputs): the
  * outputs whose windows hold it are non-finite, the others equal the emulation's (a window's
@@ -1388,6 +1426,7 @@ int main(void) {
       cmocka_unit_test(test_kernels_dx_corr),
       cmocka_unit_test(test_kernels_auto_layers),
       cmocka_unit_test(test_kernels_direct_inf),
+      cmocka_unit_test(test_kernels_fma_overflow),
       cmocka_unit_test(test_kernels_epilogue_nan),
       cmocka_unit_test(test_kernels_pool_ties),
       cmocka_unit_test(test_kernels_pool_round_ties),
