@@ -1060,23 +1060,26 @@ static void test_kernels_pool_round_ties(void **state) {
  * a NaN at a window's first position and skips it elsewhere, and its pullback gives a NaN window
  * no hit. Cases (a position's sum 2 (x0 + x1)): A: NaN, 4, 3, 1: NaN, no hit; B: 2, 6, NaN, 4: 6,
  * hit 1; C: +0, -4, -6, NaN: 0, no hit (the relu's: its derivative at 0 is 0); D: 2, inf, 4, inf:
- * inf, hit 1; then (run 1) NaN sums everywhere. The forward's outputs (the pooled values: the chain
- * ends there), the gradients and the input gradient are the bits of the native kernels without the
+ * inf, hit 1; E: -2, -4, -6, -1: 0, no hit; 3 samples, window w of sample b case (w + b) % 5, so
+ * that the windows with an A (the float lanes' path: the whole window's 32 lanes) hold B, C, D, E
+ * too; then (run 1) NaN sums everywhere. The forward's outputs (the pooled values: the chain ends
+ * there), the gradients and the input gradient are the bits of the native kernels without the
  * fold (NaNs included), the model's up to NaNs */
 static void test_kernels_pool_fold_nan(void **state) {
   (void)state;
-  enum { B = 2, H = 4, W = 4, IN = 2 * H * W, NO = 4, NP = 9 };
+  enum { B = 3, H = 4, W = 4, IN = 2 * H * W, NO = 4, NP = 9 };
   sc_layer L[] = {sc_conv2d(1, 1, 2, SC_IDENTITY), sc_conv2d(1, 1, 1, SC_RELU), sc_maxpool2d(2, 2),
                   sc_flatten()};
   const float big = 3e38f;
-  enum { A, Bc, C, D };
+  enum { A, Bc, C, D, E, NC };
   /* per case, its 4 positions' (x0, x1) */
-  const float pos[4][4][2] = {[A] = {{big, -big}, {2, 0}, {1.5f, 0}, {0.5f, 0}},
-                              [Bc] = {{1, 0}, {3, 0}, {-big, big}, {2, 0}},
-                              [C] = {{0, 0}, {-2, 0}, {-3, 0}, {big, -big}},
-                              [D] = {{1, 0}, {big, big}, {2, 0}, {big, 1}}};
-  const int hit[4] = {[A] = -1, [Bc] = 1, [C] = -1, [D] = 1};
-  const float want[4] = {[A] = NAN, [Bc] = 6, [C] = 0, [D] = INFINITY};
+  const float pos[NC][4][2] = {[A] = {{big, -big}, {2, 0}, {1.5f, 0}, {0.5f, 0}},
+                               [Bc] = {{1, 0}, {3, 0}, {-big, big}, {2, 0}},
+                               [C] = {{0, 0}, {-2, 0}, {-3, 0}, {big, -big}},
+                               [D] = {{1, 0}, {big, big}, {2, 0}, {big, 1}},
+                               [E] = {{-1, 0}, {-2, 0}, {-3, 0}, {-0.5f, 0}}};
+  const int hit[NC] = {[A] = -1, [Bc] = 1, [C] = -1, [D] = 1, [E] = -1};
+  const float want[NC] = {[A] = NAN, [Bc] = 6, [C] = 0, [D] = INFINITY, [E] = 0};
   if (!kernels_on("native")) {
     unsetenv("SC_BF16_KERNELS");
     unsetenv("SC_BF16_LAYERS");
@@ -1089,7 +1092,7 @@ static void test_kernels_pool_fold_nan(void **state) {
   for (int run = 0; run < 2; run++) {
     for (int b = 0; b < B; b++)
       for (int w = 0; w < 4; w++) {
-        cs[b][w] = (w + b) % 4;
+        cs[b][w] = (w + b) % NC;
         for (int i = 0; i < 4; i++) {
           size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
           x[b * IN + at] = run ? big : pos[cs[b][w]][i][0];
