@@ -968,6 +968,12 @@ static void test_kernels_pool_ties(void **state) {
                 ran, ran == 8 ? ": the same gradients" : "");
 }
 
+/* the plane index of position i (0-3, row-major) of 2 x 2 window w (0-3, row-major) of a 4-row,
+ * W-column plane: the window tests' layout */
+static size_t win_at(int w, int i, int W) {
+  return (size_t)(2 * (w / 2) + i / 2) * (size_t)W + (size_t)(2 * (w % 2) + i % 2);
+}
+
 /* the folded pool's hits where a window's sums differ but round to the same bf16 value: the
  * native fold rounds only each window's maximum r and takes the first position whose sum is at
  * least the least float rounding to r (sc__bf16_pool_hits_native), the model rounds every sum
@@ -1004,7 +1010,7 @@ static void test_kernels_pool_round_ties(void **state) {
         int cs = run ? (w == b ? D : -1) : (w + b) % 4;
         want[b][w] = cs;
         for (int i = 0; i < 4; i++) {
-          size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+          size_t at = win_at(w, i, W);
           x[b * IN + at] = cs >= 0 ? pos[cs][i][0] : -1;
           x[b * IN + H * W + at] = cs >= 0 ? pos[cs][i][1] : 0;
         }
@@ -1033,7 +1039,7 @@ static void test_kernels_pool_round_ties(void **state) {
       for (int b = 0; b < B; b++)
         for (int w = 0; w < 4; w++)
           for (int i = 0; i < 4; i++) {
-            size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+            size_t at = win_at(w, i, W);
             int is_hit = want[b][w] >= 0 && hit[want[b][w]] == i;
             if ((gx[k][b * IN + at] != 0) != is_hit)
               fail_msg("%s, run %d, sample %d, window %d (case %d): position %d %s", kind, run, b,
@@ -1094,7 +1100,7 @@ static void test_kernels_pool_fold_nan(void **state) {
       for (int w = 0; w < 4; w++) {
         cs[b][w] = (w + b) % NC;
         for (int i = 0; i < 4; i++) {
-          size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+          size_t at = win_at(w, i, W);
           x[b * IN + at] = run ? big : pos[cs[b][w]][i][0];
           x[b * IN + H * W + at] = run ? -big : pos[cs[b][w]][i][1];
         }
@@ -1124,7 +1130,7 @@ static void test_kernels_pool_fold_nan(void **state) {
           fail_msg("run %d, sample %d, window %d (case %d): %g, not %g", run, b, w, cs[b][w],
                    (double)v, (double)e);
         for (int i = 0; i < 4; i++) {
-          size_t at = (size_t)(2 * (w / 2) + i / 2) * W + (size_t)(2 * (w % 2) + i % 2);
+          size_t at = win_at(w, i, W);
           int is_hit = !run && hit[cs[b][w]] == i;
           if ((gx[0][b * IN + at] != 0) != is_hit)
             fail_msg("run %d, sample %d, window %d (case %d): position %d %s", run, b, w, cs[b][w],
