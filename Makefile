@@ -36,7 +36,7 @@ AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer
 
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq (,$(findstring x86_64,$(ARCH)))
-  KERNEL_SRCS := kernels/avx2.c kernels/avx512.c
+  KERNEL_SRCS := kernels/avx2/avx2.c kernels/avx512/avx512.c
   KDEFS := -DSC_HAVE_KERNELS
   PEAK_BIN := $(BUILD)/peak
 endif
@@ -55,8 +55,14 @@ endif
 CMOCKA_CFLAGS := $(shell pkg-config --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
+# The library is built from the source tree (HACKING.md): the engine's rooms in src/, each its
+# own translation unit, and one per kernel set in kernels/; -MMD lists each object's headers, so
+# that touching a file recompiles the objects that include it. simplechain.c, the drop-in file,
+# is generated from the same files (make amalgamation) and built only by the drop-in tests.
+ENGINE_SRCS := $(wildcard src/*.c)
 LIB      := $(BUILD)/libsimplechain.a
-LIB_OBJS := $(BUILD)/simplechain.o $(BUILD)/sc_nuts.o $(KERNEL_SRCS:kernels/%.c=$(BUILD)/kernels/%.o)
+LIB_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/sc_nuts.o $(KERNEL_SRCS:%.c=$(BUILD)/%.o)
+DEPFLAGS := -MMD -MP
 # The shared library: the same sources compiled again as position-independent code in
 # $(BUILD)/pic/, linked as libsimplechain.so.MAJOR.MINOR.PATCH with the soname
 # libsimplechain.so.MAJOR; simplechain.map exports the sc_* API only (sc__ internals, libxsmm
@@ -93,7 +99,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCH_BINS := $(BUILD)/micro_valgrad $(BUILD)/small_batch $(BUILD)/ode_rhs $(BUILD)/bnn_grad $(BUILD)/poisson $(BUILD)/bnn $(PEAK_BIN)
 
-.PHONY: FORCE test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels bench-paths bench-bf16-gemm deps-fuzz fuzz fuzz-idx fuzz-params fuzz-npz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
+.PHONY: FORCE amalgamation check-amalgamation test-aarch64 bench-mpi bench-bayes bench-xsmm bench-xsmm-conv bench-tanh bench-kernels bench-paths bench-bf16-gemm deps-fuzz fuzz fuzz-idx fuzz-params fuzz-npz data all test test-run test-asan bench bench-toy bench-micro bench-peak bench-lenet bench-ode bench-bins install uninstall clean format lint help deps deps-test demo
 all: $(LIB) $(SHLIBS) $(EXAMPLES)
 
 help:
@@ -114,34 +120,35 @@ help:
 	@echo "make fuzz       libFuzzer on the IDX, parameter-file, checkpoint and .npz loaders, FUZZ_SECONDS=$(FUZZ_SECONDS) s each (needs clang)"
 	@echo "make deps       install the Debian packages the build, tests and benchmarks use"
 
-$(BUILD)/simplechain.o: simplechain.c simplechain.h
+$(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(KDEFS) $(XSMM_DEFS) -c $< -o $@
-$(BUILD)/sc_nuts.o: sc_nuts.c sc_nuts.h simplechain.h
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(KDEFS) $(XSMM_DEFS) -c $< -o $@
+$(BUILD)/sc_nuts.o: sc_nuts.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
-$(BUILD)/kernels/avx2.o: kernels/avx2.c kernels/sleef.h simplechain.c simplechain.h
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+$(BUILD)/kernels/avx2/%.o: kernels/avx2/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
-$(BUILD)/kernels/avx512.o: kernels/avx512.c kernels/sleef.h simplechain.c simplechain.h
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+$(BUILD)/kernels/avx512/%.o: kernels/avx512/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
 $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/pic/simplechain.o: simplechain.c simplechain.h
+$(BUILD)/pic/src/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PIC_FLAGS) $(KDEFS) $(XSMM_DEFS) -c $< -o $@
-$(BUILD)/pic/sc_nuts.o: sc_nuts.c sc_nuts.h simplechain.h
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) $(KDEFS) $(XSMM_DEFS) -c $< -o $@
+$(BUILD)/pic/sc_nuts.o: sc_nuts.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PIC_FLAGS) -c $< -o $@
-$(BUILD)/pic/kernels/avx2.o: kernels/avx2.c kernels/sleef.h simplechain.c simplechain.h
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) -c $< -o $@
+$(BUILD)/pic/kernels/avx2/%.o: kernels/avx2/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PIC_FLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
-$(BUILD)/pic/kernels/avx512.o: kernels/avx512.c kernels/sleef.h simplechain.c simplechain.h
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+$(BUILD)/pic/kernels/avx512/%.o: kernels/avx512/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PIC_FLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) $(AVX512_FLAGS) $(SLEEF_DEFS) -c $< -o $@
+-include $(LIB_OBJS:.o=.d) $(PIC_OBJS:.o=.d)
 $(SHLIB): $(PIC_OBJS) simplechain.map
 	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=simplechain.map -Wl,-z,defs \
 	  $(PIC_OBJS) -o $@ $(LDLIBS)
@@ -395,6 +402,13 @@ $(BUILD)/bf16_gemm: bench/bf16_gemm.c bench/bench_time.h simplechain.c simplecha
 bench-bf16-gemm: $(BUILD)/bf16_gemm
 	./$(BUILD)/bf16_gemm
 
+# simplechain.c, the drop-in file, from the tree (scripts/amalgamate.py); check-amalgamation
+# fails when the committed one is stale (CI runs it)
+amalgamation:
+	python3 scripts/amalgamate.py
+check-amalgamation:
+	@python3 scripts/amalgamate.py --check && echo "check-amalgamation: simplechain.c is up to date"
+
 deps:
 	bash scripts/install-deps.sh all
 
@@ -403,7 +417,9 @@ data:
 	bash scripts/get-data.sh
 
 format:
-	clang-format -i simplechain.c simplechain.h sc_nuts.c sc_nuts.h kernels/*.c kernels/*.h examples/*.c tests/*.c tests/*.h bench/*.c
+	clang-format -i simplechain.h sc_nuts.c sc_nuts.h src/*.c src/*.h src/typed/*.h kernels/*.h kernels/*/*.c \
+	  kernels/*/*.h examples/*.c tests/*.c tests/*.h bench/*.c
+	python3 scripts/amalgamate.py
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --inline-suppr -DSC__TW=16 simplechain.c sc_nuts.c examples/*.c

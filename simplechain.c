@@ -1,27 +1,26 @@
-/* simplechain.c — engine, memory planning, drivers, losses, optimizers, training
- * loop, thread pool and the portable reference kernels. See simplechain.h.
+/* simplechain.c — GENERATED FILE, do not edit: scripts/amalgamate.py writes it from the
+ * source tree (src/, kernels/; see HACKING.md), `make amalgamation` runs it, and
+ * `make check-amalgamation` (CI) fails when it is stale. Edit those files instead.
  *
- * How this file is organised. The numeric code (kernels, drivers, losses) is written
- * once, for an element type SC__T, in the "typed section" at the end of the file; the
- * file includes itself twice to instantiate it for float (_f32) and double (_f64).
- * kernels/avx2.c and kernels/avx512.c include this file once more with
- * SC__KERNELS_ONLY defined: they get the same kernels compiled with their own -m
- * flags (and may replace some with intrinsics), and export a kernel table that the
- * dispatcher here picks at sc_chain_create. Compiled alone, this file is a complete,
- * portable library with the kernel set "scalar", and on x86-64 (GCC >= 8, Clang >= 10,
- * optimising) also a built-in "avx2" set: the typed section instantiated once more at the
- * end of the file under an AVX2 + FMA target pragma, the same code as kernels/avx2.c.
- *
- * Internal layout of a computation. A batch is cut into tiles of SC__TW samples.
- * Inside a tile, activations are stored feature-major: a layer output with O
- * features is an O x SC__TW array, row o holding feature o of the tile's samples, so
- * every kernel's inner loop runs over SC__TW contiguous samples (one or two vector
- * registers) with a broadcast weight. Tiles are grouped into slices; each slice owns
- * its tile buffers and a gradient accumulator, a thread works on whole slices, and
- * slices are reduced in index order, so results do not depend on the thread count.
+ * simplechain's engine, its portable kernels and its built-in AVX2 and AVX-512 kernel sets in
+ * one file: with simplechain.h beside it, `cc -std=c11 -O2 app.c simplechain.c -lm -pthread`
+ * builds a program that picks the fastest set this CPU runs. Sources, in order: 
+ *   src/internal.h, src/engine.c, src/builtin_sets.h.
  */
-#ifndef SC__TYPED /* ======================================================== main pass */
-
+#define SC__AMALGAMATION 1
+/* src/internal.h — what the engine's rooms (the .c files of src/) and every kernel set (src/compute.c,
+ * kernels/) share: the kernel tables, a chain's and a workspace's plans, the bit helpers and the
+ * bf16 packers. Not an API: everything here may change between versions.
+ *
+ * Internal layout of a computation. A batch is cut into tiles of SC__TW samples. Inside a tile,
+ * activations are stored feature-major: a layer output with O features is an O x SC__TW array,
+ * row o holding feature o of the tile's samples, so every kernel's inner loop runs over SC__TW
+ * contiguous samples (one or two vector registers) with a broadcast weight. Tiles are grouped
+ * into slices; each slice owns its tile buffers and a gradient accumulator, a thread works on
+ * whole slices, and slices are reduced in index order, so results do not depend on the thread
+ * count. HACKING.md describes the source tree. */
+#ifndef SC_INTERNAL_H
+#define SC_INTERNAL_H
 #if !defined(_POSIX_C_SOURCE) && !defined(_WIN32)
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -575,7 +574,11 @@ static inline double sc__dof(uint64_t u) {
   return d;
 }
 
-#ifndef SC__KERNELS_ONLY /* ================================ engine (non-typed part) */
+
+#endif /* SC_INTERNAL_H */
+/* src/engine.c — the engine: errors, layers, chain planning, files, the planner, threads,
+ * workspaces, precision, profiling, the portable kernel set and the typed entry points,
+ * optimizers, checkpoints, training. See simplechain.h. */
 
 /* ---------------------------------------------------------------- errors */
 static SC__TLS char sc__errbuf[512];
@@ -5467,31 +5470,5600 @@ static double sc__now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-#endif /* !SC__KERNELS_ONLY */
-
-/* ============================================ instantiate the typed section twice */
-#define SC__TYPED 1
+/* ============================== the portable kernel set and the typed entry points, float and double */
 #define SC__T float
 #define SC__TN(name) name##_f32
-#define SC__TT(name) name##_f32 /* type names, shared by all passes */
+#define SC__TT(name) name##_f32
 #define SC__F32 1
-#include "simplechain.c"
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
+ * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
+ * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
+ * The translation unit defines those four, includes this file, the typed files it compiles, and
+ * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
+ * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
+ * leaves loops whose trip count is not a known multiple of the vector length: the portable
+ * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
+ * arithmetic is the same (no reassociation, no contraction is asked for), so are the results.
+ * Clang vectorises at -O2 already. SC_NO_O3_PRAGMA opts out. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
+    !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA) && !defined(SC__KERNELS_ONLY)
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+#define SC__POP_OPTIONS 1
+#endif
+#ifndef SC__OB
+#define SC__OB 4 /* output rows per register block; ISA files may raise it */
+#endif
+#define SC__IC 16 /* columns of the dW block */
+#ifndef SC__CW
+/* samples per column chunk of the portable dense forward and dx: their OB x CW accumulators
+ * stay in registers (OB x TW of them spilled: double on AVX2 needs 32 ymm for 4 x 32).
+ * Each sum keeps its order, so the chunking changes no bits. */
+#define SC__CW 8
+#endif
+#if SC__TW % SC__CW != 0
+#error "SC__CW must divide the tile width"
+#endif
+#ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
+#if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
+#define SC__KSTATIC static __attribute__((unused))
+#else
+#define SC__KSTATIC static
+#endif
+#endif
+/* src/typed/math.h — the element type's tanh (our own, in float and in double) and the libm
+ * functions the portable kernels call, as SC__TANH, SC__EXP, ... */
+#if SC__F32
+/* The float tanh, our own (vectorizable; kernels/vec_f32.h has the same steps on
+ * vectors). With a = 2 min(|x|, 9) and E = expm1(a),
+ *     tanh|x| = E / (E + 2)                      for |x| >= 0.35,
+ *     tanh|x| = |x| + |x|^3 P(x^2)               for |x| <  0.35,
+ * and the sign of x put back (so tanh is odd and +-0 maps to +-0). E is computed as
+ * 2^n expm1(r) + (2^n - 1), r = a - n ln2 (|r| <= ln2/2, ln2 split in two so that n ln2hi
+ * is exact), expm1(r) = r + r^2 q(r). E / (E + 2) has a relative condition number
+ * 2 / (E + 2) <= 1 in E, so the error of E is not amplified; for small |x| the odd
+ * polynomial avoids the rounding of E + 2. q and P are minimax-style fits of our own
+ * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
+ * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
+ * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
+ * tanh(+-inf) = +-1 and tanh(NaN) is NaN (the NaN propagates, as on the vector paths). */
+/* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
+static inline float SC__TN(sc__fsel)(int c, float a, float b) {
+  uint32_t m = (uint32_t)0 - (uint32_t)c;
+  return sc__fof((sc__fbits(a) & m) | (sc__fbits(b) & ~m));
+}
+static inline float SC__TN(sc__tanh)(float x) {
+  float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
+  float a = 2.0f * SC__TN(sc__fsel)(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
+  float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
+  float n = t - 12582912.0f;
+  float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
+  r = r - n * 1.42860677e-06f;    /* ln2 low part */
+  float q =
+      (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+      4.99999970e-1f;
+  float p = (r * r) * q + r;                             /* expm1(r) */
+  float s = sc__fof((sc__fbits(t) << 23) + 0x3f800000u); /* 2^n */
+  float E = s * p + (s - 1.0f);                          /* expm1(a) */
+  float y = E / (E + 2.0f);
+  float z = ax * ax;
+  float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = SC__TN(sc__fsel)(ax < 0.35f, ys, y);
+  return sc__fof(sc__fbits(y) | (sc__fbits(x) & 0x80000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 80.0f /* exp of this is finite in float */
+#define SC__EXP(v) expf(v)
+#define SC__EXPM1(v) expm1f(v)
+#define SC__LOG1P(v) log1pf(v)
+#define SC__LOG(v) logf(v)
+#define SC__FABS(v) fabsf(v)
+#else
+/* The double tanh, our own, the float one's method in double (vectorizable: the loops over
+ * it are auto-vectorized in the kernel-set builds). With a = 2 min(|x|, 19.1) and E =
+ * expm1(a): tanh|x| = E / (E + 2) for |x| >= 0.35, else x + x^3 P(x^2) (below 0.35 the
+ * quotient's roundings would reach 2.15 ULP). E = 2^n expm1(r) + (2^n - 1), r = a - n ln2
+ * (Cody-Waite, ln2 in two parts so that n ln2hi is exact), expm1(r) = r + r^2 q(r). q (degree
+ * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
+ * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
+ * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
+ * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
+ * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
+ * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
+ * [-1, 1]; max error 1.48 ULP measured, 2 bounded by tests/test_math.c (test_tanh_f64_ulp).
+ * make bench-tanh (AVX2, Zen 4) before the fits: 2.55 ns per element, against 5.40 for SLEEF's
+ * 1-ULP tanhd4_u10 (used here before) and 2.75 for its 3.5-ULP u35. Tried: correcting E / (E +
+ * 2) with its exact residual instead of the small-|x| polynomial (2.02 ns) reached 1.96 ULP
+ * near 0.2 and 2.8 near 19 (1 - y is inexact there). */
+static inline double SC__TN(sc__dsel)(int c, double a, double b) {
+  uint64_t m = (uint64_t)0 - (uint64_t)c;
+  return sc__dof((sc__dbits(a) & m) | (sc__dbits(b) & ~m));
+}
+static inline double SC__TN(sc__tanh)(double x) {
+  double ax = sc__dof(sc__dbits(x) & 0x7fffffffffffffffu);
+  double a = 2.0 * SC__TN(sc__dsel)(ax > 19.1, 19.1, ax); /* NaN stays NaN */
+  double t = a * 1.4426950408889634 + 6755399441055744.0; /* 1.5 2^52: round(a / ln2) */
+  double n = t - 6755399441055744.0;
+  double r = a - n * 0.6931471787393093; /* ln2 high part (28 bits): n ln2hi exact */
+  r = r - n * 1.8206359985041462e-09;    /* ln2 low part */
+  /* q by Estrin's scheme (a short dependency chain: the loop runs at its latency) */
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double q01 = 0.1666666666666667 * r + 0.5;
+  double q23 = 0.008333333333326084 * r + 0.04166666666666667;
+  double q45 = 0.0001984126987500228 * r + 0.0013888888888883711;
+  double q67 = 2.755725517000089e-06 * r + 2.480158732567746e-05;
+  double q89 = 2.5105312729622103e-08 * r + 2.755727347871858e-07;
+  double q0_3 = q23 * r2 + q01, q4_7 = q67 * r2 + q45;
+  double q8_10 = 2.09147553258932e-09 * r2 + q89;
+  double q = (q8_10 * r8 + q4_7 * r4) + q0_3;
+  double pm = r2 * q + r;                                          /* expm1(r) */
+  double sc = sc__dof((sc__dbits(t) << 52) + 0x3ff0000000000000u); /* 2^n */
+  double E = sc * pm + (sc - 1.0);                                 /* expm1(a) */
+  double y = E / (E + 2.0);
+  double z = ax * ax;
+  double P = -0.00019202753283131075;
+  P = P * z + 0.0005796641245845887;
+  P = P * z - 0.0014545775399280403;
+  P = P * z + 0.003592038401479678;
+  P = P * z - 0.00886323175761739;
+  P = P * z + 0.02186948844673358;
+  P = P * z - 0.053968253967190176;
+  P = P * z + 0.13333333333332845;
+  P = P * z - 0.33333333333333331;
+  double ys = (ax * z) * P + ax;
+  y = SC__TN(sc__dsel)(ax < 0.35, ys, y);
+  return sc__dof(sc__dbits(y) | (sc__dbits(x) & 0x8000000000000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 700.0
+#define SC__EXP(v) exp(v)
+#define SC__EXPM1(v) expm1(v)
+#define SC__LOG1P(v) log1p(v)
+#define SC__LOG(v) log(v)
+#define SC__FABS(v) fabs(v)
+#endif
+
+#define SC__GELU_K0 ((SC__T)0.7978845608028654) /* sqrt(2/pi) */
+#define SC__GELU_K1 ((SC__T)0.044715)
+/* src/typed/act.h — the activations, portable: forward over a row (with the pre-activation kept
+ * where the pullback needs it) and the pullback's derivative, by columns and by lanes. */
+#if defined(SC__KERNELS_ONLY) && defined(SC_HAVE_SLEEF)
+/* kernels/sleef.h — SLEEF's vector exp, expm1, log and log1p for the ISA builds.
+ *
+ * Included by simplechain.c's typed section when an ISA file is compiled with
+ * SC_HAVE_SLEEF (`make` defines it when libsleef-dev is installed). The activations
+ * sigmoid, softplus and gelu (float and double), forward and pullback, and the logit
+ * cross-entropy's softmax then run through SLEEF's 1-ULP (u10) functions, 4 to 16 lanes at a time,
+ * instead of one libm call per element. The tanh is our own in float and in double (see
+ * simplechain.c): the float one more accurate than SLEEF's u35 (1.5 against 2.49 ULP measured) and
+ * faster, the double one 1.9x faster than SLEEF's u10 (bench/RESULTS.md). Every helper accepts y ==
+ * x (in place). */
+#ifndef SC_KERNELS_SLEEF_H
+#define SC_KERNELS_SLEEF_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+
+/* y[k] = fn(x[k]): W lanes at a time, libm for the tail. Kept out of GCC's interprocedural
+ * analysis (noipa): with a tile row's constant n from its only caller, the tail loop drew a
+ * false -Waggressive-loop-optimizations error */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SC__SLEEF_ATTR __attribute__((noipa))
+#else
+#define SC__SLEEF_ATTR __attribute__((noinline))
+#endif
+#define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
+  static SC__SLEEF_ATTR void name(T *y, const T *x, size_t n) {                                    \
+    size_t k = 0;                                                                                  \
+    for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
+    for (; k < n; k++) y[k] = tail(x[k]);                                                          \
+  }
+
+#if defined(__AVX512F__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expf16_u10avx512f, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_log1pf16_u10avx512f, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expm1f16_u10avx512f, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_logf16_u10avx512f, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expd8_u10avx512f, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_log1pd8_u10avx512f, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expm1d8_u10avx512f, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_logd8_u10avx512f, log)
+#elif defined(__AVX2__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expf8_u10avx2, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_log1pf8_u10avx2, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expm1f8_u10avx2, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_logf8_u10avx2, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expd4_u10avx2, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_log1pd4_u10avx2, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expm1d4_u10avx2, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_logd4_u10avx2, log)
+#else
+#error "kernels/sleef.h needs AVX2 or AVX-512 flags"
+#endif
+#undef SC__SLEEF_DEF
+
+/* the float tanh on one native vector (used only with SC_TANH_SLEEF) */
+#if defined(__AVX512F__)
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf16_u35avx512f((__m512)(v)))
+#else
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf8_u35avx2((__m256)(v)))
+#endif
+
+#endif
+#define SC__SLEEF 1
+#endif
+
+/* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
+static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
+                                     size_t n, sc_act act) {
+  size_t t;
+  if (zs)
+    for (t = 0; t < n; t++) zs[t] = z[t];
+  switch (act) {
+  case SC_IDENTITY:
+    for (t = 0; t < n; t++) a[t] = z[t];
+    break;
+  case SC_RELU:
+    for (t = 0; t < n; t++) a[t] = z[t] < 0 ? 0 : z[t]; /* NaN stays NaN (max(0, z) in SIMD) */
+    break;
+  case SC_TANH:
+    for (t = 0; t < n; t++) a[t] = SC__TANH(z[t]);
+    break;
+  case SC_SIGMOID:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+#endif
+    break;
+  case SC_SOFTPLUS:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TN(sc__sleef_log1p)(a, a, n);
+    for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
+#else
+    for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+#endif
+    break;
+  case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) {
+      SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
+      a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
+    }
+#endif
+    break;
+  }
+}
+
+/* one tile row */
+static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
+                                       const SC__T *restrict z, sc_act act) {
+  SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
+}
+
+/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+ * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+ * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
+ * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
+#define SC__ACT_CHUNK 64
+SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
+                                     const SC__T *restrict z, size_t n, sc_act act) {
+  size_t k;
+  switch (act) {
+  case SC_IDENTITY: break;
+  case SC_RELU:
+    for (k = 0; k < n; k++) d[k] = a[k] <= 0 ? 0 : d[k]; /* a NaN output passes d on */
+    break;
+  case SC_TANH:
+    for (k = 0; k < n; k++) d[k] *= 1 - a[k] * a[k];
+    break;
+  case SC_SIGMOID:
+    for (k = 0; k < n; k++) d[k] *= a[k] * (1 - a[k]);
+    break;
+  case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
+#ifdef SC__SLEEF
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -a[k + j];
+      SC__TN(sc__sleef_expm1)(e, e, m);
+      for (j = 0; j < m; j++) d[k + j] *= -e[j];
+    }
+#else
+    for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
+#endif
+    break;
+  case SC_GELU: /* d/dz z s(2u) = s + z 2u' s (1 - s), with 1 - s = e s, e = exp(-2u) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v;
+        e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
+      }
+#ifdef SC__SLEEF
+      SC__TN(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
+        SC__T sg = 1 / (1 + e[j]);
+        SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
+        d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  }
+}
+
+/* sc__act_bwd with the bias gradient's lanes (bl: K rows of SC__TW) summed in the same pass
+ * over d: K channels of npos positions (a dense layer: K outputs, npos 1); each channel's sums
+ * in a local row (in registers; bl and d share the tile, so summed in place they were loaded and
+ * stored at every position). The same operations in the same order as act_bwd then the sums:
+ * the same bits. LeNet5's conv1, 20,000 images, 1 thread (Zen 4): the in-place sums took 9.5 of
+ * its 41-ms backward in bf16 */
+SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
+                                          const SC__T *restrict a, const SC__T *restrict z,
+                                          size_t K, size_t npos, sc_act act) {
+  int fused = act == SC_IDENTITY || act == SC_RELU || act == SC_TANH;
+  if (!fused) SC__TN(sc__act_bwd)(d, a, z, K * npos * SC__TW, act);
+  for (size_t k = 0; k < K; k++) {
+    SC__T sum[SC__TW];
+    memcpy(sum, bl + k * SC__TW, sizeof sum);
+    SC__T *dk = d + k * npos * SC__TW;
+    const SC__T *ak = a + k * npos * SC__TW;
+    for (size_t q = 0; q < npos * SC__TW; q += SC__TW)
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T v = dk[q + (size_t)t];
+        if (act == SC_RELU)
+          v = ak[q + (size_t)t] <= 0 ? 0 : v;
+        else if (act == SC_TANH)
+          v *= 1 - ak[q + (size_t)t] * ak[q + (size_t)t];
+        dk[q + (size_t)t] = v;
+        sum[t] += v;
+      }
+    memcpy(bl + k * SC__TW, sum, sizeof sum);
+  }
+}
+/* src/typed/dense.h — the dense layer's portable kernels: the fused forward (W x + b, then the
+ * activation), dW in dot form over a transposed tile, and dx. Dimension letters: O outputs,
+ * I inputs. */
+SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                       const SC__T *restrict W, const SC__T *restrict b,
+                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    SC__T acc[SC__OB][SC__TW];
+    const SC__T *w = W + o * I;
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T ac[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T bk = b ? b[o + k] : 0;
+        for (int t = 0; t < SC__CW; t++) ac[k][t] = bk;
+      }
+      for (size_t i = 0; i < I; i++) {
+        const SC__T *xi = x + i * SC__TW + t0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[(size_t)k * I + i];
+          for (int t = 0; t < SC__CW; t++) ac[k][t] += wk * xi[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t0 + t] = ac[k][t];
+    }
+    for (int k = 0; k < SC__OB; k++)
+      SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
+  }
+  for (; o < O; o++) { /* one row: TW accumulators fit, and more chains hide the latency */
+    SC__T acc[SC__TW];
+    const SC__T *w = W + o * I;
+    SC__T bo = b ? b[o] : 0;
+    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      SC__T wi = w[i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
+    }
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
+                                      const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__OB][SC__IC];
+      for (int k = 0; k < SC__OB; k++)
+        for (int c = 0; c < SC__IC; c++) acc[k][c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T d = dz[(o + k) * SC__TW + (size_t)t];
+          for (int c = 0; c < SC__IC; c++) acc[k][c] += d * xr[c];
+        }
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T *gr = gW + (o + k) * I + i0;
+        for (size_t c = 0; c < nc; c++) gr[c] += acc[k][c];
+      }
+    }
+  }
+  for (; o < O; o++) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__IC];
+      for (int c = 0; c < SC__IC; c++) acc[c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        SC__T d = dz[o * SC__TW + (size_t)t];
+        for (int c = 0; c < SC__IC; c++) acc[c] += d * xr[c];
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      SC__T *gr = gW + o * I + i0;
+      for (size_t c = 0; c < nc; c++) gr[c] += acc[c];
+    }
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                      const SC__T *restrict dz, size_t O, size_t I) {
+  size_t i = 0;
+  for (; i + SC__OB <= I; i += SC__OB)
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T acc[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        const SC__T *d = dz + o * SC__TW + t0;
+        const SC__T *w = W + o * I + i;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[k];
+          for (int t = 0; t < SC__CW; t++) acc[k][t] += wk * d[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) dx[(i + k) * SC__TW + (size_t)(t0 + t)] = acc[k][t];
+    }
+  for (; i < I; i++) { /* one row: TW accumulators */
+    SC__T acc[SC__TW];
+    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      SC__T wi = W[o * I + i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
+    }
+    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
+  }
+}
+/* src/typed/conv.h — the convolution and max-pool layers' portable kernels. */
+/* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
+ * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
+ * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
+SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  const size_t *roff = P->roff;
+  for (size_t k = 0; k < P->oc; k++) {
+    const SC__T *w = W + k * R;
+    SC__T bk = b ? b[k] : 0;
+    for (size_t u = 0; u < OH; u++)
+      for (size_t v = 0; v < OW; v++) {
+        SC__T acc[SC__TW];
+        const SC__T *base = x + (u * sh * WP + v * sw) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) acc[t] = bk;
+        for (size_t r = 0; r < R; r++) {
+          const SC__T *xr = base + roff[r] * SC__TW;
+          SC__T wr = w[r];
+          for (int t = 0; t < SC__TW; t++) acc[t] += wr * xr[t];
+        }
+        size_t o = (k * OH + u) * OW + v;
+        SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, P->spec.act);
+      }
+  }
+}
+
+/* conv dW in lane form: wl[(k*R + r)*TW + t] += sum_{u,v} dz[k][u][v][t] x[tap][t] */
+SC__KSTATIC void SC__TN(sc__conv_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                      const SC__T *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  for (size_t k = 0; k < P->oc; k++)
+    for (size_t r = 0; r < R; r++) {
+      SC__T acc[SC__TW];
+      SC__T *w = wl + (k * R + r) * SC__TW;
+      for (int t = 0; t < SC__TW; t++) acc[t] = w[t];
+      const SC__T *xr = x + P->roff[r] * SC__TW;
+      for (size_t u = 0; u < OH; u++)
+        for (size_t v = 0; v < OW; v++) {
+          const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+          const SC__T *xv = xr + (u * sh * WP + v * sw) * SC__TW;
+          for (int t = 0; t < SC__TW; t++) acc[t] += d[t] * xv[t];
+        }
+      for (int t = 0; t < SC__TW; t++) w[t] = acc[t];
+    }
+}
+
+/* conv input gradient (unpadded input layout): dx[c][y][x] = sum over the taps (k, i, j)
+ * with y + ph = u*sh + i and x + pw = v*sw + j of W[k][c][i][j] dz[k][u][v] */
+SC__KSTATIC void SC__TN(sc__conv_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      for (size_t xx = 0; xx < P->iw; xx++) {
+        SC__T acc[SC__TW];
+        for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+        for (size_t i = 0; i < KH; i++) {
+          size_t yy = y + ph;
+          if (yy < i || (yy - i) % sh) continue;
+          size_t u = (yy - i) / sh;
+          if (u >= OH) continue;
+          for (size_t j = 0; j < KW; j++) {
+            size_t xp = xx + pw;
+            if (xp < j || (xp - j) % sw) continue;
+            size_t v = (xp - j) / sw;
+            if (v >= OW) continue;
+            for (size_t k = 0; k < P->oc; k++) {
+              SC__T w = W[k * R + (c * KH + i) * KW + j];
+              const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+              for (int t = 0; t < SC__TW; t++) acc[t] += w * d[t];
+            }
+          }
+        }
+        SC__T *o = dx + ((c * P->ih + y) * P->iw + xx) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = acc[t];
+      }
+}
+
+/* zero-padded copy of a C x H x W tile into C x Hp x Wp */
+static void SC__TN(sc__pad)(SC__T *restrict xp, const SC__T *restrict x, const sc__lplan *P) {
+  size_t ph = P->spec.ph, pw = P->spec.pw;
+  memset(xp, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->ic; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      memcpy(xp + ((c * P->hp + y + ph) * P->wp + pw) * SC__TW,
+             x + ((c * P->ih + y) * P->iw) * SC__TW, P->iw * SC__TW * sizeof(SC__T));
+}
+
+SC__KSTATIC void SC__TN(sc__pool_fwd)(SC__T *restrict a, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        SC__T m[SC__TW];
+        const SC__T *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) m[t] = x0[t];
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            const SC__T *xi = x0 + (i * P->iw + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) m[t] = xi[t] > m[t] ? xi[t] : m[t];
+          }
+        SC__T *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = m[t];
+      }
+}
+
+/* the gradient goes to the first element of each window equal to its max */
+SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict x,
+                                      const SC__T *restrict a, const SC__T *restrict dz,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) /* rows/columns outside every window */
+    memset(dx, 0, P->in * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        SC__T taken[SC__TW];
+        for (int t = 0; t < SC__TW; t++) taken[t] = 0;
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) {
+              int hit = x[q + (size_t)t] == a[o + (size_t)t] && taken[t] == 0;
+              dx[q + (size_t)t] = hit ? dz[o + (size_t)t] : 0;
+              taken[t] = hit ? 1 : taken[t];
+            }
+          }
+      }
+}
+/* src/typed/lanes.h — dW in lane form (dense layers with few weights, every conv): accumulators of
+ * SC__TW lanes per weight, folded once per slice. */
+/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
+SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                       const SC__T *restrict x, size_t O, size_t I, int first) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      SC__T *w = wl + (o * I + i) * SC__TW;
+      if (first) /* the slice's first tile writes: no zeroing pass */
+        for (int t = 0; t < SC__TW; t++)
+          w[t] = dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      else
+        for (int t = 0; t < SC__TW; t++)
+          w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+    }
+}
+
+/* gw[k] += the TW lanes of wl[k], in a fixed order: 8 partial sums (lanes t = j mod 8, in
+ * lane order), then added pairwise. A single chain of TW dependent additions per weight
+ * was the slowest part of a small double-precision valgrad (the BNN of examples/bnn.c). */
+SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const SC__T *w = wl + k * SC__TW;
+    SC__T s[8];
+    for (int j = 0; j < 8; j++) s[j] = w[j];
+    for (int t = 8; t < SC__TW; t += 8)
+      for (int j = 0; j < 8; j++) s[j] += w[t + j];
+    gw[k] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+}
+/* src/typed/choice.h — which kernel each step of the slice pipeline (src/typed/slice.h) calls: a
+ * kernel set's vector kernels define the SC__K_* they take over (kernels/x86/f32.h, f64.h, included
+ * before this file); the portable kernels of this element type take the rest. */
+#ifndef SC__K_FWD
+#define SC__K_FWD SC__TN(sc__dense_fwd)
+#endif
+#ifndef SC__BFP
+#define SC__BFP(name) sc__bf16_##name
+#endif
+#ifndef SC__K_DW
+#define SC__K_DW SC__TN(sc__dense_dw)
+#endif
+#ifndef SC__K_DX
+#define SC__K_DX SC__TN(sc__dense_dx)
+#endif
+#ifndef SC__K_DWL
+#define SC__K_DWL SC__TN(sc__dense_dwl)
+#endif
+/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
+ * paths) */
+#ifndef SC__K_FOLD_TW
+#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
+#endif
+#ifndef SC__K_DWL_FOLD
+#define SC__K_DWL_FOLD SC__K_FOLD_TW
+#endif
+#ifndef SC__DWL_LANES
+#define SC__DWL_LANES SC__TW
+#endif
+#ifndef SC__DWD_DENSE
+#define SC__DWD_DENSE 0
+#endif
+#define SC__K_ACTB SC__TN(sc__act_bwd)
+#ifndef SC__K_CONV_FWD
+#define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
+#define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
+#define SC__K_CONV_DX SC__TN(sc__conv_dx)
+#define SC__K_POOL_FWD SC__TN(sc__pool_fwd)
+#define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
+#endif
+/* src/typed/slice.h — the per-slice pipeline of sc_forward, sc_valgrad and sc_pullback: a tile's
+ * input and target gathered, every layer's forward, the loss and its gradient, every layer's
+ * pullback (activation derivative, dW, db, dx), the slice's gradient; the NaN scan and the float
+ * ADAM step of the kernel table. Compiled once per element type and kernel set. */
+#ifndef SC__BUILTIN_PASS /* the built-in passes use the types of the first pass */
+typedef struct SC__TT(sc__job) {
+  const sc_chain *c;
+  const SC__TT(sc__kt) * kt;
+  sc_workspace *ws;
+  int mode;
+  sc_loss loss;
+  const SC__T *p, *x, *dy;
+  const size_t *idx; /* sample order (NULL: 0..batch-1) */
+  const void *target;
+  size_t batch, ntiles, nslices;
+  SC__T *y, *gx;
+  int want_g;
+  SC__T scale;       /* 1 / batch */
+  int train;         /* dropout active (sc_valgrad, sc_train) */
+  int count_correct; /* cross-entropy: count argmax == label (sc_evaluate) */
+  uint64_t drop_seed, drop_step;
+  double slice_loss[SC__MAX_SLICES];
+  double slice_correct[SC__MAX_SLICES];
+  int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
+  size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
+  int dist_rank, dist_ranks;
+  int bf16;  /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
+  int bf16k; /* and the dense and conv layers' products by the bf16 kernels (ws->bf16k) */
+  int chk_x; /* the input's NaN / Inf check done by the gathers (sc__gather): a slice that finds
+              * one stops and sets slice_bad[s]; sc__execute then writes nothing and sets x_bad */
+  int x_bad;
+  unsigned char slice_bad[SC__MAX_SLICES];
+  /* the batch's input and target tiles made beforehand (ws->tiles_x, ws->tiles_t: tile k at
+   * k in SC__TW and k out SC__TW), read in place instead of gathered; NULL: gathered */
+  const SC__T *tiles_x, *tiles_t;
+} SC__TT(sc__job);
+#endif
+
+static inline size_t SC__TN(sc__row)(const SC__TT(sc__job) * J, size_t b) {
+  return J->idx ? J->idx[b] : b;
+}
+
+/* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array. With chk, returns
+ * whether any of the rows' values is NaN or Inf (else 0): the vector gathers check what they
+ * load, the portable one checks the tile after */
+static int SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
+                              const SC__TT(sc__job) * J, size_t b0, size_t n, int chk) {
+#if SC__F32 && defined(SC__VEC_GATHER)
+  int bad = 0;
+  if (vec_gather_f32(tile, src, cols, J->idx, b0, n, chk ? &bad : NULL)) return bad;
+#endif
+  if (cols == 1) /* one feature (a 1-D regression, a scalar target) */
+    for (size_t t = 0; t < n; t++) tile[t] = src[SC__TN(sc__row)(J, b0 + t)];
+  else
+    for (size_t t = 0; t < n; t++) {
+      const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
+      for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
+    }
+  for (size_t t = n; t < SC__TW; t++)
+    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = 0;
+  return chk && J->kt->find_nonfinite(tile, cols * SC__TW) != cols * SC__TW;
+}
+
+/* rows b0..b0+n of a row-major array <- tile */
+static void SC__TN(sc__scatter)(SC__T *restrict dst, const SC__T *restrict tile, size_t cols,
+                                size_t b0, size_t n) {
+  for (size_t t = 0; t < n; t++) {
+    SC__T *r = dst + (b0 + t) * cols;
+    for (size_t i = 0; i < cols; i++) r[i] = tile[i * SC__TW + t];
+  }
+}
+
+/* xT (SC__TW x ld, sample-major, zero-padded to ld) <- x (I x SC__TW) */
+static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, size_t I,
+                                         size_t ld) {
+  for (int t = 0; t < SC__TW; t++) {
+    SC__T *r = xT + (size_t)t * ld;
+    for (size_t i = 0; i < I; i++) r[i] = x[i * SC__TW + (size_t)t];
+    for (size_t i = I; i < ld; i++) r[i] = 0;
+  }
+}
+
+/* the exp and log of a tile row in place, for the logit cross-entropy */
+#ifdef SC__SLEEF
+#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#else
+#define SC__CE_EXP_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
+#define SC__CE_LOG_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__LOG((r)[q_])
+#endif
+/* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
+static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lanes,
+                                  SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
+                                  size_t b0, size_t n) {
+  const sc_chain *c = J->c;
+  size_t O = c->out;
+  SC__T s = J->scale;
+  if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
+     * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
+     * session 26). Per sample the same operations in the same order as one sample at a time
+     * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
+     * on every lane; the padding lanes' results are dropped. */
+    const int32_t *lab = J->target;
+    SC__T m[SC__TW], se[SC__TW], e[SC__TW];
+    int32_t am[SC__TW], y[SC__TW];
+    int t;
+    for (t = 0; t < SC__TW; t++) {
+      y[t] = (size_t)t < n ? lab[SC__TN(sc__row)(J, b0 + (size_t)t)] : -1;
+      m[t] = yhat[t], am[t] = 0, se[t] = 1;
+    }
+    for (size_t o = 1; o < O; o++)
+      for (t = 0; t < SC__TW; t++) {
+        SC__T v = yhat[o * SC__TW + (size_t)t];
+        int gt = v > m[t];
+        m[t] = gt ? v : m[t];
+        am[t] = gt ? (int32_t)o : am[t];
+      }
+    for (size_t o = 0; o < O; o++) {
+      for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - m[t];
+      SC__CE_EXP_ROW(e);
+      for (t = 0; t < SC__TW; t++) se[t] += am[t] == (int32_t)o ? 0 : e[t];
+    }
+    SC__CE_LOG_ROW(se);                         /* log(se) */
+    for (t = 0; t < SC__TW; t++) se[t] += m[t]; /* lse */
+    for (t = 0; t < (int)n; t++) {
+      lanes[t] += se[t] - yhat[(size_t)y[t] * SC__TW + (size_t)t];
+      if (J->count_correct) lanes[SC__TW + t] += am[t] == y[t] ? 1 : 0;
+    }
+    if (d)
+      for (size_t o = 0; o < O; o++) {
+        SC__T *dr = d + o * SC__TW;
+        for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - se[t];
+        SC__CE_EXP_ROW(e);
+        for (t = 0; t < SC__TW; t++)
+          dr[t] = (size_t)t < n ? s * (e[t] - (y[t] == (int32_t)o ? 1 : 0)) : 0;
+      }
+    return;
+  }
+  const SC__T *tt = tg; /* the targets' tile: made before the step, or gathered here */
+  if (J->tiles_t)
+    tt = J->tiles_t + b0 * O;
+  else
+    SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n, 0);
+  SC__T mask[SC__TW];
+  for (int t = 0; t < SC__TW; t++) mask[t] = (size_t)t < n ? 1 : 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *yr = yhat + o * SC__TW, *tr = tt + o * SC__TW;
+    SC__T *dr = d ? d + o * SC__TW : NULL;
+    if (J->loss == SC_LOSS_SQUARED) {
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += e * e;
+        if (dr) dr[t] = 2 * s * e;
+      }
+    } else { /* absolute */
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += SC__FABS(e);
+        /* sign(e) s, as a product: GCC 12 at -O2 with AVX2 enabled crashes (an internal
+         * compiler error in const_vector_mask_from_tree) on e > 0 ? s : (e < 0 ? -s : 0) */
+        if (dr) dr[t] = s * (SC__T)((e > 0) - (e < 0));
+      }
+    }
+  }
+}
+
+#if SC__F32
+/* a = act(a + b) in place after a bf16 GEMM wrote a = W x: K channels of npos tile rows each
+ * (a dense layer: npos = 1), channel k's bias b[k]; z as in the forward kernels */
+static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, const float *restrict b,
+                                      size_t K, size_t npos, sc_act act) {
+#if defined(SC__VEC_F32)
+  vec_conv_bias_act_f32(a, z, b, K, npos, act);
+#else
+  for (size_t k = 0; k < K; k++)
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      float tmp[SC__TW];
+      for (int t = 0; t < SC__TW; t++) tmp[t] = a[q * SC__TW + (size_t)t] + (b ? b[k] : 0.0f);
+      SC__TN(sc__act_row)(a + q * SC__TW, z ? z + q * SC__TW : NULL, tmp, act);
+    }
+#endif
+}
+#endif
+
+/* The slice's work, instantiated twice by sc__run_slice: with the profile clock reads
+ * (profiling = 1) and without (0: they compile away; read or not, they cost 9 % of a LeNet5
+ * epoch when merely present) */
+#if defined(__GNUC__)
+#define SC__ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SC__ALWAYS_INLINE inline
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+/* float conv layer l's forward with the 2 x 2 max-pool above it folded in (vec_conv_pool_fwd_f32:
+ * the conv's output area holds the pool's hits, a byte a lane), its pullback by
+ * vec_pool2_hits_bwd_f32; SC_POOL_FUSE=0 turns it off with the other fusion */
+#define SC__F32_POOL_FOLD(l) (!J->bf16 && sc__pool_fold_f32(c, l))
+#endif
+static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s, size_t area,
+                                                         const int profiling) {
+  const sc_chain *c = J->c;
+  sc_workspace *ws = J->ws;
+  /* the tile memory and the bf16 packing area are scratch, used only while the slice runs:
+   * those of area (the worker's, see sc__task), so that one thread's slices reuse memory
+   * already in its caches; the slice's gradient (gs) is its own */
+  SC__T *tm = (SC__T *)(void *)(ws->slices + area * ws->slice_bytes);
+  SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+  size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
+  size_t L = c->nlayers;
+  SC__T *lanes = tm + c->lossl_off;
+  int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
+  int want_g = backward && J->want_g;
+#if SC__F32
+  /* the bf16 kernels' packed operands (this slice's area) */
+  uint32_t *bfs = J->bf16k ? ws->bf_scr + area * ws->bf_scr_stride : NULL;
+  /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
+#define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
+#define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
+  /* its dW made whole by each tile (a dense layer's GEMM, a conv's dW^T in dwt), so stored
+   * rather than added by a slice's first tile, the slice's gradient not cleared there (LeNet5
+   * bf16: 3.5-4 of the 19-20 ms of the batch's row went to clearing 176 KB a slice) */
+#define SC__BF_DW_FIRST(l)                                                                         \
+  (SC__BFKB(l) && (c->L[l].spec.kind == SC_LAYER_DENSE ||                                          \
+                   (c->L[l].spec.kind == SC_LAYER_CONV2D && c->L[l].spec.sw == 1 &&                \
+                    !(ws->bf_nt && c->L[l].oc < 16) && (ws->bf_gemm_rows || ws->bf_gemm_grp))))
+  /* conv layer l's forward on pairs read in place with its epilogue, with the 2 x 2 max-pool
+   * above it folded in (ws->bf_pool_hits; its pullback then by bf_dz_pool_hits): the conv's
+   * output area holds the hits (a byte a lane, a sixteenth of it), then a 2-row scratch (room
+   * for both: oh >= 4) */
+#define SC__POOL_FOLD(l)                                                                           \
+  (ws->bf_pool_hits && SC__BFK(l) && SC__BFKB(l) && ws->bf_gemm_ep && ws->bf_dz_pool &&            \
+   c->L[l].spec.kind == SC_LAYER_CONV2D &&                                                         \
+   (c->L[l].spec.act == SC_RELU || c->L[l].spec.act == SC_IDENTITY) &&                             \
+   ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg)) && (l) + 1 < L &&            \
+   c->L[(l) + 1].spec.kind == SC_LAYER_MAXPOOL2D && c->L[(l) + 1].spec.kh == 2 &&                  \
+   c->L[(l) + 1].spec.kw == 2 && c->L[l].oh % 2 == 0 && c->L[l].ow % 2 == 0 && c->L[l].oh >= 4)
+#define SC__HITS_SCR(P) /* the scratch after the hits (oc npos TW / 4 bytes), 64-byte aligned */   \
+  (((P)->oc * (P)->oh * (P)->ow * SC__TW / 16 + 15) & ~(size_t)15)
+  /* rounding to bf16 in place: VCVTNEPS2BF16 with the native kernels, else the set's code */
+#define SC__BFROUND(x, n) (ws->bf_round ? ws->bf_round : SC__BFP(round_n))(x, n)
+#else
+#define SC__BFK(l) 0
+#define SC__BFKB(l) 0
+#define SC__BF_DW_FIRST(l) 0
+#endif
+  /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
+   * row (the batch gather, the loss, the folds) */
+  sc__pcount *pf = profiling ? ws->prof + s * ws->prof_stride : NULL; /* this slice's set */
+  uint64_t tq = pf ? sc__ns() : 0;
+#define SC__PROF(row, dir, samples)                                                                \
+  do {                                                                                             \
+    if (pf) {                                                                                      \
+      uint64_t t_ = sc__ns();                                                                      \
+      SC__PADD(pf[(row)*SC__P_W + (dir)], t_ - tq);                                                \
+      SC__PADD(pf[(row)*SC__P_W + (dir) + 2], (samples));                                          \
+      tq = t_;                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+  for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
+  if (want_g) {
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = SC__BF_DW_FIRST(l) ? P->np - (P->spec.bias ? P->oc : 0) : 0; /* kept */
+      memset(gs + P->poff + nw, 0, (P->np - nw) * sizeof(SC__T));
+      if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
+          !SC__BFKB(l)) /* dense: first */
+        memset(tm + P->dwl_off, 0,
+               (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
+    }
+  }
+  for (size_t tile = t0; tile < t1; tile++) {
+    size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+#ifdef SC__K_FWD_H
+    /* a batch's last tile of at most SC__TW / 2 samples (not with bf16 operands) goes through
+     * the dense kernels' half forms (SC__KH): the first half of each row computed, zeros stored
+     * in the second. The padding's activations are then zeros where the whole-tile kernels
+     * leave act(b); its dz is zeros either way, so the results are the same but for the sign
+     * of a sum that is zero. (The micro-benchmark's 200 samples end in a tile of 8.) */
+    const int half = n <= SC__TW / 2 && !J->bf16;
+#define SC__KH(k) (half ? k##_H : k)
+#else
+#define SC__KH(k) k
+#endif
+#ifdef SC__K_DWL2
+    /* pairs of consecutive tiles of this slice (a last odd tile goes alone); the second
+     * tile of a pair keeps its activations in the a_off2 buffers */
+    int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
+#define SC__AOFF(P) (pair_second ? (P)->a_off2 : (P)->a_off)
+    SC__T *Xg = tm + (pair_second ? c->x_off2 : c->x_off);
+#else
+#define SC__AOFF(P) ((P)->a_off)
+    SC__T *Xg = tm + c->x_off;
+#endif
+    const SC__T *X = Xg;
+    if (J->tiles_x) /* made before the step (sc__train_tiles), rounded there with bf16 */
+      X = J->tiles_x + tile * c->in * SC__TW;
+    else {
+      if (SC__TN(sc__gather)(Xg, J->x, c->in, J, b0, n, J->chk_x)) {
+        J->slice_bad[s] = 1; /* a NaN or Inf in the input: no result (sc__execute) */
+        return;
+      }
+#if SC__F32
+      if (J->bf16) SC__BFROUND(Xg, c->in * SC__TW);
+#endif
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    const SC__T *in = X;
+#if SC__F32
+    int pooled = 0; /* the layer above (a max-pool) was made by the conv's forward */
+#endif
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+#if SC__F32
+      /* bf16 native kernels: the bias, a relu or identity and the rounding of the layer's
+       * output done by the GEMM as it stores (ep: else NULL, and the passes after it) */
+      sc__bf16_ep epv = {NULL, P->spec.act == SC_RELU, l + 1 < L}, *ep = NULL;
+      if (J->bf16k && ws->bf_gemm_ep && (ws->bf_on[l] & 1) &&
+          (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY) &&
+          (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)) {
+        epv.bias = !P->spec.bias                     ? NULL
+                   : P->spec.kind == SC_LAYER_CONV2D ? W + P->oc * P->R
+                                                     : W + P->in * P->out;
+        ep = &epv;
+      }
+#endif
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        sc_act fa = P->spec.act;
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
+#endif
+#if SC__F32
+        if (SC__BFK(l)) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
+          size_t I2 = (P->in + 1) / 2;
+          SC__BFP(pack_rows)(bfs, in, P->in, SC__TW, SC__TW);
+          if (ep) {
+            ws->bf_gemm_ep(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW,
+                           I2, NULL, ep);
+            break;
+          }
+          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
+          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, 1, fa);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
+          P->xfwd(in, W, a);
+          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
+          break;
+        }
+#endif
+        SC__KH(SC__K_FWD)(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
+        break;
+      }
+      case SC_LAYER_CONV2D:
+        if (P->pad_off != SIZE_MAX) {
+          SC__TN(sc__pad)(tm + P->pad_off, in, P);
+          in = tm + P->pad_off;
+        }
+#if SC__F32
+        if (SC__BFK(l) && ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg))) {
+          /* the input tile packed once, B's row k read in place at brow[k]: bit 4 its pairs of
+           * neighbouring columns (the direct forward, cpoff), else (bit 16, AVX512_BF16 or its
+           * model) its channel pairs, the pair cp of tap (i, j) being row k = (cp kh + i) kw + j
+           * at roff[k] (roff's formula with cp for ci) */
+          int cols = ws->bf_on[l] & 4;
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, t = P->spec.kh * P->spec.kw;
+          size_t K2 = cols ? P->ic * ((t + 1) / 2) : (P->ic + 1) / 2 * t;
+          const uint32_t *wb = ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) +
+                               (cols ? 1 : 2) * P->R * ((P->oc + 1) / 2); /* wc or wh */
+          const size_t *brow = cols ? P->cpoff : P->roff;
+          int pc = ep && SC__POOL_FOLD(l);
+          float *s2 = pc ? a + SC__HITS_SCR(P) : NULL;
+          /* folded, a relu conv's GEMM adds the bias alone: the pool relu's and rounds */
+          sc__bf16_ep epr = {ep ? ep->bias : NULL, 0, 0};
+          if (cols)
+            sc__bf16_pack_colpairs(bfs, in, P);
+          else
+            sc__bf16_pack_chpairs(bfs, in, P);
+          /* the pooled: rows 2 q, 2 q + 1 made by chunks of wn windows (at most about 16 KB of
+           * the scratch, in L1), each chunk pooled as soon as it is made */
+          size_t PW = P->ow / 2, wn = P->oc >= 32 ? 1 : 32 / P->oc;
+          for (size_t q = 0; pc && q < P->oh / 2; q++)
+            for (size_t w0 = 0; w0 < PW; w0 += wn) {
+              size_t w1 = PW - w0 < wn ? PW : w0 + wn, n0 = 2 * w0 * SC__TW;
+              for (size_t u = 2 * q; u < 2 * q + 2; u++)
+                ws->bf_gemm_ep(s2 + (u % 2) * RW + n0, 2 * RW, wb, K2,
+                               bfs + u * P->spec.sh * P->wp * SC__TW + n0, SC__TW, P->oc,
+                               2 * (w1 - w0) * SC__TW, K2, brow, ep->relu ? &epr : ep);
+              ws->bf_pool_hits(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, s2, P->oc, q,
+                               P->oh / 2, PW, w0, w1, P->spec.act == SC_RELU);
+              pooled = 1;
+            }
+          for (size_t u = 0; !pc && u < P->oh; u++) {
+            const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, brow, ep);
+            else
+              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, 0, NULL,
+                               NULL, 0, brow);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l) && (ws->bf_on[l] & 16)) { /* AMX: the input's channel pairs in place */
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, kw = P->spec.kw;
+          size_t CP = (P->ic + 1) / 2, KC = CP * P->spec.kh * kw;
+          const uint32_t *wh =
+              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + 2 * P->R * ((P->oc + 1) / 2);
+          sc__bf16_pack_chpairs(bfs, in, P);
+          for (size_t u = 0; u < P->oh; u++) /* group (cp, i): kw taps, B's rows TW apart */
+            ws->bf_gemm_sumg(a + u * RW, npos * SC__TW, wh, KC, (sc__grp_off){NULL, 0, 0, kw},
+                             bfs + u * P->spec.sh * P->wp * SC__TW, SC__TW,
+                             (sc__grp_off){P->roff, kw, SC__TW, 0}, P->oc, RW, kw, CP * P->spec.kh);
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
+          size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
+          for (size_t u = 0; u < P->oh; u++) {
+            SC__BFP(pack_taps)(bfs, in, P, u);
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW,
+                             P->oc, RW, R2, NULL, ep);
+            else
+              ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
+                          RW, R2, 0);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xconv) { /* libxsmm: im2col per output row, one GEMM per row, bias + act */
+          size_t OW = P->ow, RW = OW * SC__TW, step = P->spec.sw * SC__TW;
+          SC__T *col = tm + P->col_off;
+          for (size_t u = 0; u < P->oh; u++) {
+            const SC__T *row = in + u * P->spec.sh * P->wp * SC__TW;
+            for (size_t r = 0; r < P->R; r++) {
+              const SC__T *src = row + P->roff[r] * SC__TW;
+              if (P->spec.sw == 1)
+                memcpy(col + r * RW, src, RW * sizeof *col);
+              else
+                for (size_t v = 0; v < OW; v++)
+                  memcpy(col + r * RW + v * SC__TW, src + v * step, SC__TW * sizeof *col);
+            }
+            P->xconv(col, W, a + u * RW);
+          }
+          vec_conv_bias_act_f32(a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, P->oh * OW,
+                                P->spec.act);
+          break;
+        }
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+        if (SC__F32_POOL_FOLD(l)) {
+          SC__K_CONV_POOL_FWD(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, W,
+                              P->spec.bias ? W + P->oc * P->R : NULL, in, P->spec.act == SC_RELU,
+                              P);
+          pooled = 1;
+          break;
+        }
+#endif
+        SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (pooled) { /* by the conv below (SC__POOL_FOLD) */
+          pooled = 0;
+          break;
+        }
+#endif
+        SC__K_POOL_FWD(a, in, P);
+        break;
+      case SC_LAYER_FLATTEN: break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          uint32_t *mask = (uint32_t *)(void *)(tm + P->mask_off);
+          uint32_t thr = (uint32_t)(P->spec.rate * 4294967296.0);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++) {
+            uint32_t m = mask[f] = sc__drop_word(J->drop_seed, J->drop_step, b0, f, thr);
+            for (int t = 0; t < SC__TW; t++)
+              a[f * SC__TW + (size_t)t] = (m >> t & 1u) ? in[f * SC__TW + (size_t)t] * keep : 0;
+          }
+        } else
+          memcpy(a, in, P->out * SC__TW * sizeof(SC__T));
+        break;
+      }
+      in = tm + SC__AOFF(P);
+#if SC__F32
+      /* bf16: a layer's output is the next matrix product's operand; the last one's is not */
+      if (J->bf16 && l + 1 < L && !ep && P->spec.kind != SC_LAYER_FLATTEN &&
+          P->spec.kind != SC_LAYER_MAXPOOL2D) /* (those two pick rounded inputs) */
+        SC__BFROUND(tm + SC__AOFF(P), P->out * SC__TW);
+#endif
+      SC__PROF(l, SC__P_FNS, n);
+    }
+    const SC__T *yhat = in;
+    /* dz ping-pongs between two buffers: a layer reads cur and writes the dz of the layer below
+     * into nxt, the other one. On the first tile of a pair, a dense layer that holds its dz for
+     * the pair's dW (hold_off) gets it written there directly instead (no copy); its dx then
+     * goes to a ping-pong buffer again */
+    SC__T *const pp0 = tm + c->d0_off, *const pp1 = tm + c->d1_off;
+#ifdef SC__K_DWL2
+#define SC__HOLDS(Q) (pair_first && (Q)->hold_off != SIZE_MAX)
+#else
+#define SC__HOLDS(Q) 0
+#endif
+    SC__T *cur = pp0, *nxt = pp1;
+    if (backward && SC__HOLDS(&c->L[L - 1])) cur = tm + c->L[L - 1].hold_off;
+    if (J->mode == SC__FORWARD) {
+      SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
+      continue;
+    }
+    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD) {
+      SC__T *dl = J->mode == SC__VALGRAD ? cur : NULL;
+      SC__TN(sc__loss_tile)(J, lanes, dl, yhat, tm + c->t_off, b0, n);
+    } else { /* pullback: the cotangent is given */
+      SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n, 0);
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    if (!backward) continue;
+    int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
+#if SC__F32
+    /* bf16 native: conv layer k's dz (k = 0: no dx) made with its dW's packing in one pass
+     * (ws->bf_dz_lanes), and with a max-pooling layer above it, that pool's pullback too
+     * (ws->bf_dz_pool, pool_fused: the pool left its dz in cur) */
+#define SC__DZ_FUSE(k)                                                                             \
+  ((k) == 0 && !J->gx && want_g && SC__BFKB(k) && ws->bf_dz_lanes && ws->bf_nt &&                  \
+   c->L[k].spec.kind == SC_LAYER_CONV2D && c->L[k].spec.sw == 1 && c->L[k].oc < 16 &&              \
+   (c->L[k].spec.act == SC_RELU || c->L[k].spec.act == SC_IDENTITY))
+    int pool_fused = 0;
+#endif
+#ifdef SC__DWL_BL
+    /* dense layer k's bias lanes are added by its lane-form dW (SC__DWL_BL, as it reads dz)
+     * where the dx pass of the layer above would have added them (d_ready); not with bf16
+     * operands, whose dz is rounded after the bias gradient is taken */
+#define SC__DWL_BIAS(k)                                                                            \
+  (want_g && !J->bf16 && c->L[k].spec.kind == SC_LAYER_DENSE && c->L[k].lane_off != SIZE_MAX &&    \
+   c->L[k].dwl_off != SIZE_MAX && !c->L[k].dw_dot && !SC__BFKB(k))
+#else
+#define SC__DWL_BIAS(k) 0
+#endif
+    for (size_t l = L; l-- > 0;) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      const SC__T *xin = l ? tm + SC__AOFF(&c->L[l - 1]) : X;
+      const SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      int need_dx = l > 0 || J->gx;
+      nxt = cur == pp0 ? pp1 : pp0;
+      if (l > 0 && SC__HOLDS(&c->L[l - 1])) nxt = tm + c->L[l - 1].hold_off;
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        /* this tile's bias lanes go with the dW below: the dx pass above left them, or the
+         * layer is an identity one whose pullback would only have added them */
+        SC__T *dwl_bl =
+            SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY) ? tm + P->lane_off : NULL;
+        if (d_ready)
+          d_ready = 0;
+        else if (dwl_bl) {
+          /* identity: dz is as given, and the dW below adds the bias lanes */
+        } else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
+        else
+          SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+        if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+        if (SC__BFKB(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+          size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
+          if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
+            uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
+            SC__BFP(pack_lanes)(dzb, cur, O, SC__TW, SC__TW);
+            SC__BFP(pack_lanes_t)(xtp, xin, I, SC__TW);
+            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2,
+                        tile > t0); /* (SC__BF_DW_FIRST) */
+          }
+          if (need_dx) { /* pairs of outputs (the packing reuses the area) */
+            SC__BFP(pack_rows)(bfs, cur, O, SC__TW, SC__TW);
+            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
+                        I, SC__TW, O2, 0);
+          }
+          break;
+        }
+#endif
+        if (want_g) {
+          if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
+            /* the first dW write of this slice for this layer stores instead of adding
+             * (every tile writes every accumulator; with pairs the first write is the
+             * second tile's, or the first's when the slice has one tile) */
+#if defined(SC__K_DWD)
+            SC__K_DWD(gs + P->poff, cur, xin, P->out, P->in);
+#elif defined(SC__K_DWL2)
+            int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
+            /* tiles in pairs: the first one's dz is held (its input stays in the a_off
+             * buffers, x_off for layer 0), the second's pass does both (the same FMAs on
+             * each accumulator in the same order: same bits) */
+            if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
+              SC__T *hd = tm + P->hold_off;
+              const SC__T *hx = l            ? tm + c->L[l - 1].a_off
+                                : J->tiles_x ? J->tiles_x + (tile - 1) * c->in * SC__TW
+                                             : tm + c->x_off;
+              if (pair_first) {
+                if (cur != hd) /* (written there by the layer above, or not) */
+                  memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
+              } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl, half);
+            } else
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl, half);
+#elif defined(SC__DWL_BL)
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl, half);
+#else
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
+#endif
+          } else {
+            size_t ld = (P->in + 15) & ~(size_t)15;
+            SC__T *xT = tm + c->xT_off;
+#ifdef SC__K_TRANSPOSE
+            SC__K_TRANSPOSE(xT, xin, P->in, ld);
+#else
+            SC__TN(sc__transpose)(xT, xin, P->in, ld);
+#endif
+            SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+          }
+        }
+        if (need_dx) {
+#ifdef SC__K_DX_ACT
+          /* a dense layer below with a cheap derivative: its activation pullback (and
+           * bias lanes) is applied as dx is stored, and its own pass is skipped */
+          const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
+          if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
+            SC__KH(SC__K_DX_ACT)
+            (nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+             want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1) ? tm + Q->lane_off : NULL);
+            d_ready = 1;
+          } else
+#endif
+            SC__KH(SC__K_DX)(nxt, W, cur, P->out, P->in);
+        }
+        break;
+      }
+      case SC_LAYER_CONV2D:
+#if SC__F32
+        if (SC__DZ_FUSE(l)) {
+          /* the dot-product form's dW alone: dz's pullback, bias lanes, rounding and lane
+           * pairs in one pass (sc__bf16_dz_lanes_native), then as below */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
+          uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
+          float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (pool_fused && SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(dzp, NULL, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else if (pool_fused) {
+            const sc__lplan *Q = &c->L[l + 1];
+            ws->bf_dz_pool(dzp, NULL, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          } else
+            ws->bf_dz_lanes(dzp, cur, bl, a, P->oc, npos, P->spec.act == SC_RELU);
+          SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+          ws->bf_nt(gs + P->poff, P->R, dzp, ld / 2, P->ow * (SC__TW / 2), xp, P->roff, SC__TW / 2,
+                    P->spec.sh * P->wp * (SC__TW / 2), P->oc, P->R, P->ow * (SC__TW / 2), P->oh);
+          break;
+        }
+#endif
+#if SC__F32
+        if (pool_fused) { /* the pool's and the activation's pullback, the lanes, the rounding */
+          float *bl = want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(NULL, nxt, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else
+            ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          SC__T *tmp = cur;
+          cur = nxt;
+          nxt = tmp;
+          pool_fused = 0;
+        } else
+#endif
+        {
+          if (d_ready) /* the max-pool above made dz with this layer's activation and lanes */
+            d_ready = 0;
+          else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+            SC__TN(sc__act_bwd_lane)
+          (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
+          else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+          if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
+        }
+#if SC__F32
+        if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
+          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+            /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
+             * read in place (dz packed once, the input tile packed once), over all rows */
+            uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
+            size_t hw = P->hp * P->wp * SC__TW;
+            SC__BFP(pack_lanes)(dzp, cur, K, ld, ld);
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            ws->bf_nt(gs + P->poff, R, dzp, ld / 2, RW / 2, xp, P->roff, SC__TW / 2,
+                      P->spec.sh * P->wp * (SC__TW / 2), K, R, RW / 2, P->oh);
+          } else if (want_g && P->spec.sw == 1 && (ws->bf_gemm_rows || ws->bf_gemm_grp)) {
+            /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
+             * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
+             * lane pairs transposed (dzt); the product accumulates in dwt (R x K). On AMX one
+             * group of kw taps (ci, i) is a GEMM of the grouped form (its rows of A one
+             * lane-pair row apart, overlapping) */
+            float *dwt = (float *)(void *)bfs;
+            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
+            size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
+            /* a 5 x 5 kernel: the whole tile's dz^T, then every tap row from each input row
+             * (sc__bf16_dwt5_native: the same sums in the same order) */
+            int dwt5 = ws->bf_dwt5 && P->spec.kh == 5 && kw == 5 && P->spec.sh == 1 && K <= 16 &&
+                       P->oh >= 4;
+            if (dwt5) xp = dzt + P->oh * (RW / 2) * K;
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            if (dwt5) {
+              SC__BFP(pack_lanes_ts)(dzt, cur, K, ld, ld);
+              ws->bf_dwt5(dwt, xp, dzt, K, P->ic, P->hp, P->wp, P->oh, P->ow);
+            }
+            for (size_t u = 0; !dwt5 && u < P->oh; u++) {
+              const uint32_t *xu = xp + u * P->spec.sh * P->wp * (SC__TW / 2);
+              SC__BFP(pack_lanes_ts)(dzt, cur + u * RW, K, RW, ld);
+              if (ws->bf_gemm_rows)
+                ws->bf_gemm_rows(dwt, K, xu, SC__TW / 2, dzt, K, R, K, RW / 2, u > 0, P->roff, NULL,
+                                 0, NULL);
+              else
+                ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K}, xu, SC__TW / 2,
+                                (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
+                                P->ic * P->spec.kh, u > 0);
+            }
+            float *gw = gs + P->poff;
+            if (tile == t0) /* (SC__BF_DW_FIRST) 0 + dwt: the bits of adding to a cleared gw */
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] = 0.0f + dwt[r * K + o];
+            else
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+          } else if (want_g)
+            for (size_t u = 0; u < P->oh; u++) {
+              uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
+              SC__BFP(pack_lanes)(dzb, cur + u * RW, K, RW, ld);
+              SC__BFP(pack_taps_t)(xt, xs, P, u);
+              ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
+            }
+          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            SC__BFP(pack_rows)(bfs, cur, K, ld, ld);
+            ws->bf_dx_corr(xg, wt, bfs, P->ic, K2, P->spec.kh, P->spec.kw, P->oh, P->ow);
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          } else if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            float *dcol = (float *)(void *)(bfs + K2 * RW);
+            memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            for (size_t u = 0; u < P->oh; u++) {
+              float *xu = xg + u * P->spec.sh * P->wp * SC__TW;
+              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+              if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
+                                                          are the input tile's, by tap groups */
+                ws->bf_gemm_rows(xu, SC__TW, wt, K2, bfs, RW, R, RW, K2, 1, P->tperm, P->troff,
+                                 P->ic, NULL);
+              else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
+                                            apart) a GEMM of the grouped form, A's rows permuted */
+                ws->bf_gemm_grp(xu, P->hp * P->wp * SC__TW,
+                                (sc__grp_off){P->troff, P->ic, SC__TW, 0}, wt + R * K2, K2,
+                                (sc__grp_off){NULL, 0, 0, P->ic * K2}, bfs, RW, P->ic, RW, K2,
+                                P->spec.kh * P->spec.kw, 1);
+              else { /* im2col: the taps' dx in dcol, then added into the tile */
+                ws->bf_gemm(dcol, RW, wt, K2, bfs, RW, R, RW, K2, 0);
+                sc__bf16_col2im(xg, dcol, P, u);
+              }
+            }
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          }
+          break;
+        }
+#endif
+        if (want_g)
+          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
+        if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (l >= 1 && ws->bf_dz_pool && c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            SC__BFKB(l - 1) &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* the conv below does this pullback (with its activation's) */
+          pool_fused = 1;
+          need_dx = 0; /* cur stays */
+          break;
+        }
+#endif
+#ifdef SC__K_POOL2_ACT_BWD
+        if (need_dx && l >= 1 && !J->bf16 && c->pool_fuse &&
+            c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* with the conv's activation pullback and bias lanes (d_ready: the conv skips them) */
+          const sc__lplan *Q = &c->L[l - 1];
+#ifdef SC__K_CONV_POOL_FWD
+          if (SC__F32_POOL_FOLD(l - 1)) {
+            SC__K_POOL2_HITS_BWD(nxt, (const uint8_t *)(const void *)(tm + SC__AOFF(Q)), cur,
+                                 want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL, P);
+            d_ready = 1;
+            break;
+          }
+#endif
+          /* dx over the conv's output, which nothing reads after this pass: the tile's
+           * working set at conv1's pullback 442 KB smaller (LeNet5's pool1 pullback 17.1 ->
+           * 12.5 ms per epoch at 1 thread, Zen 5) */
+          nxt = tm + SC__AOFF(Q);
+          SC__K_POOL2_ACT_BWD(nxt, xin, a, cur,
+                              want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL,
+                              Q->spec.act == SC_RELU, P);
+          d_ready = 1;
+          break;
+        }
+#endif
+        if (need_dx) SC__K_POOL_BWD(nxt, xin, a, cur, P);
+        break;
+      case SC_LAYER_FLATTEN:
+        need_dx = 0; /* the same rows: cur stays */
+        break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          const uint32_t *mask = (const uint32_t *)(const void *)(tm + P->mask_off);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++)
+            for (int t = 0; t < SC__TW; t++)
+              cur[f * SC__TW + (size_t)t] *= (mask[f] >> t & 1u) ? keep : 0;
+        }
+        need_dx = 0; /* in place */
+        break;
+      }
+      if (need_dx) cur = nxt;
+      SC__PROF(l, SC__P_BNS, n);
+    }
+    if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
+#undef SC__KH
+  }
+  /* fold the lane accumulators, in a fixed order */
+  /* the loss lanes in double, as eight running sums (lanes t = k mod 8) and a tree: one chain
+   * of 32 dependent adds at the end of each slice held 1.7 % of the micro-benchmark's samples
+   * (5.6 % at batch 32). The order sets the loss's last bits, not the gradient's. The counts
+   * only when they are counted. */
+  double ls, cs = 0;
+  {
+    double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = 0; t < SC__TW; t += 8)
+      for (int k = 0; k < 8; k++) q[k] += (double)lanes[t + k];
+    ls = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+  }
+  if (J->count_correct)
+    for (int t = 0; t < SC__TW; t++) cs += (double)lanes[SC__TW + t];
+  J->slice_loss[s] = ls;
+  J->slice_correct[s] = cs;
+  if (want_g)
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->dwl_off != SIZE_MAX && !SC__BFKB(l) &&
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
+        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
+      if (P->lane_off == SIZE_MAX) continue;
+      SC__T *bl = tm + P->lane_off;
+      SC__T *gb = gs + P->poff + nw;
+#if SC__F32 && defined(SC__VEC_F32)
+      /* each output's NV vectors added in order into one, stored in place as vector o (below
+       * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
+       * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
+       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+      for (size_t o = 0; o < P->oc; o++) {
+        sc_vf v = V_ROW(bl + o * SC__TW, 0);
+        for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
+        V_ROWW(bl + o * VW, 0) = v;
+      }
+      vec_dwl_fold_f32(gb, bl, P->oc);
+#else
+      SC__K_FOLD_TW(gb, bl, P->oc);
+#endif
+    }
+  SC__PROF(L, SC__P_BNS, 0);
+#undef SC__PROF
+}
+#undef SC__BFK
+#undef SC__BFKB
+#undef SC__BF_DW_FIRST
+#ifdef SC__DZ_FUSE
+#undef SC__DZ_FUSE
+#endif
+#undef SC__BFROUND
+
+static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s, size_t area) {
+  if (J->ws->prof)
+    SC__TN(sc__run_slice_body)(J, s, area, 1);
+  else
+    SC__TN(sc__run_slice_body)(J, s, area, 0);
+}
+
+#undef SC__AOFF
+#undef SC__HOLDS
+#undef SC__DWL_BIAS
+
+/* index of the first NaN/Inf in v[0..n), or n */
+SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+  /* v - v is +0 (all bits clear) exactly when v is finite, NaN when v is NaN or Inf: an OR
+   * of those bits is a reduction the compiler vectorises with no dependency chain (an
+   * integer OR reassociates), one subtract, one OR per element; 128 bytes of accumulators
+   * (four AVX2 vectors, two AVX-512) keep the loads going (64 bytes, one AVX-512 vector: 170 ns
+   * for 4,799 floats on Zen 4, 128 bytes: 132 ns; 32 bytes: 30 ns for 252 doubles, 64: 22) */
+#if SC__F32
+  typedef uint32_t sc__ubits;
+#else
+  typedef uint64_t sc__ubits;
+#endif
+  enum { NACC = 128 / sizeof(SC__T) };
+  sc__ubits accs[NACC] = {0}, acc = 0;
+  size_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (size_t j = 0; j < NACC; j++) {
+      SC__T d = v[k + j] - v[k + j];
+      sc__ubits u;
+      memcpy(&u, &d, sizeof u);
+      accs[j] |= u;
+    }
+  for (; k < n; k++) {
+    SC__T d = v[k] - v[k];
+    sc__ubits u;
+    memcpy(&u, &d, sizeof u);
+    acc |= u;
+  }
+  for (size_t j = 0; j < NACC; j++) acc |= accs[j];
+  if (acc == 0) return n;
+  for (size_t k = 0; k < n; k++)
+    if (!isfinite(v[k])) return k;
+  return n;
+}
+
+#if SC__F32
+/* one fused pass of ADAM/AdamW over p, m, v */
+SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, float *restrict m,
+                                  float *restrict v, size_t n, const sc__adam_coef *k) {
+  const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, step = k->step;
+  const float isb2 = k->isb2, eps = k->eps, decay = k->decay, l2 = k->l2;
+  for (size_t i = 0; i < n; i++) {
+    float gk = g[i] + l2 * p[i];
+    float mk = b1 * m[i] + omb1 * gk, vk = b2 * v[i] + omb2 * gk * gk;
+    m[i] = mk;
+    v[i] = vk;
+    p[i] = p[i] * decay - step * mk / (sqrtf(vk) * isb2 + eps);
+  }
+}
+#endif
+/* ---------------------------------------------------------------- one state */
+/* The single-state path (sc_apply, sc_vjp, sc_jvp): one sample, no tiles, so an ODE
+ * right-hand side costs a few matrix-vector products. Activations of layer l live at
+ * scratch + a_off (the first `out` elements of its tile area), gelu's pre-activations at
+ * z_off, the cotangent in the d0/d1 areas and the tangent in the xT area... all inside
+ * slice 0's tile memory, which is far larger than one sample needs.
+ *   forward always; with v: du += J_u^T v (du may be NULL), dp += J_p^T v (may be NULL);
+ *   with w: jw = J_u w. y (may be NULL) receives f(u). Dropout is the identity here. */
+/* y[k] = act'(.) * y[k] for k < n (the pullback's act_bwd, which is also the tangent's) */
+#if !SC__F32 && defined(SC__VEC_F64)
+#define SC__ONE_VEC 1 /* the dense layers by vone_*_f64 */
+#elif SC__F32 && defined(SC__VEC_F32)
+#define SC__ONE_VEC 2 /* by vonef_* */
+#else
+#define SC__ONE_VEC 0
+#endif
+#define SC__ONE_ACTD(buf, a, z, n, act) SC__TN(sc__act_bwd)((buf), (a), (z), (n), (act))
+
+/* The outputs u (of n_out) that tap i reaches inside an input of n_in with stride s and
+ * padding p: 0 <= u s + i - p < n_in for u in [*lo, *hi) */
+static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s, size_t p, size_t i,
+                                            size_t *lo, size_t *hi) {
+  size_t l = i >= p ? 0 : (p - i + s - 1) / s;
+  size_t h = n_in + p <= i ? 0 : (n_in - 1 + p - i) / s + 1;
+  if (h > n_out) h = n_out;
+  *lo = l;
+  *hi = h > l ? h : l;
+}
+
+/* conv over one sample: out[k][u][v] = b[k] + the sum over the taps (ci, i, j) in order of
+ * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
+ * each output took its taps one by one with two bounds checks each: every output gets the
+ * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
+ * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
+                                 const SC__T *restrict b, const SC__T *restrict in,
+                                 const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW;
+  for (size_t k = 0; k < P->oc; k++) {
+    SC__T *restrict o = out + k * npos, b0 = b ? b[k] : 0;
+    for (size_t q = 0; q < npos; q++) o[q] = b0;
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = 0; i < KH; i++) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = 0; j < KW; j++) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            const SC__T *restrict r = in + (ci * P->ih + u * sh + i - ph) * P->iw;
+            SC__T *restrict d = o + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v + j - pw];
+            else
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v * sw + j - pw];
+          }
+        }
+      }
+  }
+}
+
+/* The pullback of a conv layer over one sample, for d = dL/d(pre-activation) (oc x npos):
+ * dx (nxt, overwritten) and dp's weights and bias (added to). The same additions in the same
+ * order as the direct loop over (k, u, v, ci, i, j) it replaces: into dx[ci][y][x], k by k,
+ * and for each k the outputs (u, v) in raster order, which is the taps (i, j) in descending
+ * order; into each weight and bias, the outputs in raster order. dW goes 16 channels at a
+ * time along d transposed into dt (npos x KP, KP = oc rounded up to 16; free scratch). */
+static void SC__TN(sc__one_conv_bwd)(SC__T *restrict nxt, SC__T *restrict dpw, SC__T *restrict dpb,
+                                     SC__T *restrict dt, const SC__T *restrict d,
+                                     const SC__T *restrict W, const SC__T *restrict xin,
+                                     const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW, K = P->oc;
+  if (dpb)
+    for (size_t k = 0; k < K; k++) {
+      SC__T s = dpb[k];
+      for (size_t q = 0; q < npos; q++) s += d[k * npos + q];
+      dpb[k] = s;
+    }
+  if (dpw) {
+    size_t KP = (K + 15) & ~(size_t)15;
+    for (size_t q = 0; q < npos; q++)
+      for (size_t k = 0; k < KP; k++) dt[q * KP + k] = k < K ? d[k * npos + q] : 0;
+    for (size_t k0 = 0; k0 < K; k0 += 16)
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < KH; i++) {
+          size_t u0, u1;
+          SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+          for (size_t j = 0; j < KW; j++) {
+            size_t v0, v1, r = (ci * KH + i) * KW + j;
+            SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+            SC__T acc[16];
+            for (size_t t = 0; t < 16; t++) acc[t] = k0 + t < K ? dpw[(k0 + t) * P->R + r] : 0;
+            for (size_t u = u0; u < u1; u++) {
+              const SC__T *restrict xr = xin + (ci * P->ih + u * sh + i - ph) * P->iw;
+              for (size_t v = v0; v < v1; v++) {
+                SC__T x = xr[v * sw + j - pw];
+                const SC__T *restrict dq = dt + (u * OW + v) * KP + k0;
+                for (size_t t = 0; t < 16; t++) acc[t] += dq[t] * x;
+              }
+            }
+            for (size_t t = 0; t < 16 && k0 + t < K; t++) dpw[(k0 + t) * P->R + r] = acc[t];
+          }
+        }
+  }
+  if (!nxt) return;
+  for (size_t e = 0; e < P->in; e++) nxt[e] = 0;
+  for (size_t k = 0; k < K; k++)
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = KH; i-- > 0;) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = KW; j-- > 0;) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            SC__T *restrict nr = nxt + (ci * P->ih + u * sh + i - ph) * P->iw;
+            const SC__T *restrict dr = d + k * npos + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) nr[v + j - pw] += w * dr[v];
+            else
+              for (size_t v = v0; v < v1; v++) nr[v * sw + j - pw] += w * dr[v];
+          }
+        }
+      }
+}
+
+/* index of the first maximum of each pool window, for one sample */
+static size_t SC__TN(sc__one_argmax)(const SC__T *in, const sc__lplan *P, size_t c, size_t u,
+                                     size_t v) {
+  size_t best = (c * P->ih + u * P->spec.kh) * P->iw + v * P->spec.kw;
+  for (size_t i = 0; i < P->spec.kh; i++)
+    for (size_t j = 0; j < P->spec.kw; j++) {
+      size_t q = (c * P->ih + u * P->spec.kh + i) * P->iw + v * P->spec.kw + j;
+      if (in[q] > in[best]) best = q;
+    }
+  return best;
+}
+
+/* dot product with four partial sums (no long dependency chain; order fixed) */
+static inline SC__T SC__TN(sc__dot)(const SC__T *restrict a, const SC__T *restrict b, size_t n) {
+  SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  if (n < 8) {
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return s0;
+  }
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#if !SC__ONE_VEC /* else vone_*_f64 */
+/* dx = W^T d for a dense layer (W: O x I): narrow inputs column by column (four
+ * partial sums over o), wide ones row by row (vectorizable over i) */
+static void SC__TN(sc__one_dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict d, size_t O, size_t I) {
+  if (I < 16) {
+    for (size_t i = 0; i < I; i++) {
+      SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t o = 0;
+      for (; o + 4 <= O; o += 4) {
+        s0 += W[o * I + i] * d[o];
+        s1 += W[(o + 1) * I + i] * d[o + 1];
+        s2 += W[(o + 2) * I + i] * d[o + 2];
+        s3 += W[(o + 3) * I + i] * d[o + 3];
+      }
+      for (; o < O; o++) s0 += W[o * I + i] * d[o];
+      dx[i] = (s0 + s1) + (s2 + s3);
+    }
+    return;
+  }
+  for (size_t i = 0; i < I; i++) dx[i] = 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *restrict wr = W + o * I;
+    SC__T dv = d[o];
+    for (size_t i = 0; i < I; i++) dx[i] += wr[i] * dv;
+  }
+}
+
+/* a = b + W x for a dense layer (W: O x I, b may be NULL). Narrow inputs (I < 8, the first
+ * layer of an ODE right-hand side) go column by column, vectorizable over the outputs, with
+ * I a constant in each case; wide ones are one dot product per output. */
+static inline void SC__TN(sc__one_fwd_cols)(SC__T *restrict a, const SC__T *restrict W,
+                                            const SC__T *restrict b, const SC__T *restrict x,
+                                            size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++) {
+    SC__T s = 0; /* the order of sc__dot for n < 8, then the bias */
+    for (size_t i = 0; i < I; i++) s += W[o * I + i] * x[i];
+    a[o] = (b ? b[o] : 0) + s;
+  }
+}
+
+static void SC__TN(sc__one_dense_fwd)(SC__T *restrict a, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  switch (I) {
+  case 1: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 1); return;
+  case 2: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 2); return;
+  case 3: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 3); return;
+  case 4: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * I, x, I);
+}
+
+/* gW += d x^T (gW: O x I); narrow inputs with I a constant, vectorizable over the outputs */
+static inline void SC__TN(sc__one_dw_cols)(SC__T *restrict gW, const SC__T *restrict d,
+                                           const SC__T *restrict x, size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) gW[o * I + i] += d[o] * x[i];
+}
+
+/* gW += d x^T and gb += d (gb may be NULL) */
+static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
+                                      const SC__T *restrict d, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  if (gb)
+    for (size_t o = 0; o < O; o++) gb[o] += d[o];
+  switch (I) {
+  case 1: SC__TN(sc__one_dw_cols)(gW, d, x, O, 1); return;
+  case 2: SC__TN(sc__one_dw_cols)(gW, d, x, O, 2); return;
+  case 3: SC__TN(sc__one_dw_cols)(gW, d, x, O, 3); return;
+  case 4: SC__TN(sc__one_dw_cols)(gW, d, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) {
+    SC__T dv = d[o];
+    SC__T *restrict gr = gW + o * I;
+    for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
+  }
+}
+#endif           /* the portable dense kernels */
+
+/* the dense layers' kernels of this path, and the length their outputs are written to */
+#if SC__ONE_VEC == 1
+#define SC__ONE_PAD(n) (((n) + 3) & ~(size_t)3)
+#define SC__ONE_FWD vone_fwd_f64
+#define SC__ONE_DX vone_dx_f64
+#define SC__ONE_DW vone_dw_f64
+#elif SC__ONE_VEC == 2
+#define SC__ONE_PAD(n) (((n) + 7) & ~(size_t)7)
+#define SC__ONE_FWD vonef_fwd
+#define SC__ONE_DX vonef_dx
+#define SC__ONE_DW vonef_dw
+#else
+#define SC__ONE_PAD(n) (n)
+#define SC__ONE_FWD SC__TN(sc__one_dense_fwd)
+#define SC__ONE_DX SC__TN(sc__one_dense_dx)
+#define SC__ONE_DW SC__TN(sc__one_dense_dwb)
+#endif
+
+static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
+                            const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
+                            SC__T *scratch, int fwd) {
+  size_t L = c->nlayers;
+  SC__T *tm = scratch;
+  /* the tangent ping-pongs between two areas as large as the widest layer */
+  SC__T *ta = tm + c->d0_off, *tb = tm + c->d1_off;
+  const SC__T *in = u, *tin = w;
+  /* fwd = 0: the activations of this u and p are in scratch from the call before (a forward
+   * with v = NULL, w = NULL); only the pullback runs (y and jw must be NULL) */
+  for (size_t l = 0; fwd && l < L; l++) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    SC__T *tout = tin ? (tin == ta ? tb : ta) : NULL;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      int dense = P->spec.kind == SC_LAYER_DENSE;
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      const SC__T *b = P->spec.bias ? W + nw : NULL;
+      /* pre-activations go to z (gelu keeps them) or to the unused rest of this layer's tile
+       * area (out x SC__TW elements), then are activated into a; with no activation, straight
+       * into a. A dense layer's outputs are written up to no = SC__ONE_PAD(out) (zeros) */
+      size_t no = dense ? SC__ONE_PAD(P->out) : P->out;
+      SC__T *pre = P->spec.act == SC_IDENTITY ? a : z ? z : a + no;
+      if (dense)
+        SC__ONE_FWD(pre, W, b, in, P->out, P->in);
+      else
+        SC__TN(sc__one_conv)(pre, W, b, in, P);
+      if (pre != a) SC__TN(sc__act_n)(a, NULL, pre, no, P->spec.act);
+      if (tout) {
+        if (dense)
+          SC__ONE_FWD(tout, W, NULL, tin, P->out, P->in);
+        else
+          SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
+        SC__ONE_ACTD(tout, a, z, no, P->spec.act);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      for (size_t ch = 0; ch < P->oc; ch++)
+        for (size_t uu = 0; uu < P->oh; uu++)
+          for (size_t vv = 0; vv < P->ow; vv++) {
+            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv),
+                   o = (ch * P->oh + uu) * P->ow + vv;
+            a[o] = in[q];
+            if (tout) tout[o] = tin[q];
+          }
+      break;
+    case SC_LAYER_FLATTEN: /* a view: the same elements */
+      a = (SC__T *)in;
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    case SC_LAYER_DROPOUT:
+      if (a != in) memcpy(a, in, P->out * sizeof(SC__T));
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    }
+    in = P->spec.kind == SC_LAYER_FLATTEN ? in : a;
+    if (tout) tin = tout;
+  }
+  /* (loops, not memcpy: a few elements, where the library call costs more) */
+  if (y)
+    for (size_t k = 0; k < c->out; k++) y[k] = in[k];
+  if (jw)
+    for (size_t k = 0; k < c->out; k++) jw[k] = tin[k];
+  if (!v || (!du && !dp)) return;
+  /* pullback of v */
+  SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+  for (size_t k = 0; k < c->out; k++) cur[k] = v[k];
+  for (size_t l = L; l-- > 0;) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    const SC__T *xin = u;
+    for (size_t q = l; q-- > 0;) /* the input of layer l: the last non-flatten output */
+      if (c->L[q].spec.kind != SC_LAYER_FLATTEN) {
+        xin = tm + c->L[q].a_off;
+        break;
+      }
+    const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    int need_dx = l > 0 || du;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->spec.kind == SC_LAYER_DENSE) {
+        size_t no = SC__ONE_PAD(P->out);
+        for (size_t o = P->out; o < no; o++) cur[o] = 0; /* (from v or a non-dense layer) */
+        SC__ONE_ACTD(cur, a, z, no, P->spec.act);
+        if (dp)
+          SC__ONE_DW(dp + P->poff, P->spec.bias ? dp + P->poff + nw : NULL, cur, xin, P->out,
+                     P->in);
+        if (need_dx) SC__ONE_DX(nxt, W, cur, P->out, P->in);
+      } else {
+        SC__ONE_ACTD(cur, a, z, P->out, P->spec.act);
+        /* (dt: the free rest of this layer's tile area, out x (SC__TW - 1) elements) */
+        SC__TN(sc__one_conv_bwd)
+        (need_dx ? nxt : NULL, dp ? dp + P->poff : NULL,
+         dp && P->spec.bias ? dp + P->poff + nw : NULL, tm + P->a_off + P->out, cur, W, xin, P);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      if (need_dx) {
+        for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+        for (size_t ch = 0; ch < P->oc; ch++)
+          for (size_t uu = 0; uu < P->oh; uu++)
+            for (size_t vv = 0; vv < P->ow; vv++)
+              nxt[SC__TN(sc__one_argmax)(xin, P, ch, uu, vv)] = cur[(ch * P->oh + uu) * P->ow + vv];
+      }
+      break;
+    case SC_LAYER_FLATTEN:
+    case SC_LAYER_DROPOUT:
+      need_dx = 0; /* identity: cur stays */
+      break;
+    }
+    if (need_dx) {
+      SC__T *t = cur;
+      cur = nxt;
+      nxt = t;
+    }
+  }
+  if (du)
+    for (size_t i = 0; i < c->in; i++) du[i] += cur[i];
+}
+#undef SC__ONE_ACTD
+#undef SC__ONE_VEC
+#undef SC__ONE_PAD
+#undef SC__ONE_FWD
+#undef SC__ONE_DX
+#undef SC__ONE_DW
+/* src/typed/table.h — a kernel set's table (src/internal.h's sc__kt_f32 / sc__kt_f64): exported
+ * from its kernels/ file, static in a built-in set of the two drop-in files (SC__KT_LINKAGE), and
+ * the portable set's ("scalar", src/compute.c). */
+#ifdef SC__KERNELS_ONLY
+#ifndef SC__KT_LINKAGE
+#define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
+#endif
+#if SC__F32
+SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME,
+                                                     SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite),
+                                                     SC__TN(sc__adam),
+                                                     SC__TN(sc__one),
+#ifdef SC__VEC_CONV
+                                                     vec_conv_fwd_names,
+                                                     vec_conv_dw_names,
+                                                     V_CONV_DW_K6
+#else
+                                                     NULL,
+                                                     NULL,
+                                                     0
+#endif
+};
+#else
+SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
+#endif
+#else /* the portable set */
+#if SC__F32
+static const sc__kt_f32 sc__kt_ref_f32 = {
+    "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
+#else
+static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+                                          sc__one_f64};
+#endif
+#endif
+/* src/typed/exec.h — the typed bodies of the compute entry points (src/api.c): argument checks,
+ * the job of a call, running its slices on the workspace's threads and reducing them, the
+ * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
+ * per element type in src/compute.c. */
+#if SC__F32
+#define SC__PUB(name) name
+#else
+#define SC__PUB(name) name##_f64
+#endif
+
+static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
+                                          const SC__T *v, size_t rows, size_t cols) {
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  size_t n = rows * cols, k = 0;
+  if (n <= 16) /* a state or a cotangent of a few elements: no call through the table */
+    while (k < n && isfinite(v[k])) k++;
+  else
+    k = kt->find_nonfinite(v, n);
+  if (k == n) return SC_OK;
+  if (rows == 1)
+    return sc__fail(SC_ERR_NONFINITE, fn, "%s: element %zu is %s", what, k,
+                    isnan(v[k]) ? "NaN" : "Inf");
+  return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
+                  k % cols, isnan(v[k]) ? "NaN" : "Inf");
+}
+
+/* The parameters of a compute call: a NaN or Inf in p is SC_ERR_NONFINITE naming the
+ * element (one vectorised pass over p; bench/RESULTS.md gives its cost). */
+static sc_status SC__TN(sc__param_check)(const char *fn, const sc_chain *c, const SC__T *p) {
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  size_t k = kt->find_nonfinite(p, c->nparams);
+  if (k == c->nparams) return SC_OK;
+  return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s", k, isnan(p[k]) ? "NaN" : "Inf");
+}
+
+/* the error for an input the gathers found a NaN or Inf in: the up-front check's message */
+static sc_status SC__TN(sc__input_bad)(const char *fn, const sc_chain *c, const SC__T *x,
+                                       size_t batch) {
+  sc_status st = SC__TN(sc__finite_check)(fn, c, "input", x, batch, c->in);
+  return st ? st : sc__fail(SC_ERR_NONFINITE, fn, "input: a NaN or Inf was found");
+}
+
+/* Workers take slices as they go (an atomic counter), so a core slowed by the host does
+ * not hold the others up. Results do not depend on it: a slice's gradient and loss are its
+ * own, and the slices are reduced in index order. A worker runs its slices in its own scratch
+ * area (number worker; the slice's number when there are more workers than areas): one
+ * thread's consecutive slices then find their tile memory in its L1 / L2 instead of each
+ * bringing in its own (the micro-benchmark, 1 thread, 2 slices: 2.4 % faster) */
+static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
+  SC__TT(sc__job) *J = arg;
+  if (nworkers <= 1) {
+    for (size_t s = J->slice_lo; s < J->slice_hi; s++) J->kt->run_slice(J, s, 0);
+    return;
+  }
+  int own = (size_t)nworkers <= J->ws->max_slices;
+  for (size_t s; (s = J->slice_lo + sc__pool_claim(J->ws->pool)) < J->slice_hi;)
+    J->kt->run_slice(J, s, own ? (size_t)worker : s);
+}
+
+/* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
+#if SC__F32
+/* bf16 precisions: the parameters with their weights rounded to bfloat16 (biases kept), and the
+ * bf16 kernels' weight operands made from them, in units of a layer's rows [o0, o1) (o0 even): a
+ * unit rounds its rows and packs the pairs made of them only, so units run on any thread in any
+ * order and give the same bits. (One serial pass took 43 us of LeNet5's 550-us bf16 step on
+ * 2 threads, the other thread waiting: the rounding, in the portable code, half of it.) */
+static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, size_t o0, size_t o1) {
+  const sc__lplan *P = &ws->chain->L[l];
+  int conv = P->spec.kind == SC_LAYER_CONV2D;
+  if (P->spec.kind != SC_LAYER_DENSE && !conv) {
+    memcpy(ws->bf_p + P->poff, p + P->poff, P->np * sizeof *p);
+    return;
+  }
+  /* conv: K x R, as a dense layer's O x I; weights first, then the biases */
+  size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+  float *W = ws->bf_p + P->poff;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (!conv && ws->bf_round && ws->bf16k && ws->prec == SC_PRECISION_BF16 &&
+      (ws->bf_on[l] & 3) == 3) {
+    /* a dense layer whose forward and pullback both run on the bf16 kernels reads only their
+     * pairs and its biases: the pairs made from p, each float rounded as it is loaded (the same
+     * bits), without the rounded copy of the weights (LeNet5's dense layers, 41,600 of its
+     * 44,426 parameters) */
+    uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
+    if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
+    sc__bf16_wf_native(wf, p + P->poff, I, o0, o1);
+    sc__bf16_wd_native(wd, p + P->poff, O, I, O2, o0 / 2, (o1 + 1) / 2, 1);
+    return;
+  }
+#endif
+  memcpy(W + o0 * I, p + P->poff + o0 * I, (o1 - o0) * I * sizeof *p);
+  (ws->bf_round ? ws->bf_round : sc__bf16_round_n)(W + o0 * I, (o1 - o0) * I);
+  if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
+  if (!ws->bf16k || !ws->bf_on[l]) return;
+  /* the bf16 kernels' weight operands: pairs along the inputs and the outputs */
+  uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
+  /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
+   * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
+  for (size_t o = o0; o < (ws->bf_on[l] & 20 ? o0 : o1); o++) { /* (bits 4, 16: below) */
+    const float *r = W + o * I;
+    for (size_t k = 0; k < I / 2; k++) wf[o * I2 + k] = sc__bf16_pair_r(r[2 * k], r[2 * k + 1]);
+    if (I % 2) wf[o * I2 + I / 2] = sc__fbits(r[I - 1]) >> 16;
+  }
+  size_t m0 = o0 / 2, m1 = (o1 + 1) / 2;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (ws->bf_round) /* the CPU has AVX512_BF16, so AVX-512 */
+    sc__bf16_wd_native(wd, W, O, I, O2, m0, m1, 0);
+  else
+#endif
+    for (size_t i = 0; i < I; i++) /* wd's rows in order; this unit's pairs m of each */
+      for (size_t m = m0; m < m1; m++)
+        wd[i * O2 + m] =
+            sc__bf16_pair_r(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0);
+  if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
+    for (size_t i = 0; i < I; i++)
+      memcpy(wd + I * O2 + i * O2 + m0, wd + P->tperm[i] * O2 + m0, (m1 - m0) * sizeof *wd);
+  /* the channel-pair forward's: (w[o][2 cp][i][j], w[o][2 cp + 1][i][j]) */
+  if (conv && (ws->bf_on[l] & 16)) {
+    uint32_t *wh = wd + 2 * I * O2;
+    size_t ic = P->ic, t = P->spec.kh * P->spec.kw, KC = (ic + 1) / 2 * t;
+    for (size_t o = o0; o < o1; o++) /* q = cp t + ij (no division: 3 ms an epoch) */
+      for (size_t cp = 0; 2 * cp < ic; cp++) {
+        const float *r = W + o * I + 2 * cp * t;
+        uint32_t *d = wh + o * KC + cp * t;
+        if (2 * cp + 1 < ic)
+          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__bf16_pair_r(r[ij], r[ij + t]);
+        else
+          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__fbits(r[ij]) >> 16;
+      }
+  }
+  if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: a channel's taps (2q, 2q + 1) */
+    uint32_t *wc = wd + I * O2;
+    size_t t = P->spec.kh * P->spec.kw, TP = (t + 1) / 2, KD = P->ic * TP;
+    for (size_t o = o0; o < o1; o++)
+      for (size_t ci = 0; ci < P->ic; ci++) {
+        const float *r = W + o * I + ci * t;
+        uint32_t *d = wc + o * KD + ci * TP;
+        for (size_t q = 0; 2 * q + 1 < t; q++) d[q] = sc__bf16_pair_r(r[2 * q], r[2 * q + 1]);
+        if (t % 2) /* the last tap: the second half of its pair (a 1 x 1 kernel's: the first) */
+          d[TP - 1] = t > 1 ? sc__bf16_pair_r(0.0f, r[t - 1]) : sc__fbits(r[0]) >> 16;
+      }
+  }
+}
+
+/* a layer's rows per unit: an even number, about SC__BFP_UNIT weights (16 KB: in L1) */
+#define SC__BFP_UNIT 4096
+static size_t sc__bf16_params_chunk(const sc__lplan *P) {
+  size_t I = P->spec.kind == SC_LAYER_CONV2D ? P->R : P->in;
+  size_t ch = I ? SC__BFP_UNIT / I : 0;
+  return ch < 2 ? 2 : ch & ~(size_t)1;
+}
+/* unit u: its layer and rows; 0 when u is past the last */
+static int sc__bf16_params_unit(const sc_chain *c, size_t u, size_t *l, size_t *o0, size_t *o1) {
+  for (size_t k = 0; k < c->nlayers; k++) {
+    const sc__lplan *P = &c->L[k];
+    if (P->np == 0) continue;
+    int wl = P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D;
+    size_t O = !wl ? 1 : P->spec.kind == SC_LAYER_CONV2D ? P->oc : P->out;
+    size_t ch = wl ? sc__bf16_params_chunk(P) : 1, n = (O + ch - 1) / ch;
+    if (u < n) {
+      *l = k;
+      *o0 = u * ch;
+      *o1 = O - *o0 < ch ? O : *o0 + ch;
+      return 1;
+    }
+    u -= n;
+  }
+  return 0;
+}
+typedef struct {
+  sc_workspace *ws;
+  const float *p;
+} sc__bfp_job;
+/* With several workers, a unit goes to the worker whose part of the parameters (sc__part_range,
+ * the parts of sc_train's ADAM step, sc__optjob_task) holds the unit's first weight: the worker
+ * that has just updated those parameters reads them from its own cache. Taken as they came (any
+ * worker, any unit), the units read the other core's freshly written parameters, and the next
+ * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
+ * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
+ * run and 27 in ADAM; with the units aligned, 32 and 17, the epoch 6 % faster (with the vCPUs 80
+ * ns apart: no change; bench/RESULTS.md, session 32). */
+static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
+  const sc__bfp_job *B = arg;
+  const sc_chain *c = B->ws->chain;
+  size_t l, o0, o1;
+  if (nworkers > 1) {
+    size_t parts = sc__parts(nworkers), k0, k1;
+    for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++) {
+      const sc__lplan *P = &c->L[l];
+      size_t I = P->spec.kind == SC_LAYER_CONV2D  ? P->R
+                 : P->spec.kind == SC_LAYER_DENSE ? P->in
+                                                  : 1;
+      size_t e = P->poff + o0 * I, w = 0;
+      for (; w + 1 < parts; w++) {
+        sc__part_range(w, parts, c->nparams, &k0, &k1);
+        if (e < k1) break;
+      }
+      if (w % (size_t)nworkers == (size_t)worker) sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
+    }
+    return;
+  }
+  for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++)
+    sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
+}
+static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
+  sc__bfp_job B = {ws, p};
+  if (ws->chain->nparams >= SC__OPT_PAR_MIN)
+    sc__pool_run(ws->pool, sc__bf16_params_task, &B);
+  else /* small: waking the pool would cost more */
+    sc__bf16_params_task(&B, 0, 1);
+  return ws->bf_p;
+}
+#endif
+
+/* The slices' gradients summed into g (overwritten, or added to with accumulate): each
+ * worker takes a part of the elements (sc__part_range) and adds the slices in index order, in
+ * blocks that stay in L1, so every element gets the same additions in the same order on any
+ * number of threads. Large chains run it on the workspace's threads (LeNet5's 44,426
+ * parameters from 2 slices at batch 64), others on the caller alone. */
+typedef struct SC__TT(sc__redjob) {
+  sc_workspace *ws;
+  SC__T *g;
+  size_t np, nslices;
+  int accumulate;
+} SC__TT(sc__redjob);
+
+static void SC__TN(sc__reduce_task)(void *arg, int worker, int nworkers) {
+  const SC__TT(sc__redjob) *R = arg;
+  size_t parts = sc__parts(nworkers), k0, k1;
+  for (size_t w = (size_t)worker; w < parts; w += (size_t)nworkers) {
+    sc__part_range(w, parts, R->np, &k0, &k1);
+    for (size_t b0 = k0; b0 < k1; b0 += 1024) {
+      size_t b1 = k1 - b0 < 1024 ? k1 : b0 + 1024;
+      SC__T *restrict g = R->g;
+      for (size_t s = 0; s < R->nslices; s++) {
+        const SC__T *restrict gsl =
+            (const SC__T *)(const void *)(R->ws->slices + s * R->ws->slice_bytes +
+                                          R->ws->tile_bytes);
+        if (s == 0 && !R->accumulate)
+          for (size_t k = b0; k < b1; k++) g[k] = gsl[k];
+        else
+          for (size_t k = b0; k < b1; k++) g[k] += gsl[k];
+      }
+    }
+  }
+}
+
+static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, double *loss) {
+#if SC__F32
+  if (J->ws->prec != SC_PRECISION_FP32) {
+    J->bf16 = 1;
+    J->bf16k = J->ws->prec == SC_PRECISION_BF16 ? J->ws->bf16k : 0;
+    J->p = sc__bf16_params(J->ws, J->p);
+  }
+#endif
+  J->ntiles = (J->batch + SC__TW - 1) / SC__TW;
+  J->nslices = sc__slices_for(J->c, J->batch);
+  J->scale = (SC__T)(1.0 / (double)J->batch);
+  J->kt = SC__F32 ? (const void *)J->c->kf : (const void *)J->c->kd;
+  J->slice_lo = 0;
+  J->slice_hi = J->nslices;
+  if (J->own_slices) { /* data-parallel: this rank's contiguous run of slices */
+    sc__rank_slices(J->nslices, (size_t)J->dist_rank, (size_t)J->dist_ranks, &J->slice_lo,
+                    &J->slice_hi);
+  }
+  /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
+   * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
+   * slower than on 1); the slice's work is the same whichever thread does it */
+  if (J->slice_hi - J->slice_lo == 1)
+    SC__TN(sc__task)(J, 0, 1);
+  else if (J->slice_hi > J->slice_lo)
+    sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
+  if (J->own_slices) return; /* the caller exchanges the slices and reduces them */
+  if (J->chk_x)
+    for (size_t s = 0; s < J->nslices; s++)
+      if (J->slice_bad[s]) {
+        J->x_bad = 1; /* the caller reports it; no loss, no gradient written */
+        return;
+      }
+  if (loss) {
+    double l = 0;
+    for (size_t s = 0; s < J->nslices; s++) l += J->slice_loss[s];
+    *loss = l / (double)J->batch;
+  }
+  if (g && J->want_g) {
+    sc_workspace *ws = J->ws;
+    size_t np = J->c->nparams;
+    SC__TT(sc__redjob) R = {ws, g, np, J->nslices, accumulate};
+    if (np >= SC__OPT_PAR_MIN && J->nslices > 1)
+      sc__pool_run(ws->pool, SC__TN(sc__reduce_task), &R);
+    else /* small: waking the pool would cost more */
+      SC__TN(sc__reduce_task)(&R, 0, 1);
+  }
+}
+
+static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_workspace *ws, int mode,
+                                 const SC__T *p, const SC__T *x, size_t batch) {
+  memset(J, 0, sizeof *J);
+  J->c = c;
+  J->ws = ws;
+  J->mode = mode;
+  J->p = p;
+  J->x = x;
+  J->batch = batch;
+}
+
+/* Small batches of dense chains go sample by sample through the one-state path (sc__one: a
+ * few matrix-vector products) instead of a tile of SC__TW samples, most of them padding: at
+ * batch 1 a forward of 784 -> 128 -> 64 -> 10 relu took 66.5 us as a tile and 8.3 us as one
+ * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
+ * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
+ * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
+ * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (a LeNet5 forward on one
+ * state takes 51-58 us, a whole tile 86: the one-state conv would win at batch 1 alone), fp32
+ * precision (a bf16 workspace keeps its bf16 GEMMs), and for a loss at most SC__SMALL_OUT outputs
+ * (its cotangent is on the stack). The choice depends on the chain and the batch size only, never
+ * on threads or profiling; results differ from the tile path's in the last bits, as results may
+ * with the batch size. */
+#define SC__SMALL_BATCH 4
+#define SC__SMALL_OUT 64
+static int SC__TN(sc__small_ok)(const sc_chain *c, const sc_workspace *ws, size_t batch,
+                                int training) {
+  if (batch > SC__SMALL_BATCH) return 0;
+#if SC__F32
+  if (ws->prec != SC_PRECISION_FP32) return 0;
+#else
+  (void)ws;
+#endif
+  for (size_t l = 0; l < c->nlayers; l++) {
+    sc_layer_kind k = c->L[l].spec.kind;
+    if (k == SC_LAYER_CONV2D || k == SC_LAYER_MAXPOOL2D) return 0;
+    if (k == SC_LAYER_DROPOUT && training && c->L[l].spec.rate > 0) return 0; /* masks */
+  }
+  return 1;
+}
+
+/* the loss of one sample's outputs y (see sc__loss_tile: the same formulas), and with v != NULL
+ * its gradient times s into v */
+static double SC__TN(sc__small_loss)(const sc_chain *c, sc_loss loss, const SC__T *y,
+                                     const void *target, size_t b, SC__T s, SC__T *v) {
+  size_t O = c->out;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    size_t lab = (size_t)((const int32_t *)target)[b], am = 0;
+    for (size_t o = 1; o < O; o++)
+      if (y[o] > y[am]) am = o;
+    SC__T m = y[am], se = 1;
+    for (size_t o = 0; o < O; o++)
+      if (o != am) se += SC__EXP(y[o] - m);
+    SC__T lse = m + SC__LOG(se);
+    if (v)
+      for (size_t o = 0; o < O; o++) v[o] = s * (SC__EXP(y[o] - lse) - (o == lab ? 1 : 0));
+    return (double)(lse - y[lab]);
+  }
+  const SC__T *t = (const SC__T *)target + b * O;
+  SC__T acc = 0;
+  for (size_t o = 0; o < O; o++) {
+    SC__T e = y[o] - t[o];
+    if (loss == SC_LOSS_SQUARED) {
+      acc += e * e;
+      if (v) v[o] = 2 * s * e;
+    } else {
+      acc += SC__FABS(e);
+      if (v) v[o] = s * (SC__T)((e > 0) - (e < 0));
+    }
+  }
+  return (double)acc;
+}
+
+static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
+                                SC__T *jw, sc_workspace *ws, int fwd);
+
+/* sc_valgrad / sc_loss_value / sc_pullback on a small batch, sample by sample (sc__small_ok):
+ * with a loss, its value into *lossv and the gradient (g, gx overwritten; g may be NULL, gx
+ * too); with dy instead (pullback), g accumulates and gx is overwritten */
+static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T *p, const SC__T *x,
+                                   const void *target, const SC__T *dy, size_t batch, double *lossv,
+                                   SC__T *g, SC__T *gx, sc_workspace *ws) {
+  SC__T y[SC__SMALL_OUT], v[SC__SMALL_OUT] = {0}; /* (v: cppcheck's uninitvar) */
+  SC__T s = (SC__T)(1.0 / (double)batch);
+  double l = 0;
+  if (g && !dy) memset(g, 0, c->nparams * sizeof *g);
+  if (gx) memset(gx, 0, batch * c->in * sizeof *gx);
+  for (size_t b = 0; b < batch; b++) {
+    const SC__T *xb = x + b * c->in, *vb = dy ? dy + b * c->out : v;
+    if (!dy) {
+      SC__TN(sc__one_run)(c, p, xb, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
+      l += SC__TN(sc__small_loss)(c, loss, y, target, b, s, (g || gx) ? v : NULL);
+    }
+    if (g || gx) /* after the loss's forward, the pullback alone (with dy: both) */
+      SC__TN(sc__one_run)(c, p, xb, vb, NULL, NULL, gx ? gx + b * c->in : NULL, g, NULL, ws, !!dy);
+  }
+  if (lossv) *lossv = l / (double)batch;
+}
+
+sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
+                              SC__T *y, sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
+    for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
+    (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
+    return SC_OK;
+  }
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
+  J.y = y;
+  SC__TN(sc__execute)(&J, NULL, 0, NULL);
+  return SC_OK;
+}
+
+/* tiles <- the n samples of a row-major array, in order (tile k at k cols SC__TW, zeros past
+ * the last sample): what the steps' gathers make, made once (sc__train_tiles) */
+static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
+  SC__TT(sc__job) J;
+  memset(&J, 0, sizeof J); /* (no idx, no check) */
+  for (size_t b0 = 0; b0 < n; b0 += SC__TW) {
+    size_t m = n - b0 < SC__TW ? n - b0 : SC__TW;
+    SC__TN(sc__gather)(dst + b0 * cols, (const SC__T *)src, cols, &J, b0, m, 0);
+  }
+}
+
+/* sc_train's tiles made before its steps (sc__train_tiles), for a step in order (no idx) */
+static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
+  const sc_workspace *ws = J->ws;
+  if (!ws->tiles_x || idx || ws->tiles_f64 != !SC__F32) return;
+  J->tiles_x = (const SC__T *)ws->tiles_x + ws->tiles0 * J->c->in * SC__TW;
+  if (ws->tiles_t) J->tiles_t = (const SC__T *)ws->tiles_t + ws->tiles0 * J->c->out * SC__TW;
+}
+
+/* valgrad core, shared by the public entry points and sc_train (idx, no checks). chk_x: the
+ * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
+ * they found one, else 0 */
+static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                   const SC__T *x, const size_t *idx, const void *target,
+                                   size_t batch, double *lossv, SC__T *g, SC__T *gx,
+                                   sc_workspace *ws, int train, int chk_x) {
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
+  J.loss = loss;
+  J.target = target;
+  J.idx = idx;
+  J.gx = gx;
+  J.want_g = g != NULL;
+  J.train = train;
+  J.drop_seed = ws->drop_seed;
+  J.drop_step = ws->drop_step;
+  J.chk_x = chk_x;
+  SC__TN(sc__job_tiles)(&J, idx);
+  SC__TN(sc__execute)(&J, g, 0, lossv);
+  if (J.x_bad) return 1;
+  if (train) ws->drop_step++;
+  return 0;
+}
+
+/* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
+ * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
+static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                    const SC__T *x, const size_t *idx, const void *target,
+                                    size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
+                                    size_t *lo, size_t *hi, double *slice_loss) {
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
+  J.loss = loss;
+  J.target = target;
+  J.idx = idx;
+  J.want_g = 1;
+  J.train = 1;
+  J.drop_seed = ws->drop_seed;
+  J.drop_step = ws->drop_step;
+  J.own_slices = 1;
+  SC__TN(sc__job_tiles)(&J, idx);
+  J.dist_rank = rank;
+  J.dist_ranks = ranks;
+  SC__TN(sc__execute)(&J, NULL, 0, NULL);
+  *ns = J.nslices;
+  *lo = J.slice_lo;
+  *hi = J.slice_hi;
+  for (size_t s = J.slice_lo; s < J.slice_hi; s++) slice_loss[s] = J.slice_loss[s];
+  ws->drop_step++;
+}
+
+static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                          const void *target, size_t batch) {
+  sc_status st = sc__loss_check(fn, chain, loss, target);
+  if (st) return st;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
+    return sc__labels_check(fn, (const int32_t *)target, batch, chain->out);
+  return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
+}
+
+sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p, const SC__T *x,
+                              const void *target, size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
+                              sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
+   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
+   * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
+   * either way an error names the first such element and nothing is written */
+  int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
+  int chk_x = !small && !gx;
+  if (!chk_x && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
+    return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  double l = 0;
+  if (small) {
+    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, g, gx, ws);
+    ws->drop_step++; /* as sc__valgrad_run's: no dropout layer here draws from it */
+  } else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1,
+                                     chk_x))
+    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+  if (lossv) *lossv = (SC__T)l;
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                 const SC__T *x, const void *target, size_t batch, SC__T *lossv,
+                                 sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
+  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 0);
+  if (small && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
+    return st; /* (else the gathers check x, as in sc_valgrad) */
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  double l = 0;
+  if (small)
+    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, NULL, NULL, ws);
+  else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0,
+                                   1))
+    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+  *lossv = (SC__T)l;
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                               const int32_t *labels, size_t n, double *loss, double *accuracy,
+                               sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
+  if (st) return st;
+  if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
+  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
+  if (chain->out < 2)
+    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
+                    chain->out);
+  if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, n, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  double lsum = 0, csum = 0;
+  for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
+    size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
+    SC__TT(sc__job) J;
+    SC__TN(sc__job_init)(&J, chain, ws, SC__LOSS, p, x + b0 * chain->in, nb);
+    J.loss = SC_LOSS_LOGIT_CROSSENTROPY;
+    J.target = labels + b0;
+    J.count_correct = 1;
+    double l = 0;
+    SC__TN(sc__execute)(&J, NULL, 0, &l);
+    lsum += l * (double)nb;
+    for (size_t s = 0; s < J.nslices; s++) csum += J.slice_correct[s];
+  }
+  if (loss) *loss = lsum / (double)n;
+  if (accuracy) *accuracy = csum / (double)n;
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                               const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
+                               sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
+    return st;
+  if (!g && !gx) return SC_OK;
+  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
+    SC__TN(sc__small_grad)(chain, SC_LOSS_SQUARED, p, x, NULL, dy, batch, NULL, g, gx, ws);
+    return SC_OK;
+  }
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);
+  J.dy = dy;
+  J.gx = gx;
+  J.want_g = g != NULL;
+  SC__TN(sc__execute)(&J, g, 1, NULL);
+  return SC_OK;
+}
+
+/* ---------------------------------------------------------------- one state (API) */
+static sc_status SC__TN(sc__one_check)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *u, const sc_workspace *ws) {
+  if (!chain) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
+  if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
+  if (!u) return sc__fail(SC_ERR_NULL, fn, "argument 'u' is NULL");
+  if (!ws) return sc__fail(SC_ERR_NULL, fn, "argument 'ws' is NULL");
+  if (ws->chain != chain)
+    return sc__fail(SC_ERR_ARG, fn, "the workspace was created for a different chain");
+  sc_status st = SC__TN(sc__finite_check)(fn, chain, "state u", u, 1, chain->in);
+  return st ? st : SC__TN(sc__param_check)(fn, chain, p);
+}
+
+static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
+                                SC__T *jw, sc_workspace *ws, int fwd) {
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)chain->kf : (const void *)chain->kd;
+  kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
+}
+
+sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
+                            sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *v,
+                          SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
+  SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws, 1);
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *w,
+                          SC__T *y, SC__T *jw, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
+  if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
+  SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
+  return SC_OK;
+}
+
+#undef SC__PUB
+/* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
+ * that the next one (the other element type, another kernel set) starts clean. */
+#undef SC__K_FWD
+#undef SC__BFP
+#undef SC__K_DW
+#undef SC__K_TRANSPOSE
+#undef SC__K_DX
+#undef SC__K_DWL
+#undef SC__DWL_BL
+#undef SC__K_FWD_H
+#undef SC__K_DX_H
+#undef SC__K_DX_ACT_H
+#undef SC__K_DWL_FOLD
+#undef SC__K_FOLD_TW
+#undef SC__K_DWD
+#undef SC__DWD_DENSE
+#undef SC__K_DWL2
+#undef SC__K_DX_ACT
+#undef SC__DX_ACT_OK
+#undef SC__DWL_LANES
+#undef SC__K_ACTB
+#undef SC__K_CONV_FWD
+#undef SC__K_CONV_DWL
+#undef SC__K_CONV_DX
+#undef SC__K_POOL_FWD
+#undef SC__K_POOL_BWD
+#undef SC__K_POOL2_ACT_BWD
+#undef SC__K_CONV_POOL_FWD
+#undef SC__K_POOL2_HITS_BWD
+#undef SC__F32_POOL_FOLD
+
+#undef SC__TANH
+#undef SC__EXP
+#undef SC__EXPM1
+#undef SC__LOG1P
+#undef SC__LOG
+#undef SC__FABS
+#undef SC__GELU_K0
+#undef SC__GELU_K1
+#undef SC__EXPMAX
+#ifdef SC__POP_OPTIONS
+#pragma GCC pop_options
+#undef SC__POP_OPTIONS
+#endif
 #undef SC__T
 #undef SC__TN
 #undef SC__TT
 #undef SC__F32
+#undef SC__KSTATIC
 #define SC__T double
 #define SC__TN(name) name##_f64
 #define SC__TT(name) name##_f64
 #define SC__F32 0
-#include "simplechain.c"
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
+ * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
+ * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
+ * The translation unit defines those four, includes this file, the typed files it compiles, and
+ * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
+ * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
+ * leaves loops whose trip count is not a known multiple of the vector length: the portable
+ * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
+ * arithmetic is the same (no reassociation, no contraction is asked for), so are the results.
+ * Clang vectorises at -O2 already. SC_NO_O3_PRAGMA opts out. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
+    !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA) && !defined(SC__KERNELS_ONLY)
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+#define SC__POP_OPTIONS 1
+#endif
+#ifndef SC__OB
+#define SC__OB 4 /* output rows per register block; ISA files may raise it */
+#endif
+#define SC__IC 16 /* columns of the dW block */
+#ifndef SC__CW
+/* samples per column chunk of the portable dense forward and dx: their OB x CW accumulators
+ * stay in registers (OB x TW of them spilled: double on AVX2 needs 32 ymm for 4 x 32).
+ * Each sum keeps its order, so the chunking changes no bits. */
+#define SC__CW 8
+#endif
+#if SC__TW % SC__CW != 0
+#error "SC__CW must divide the tile width"
+#endif
+#ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
+#if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
+#define SC__KSTATIC static __attribute__((unused))
+#else
+#define SC__KSTATIC static
+#endif
+#endif
+/* src/typed/math.h — the element type's tanh (our own, in float and in double) and the libm
+ * functions the portable kernels call, as SC__TANH, SC__EXP, ... */
+#if SC__F32
+/* The float tanh, our own (vectorizable; kernels/vec_f32.h has the same steps on
+ * vectors). With a = 2 min(|x|, 9) and E = expm1(a),
+ *     tanh|x| = E / (E + 2)                      for |x| >= 0.35,
+ *     tanh|x| = |x| + |x|^3 P(x^2)               for |x| <  0.35,
+ * and the sign of x put back (so tanh is odd and +-0 maps to +-0). E is computed as
+ * 2^n expm1(r) + (2^n - 1), r = a - n ln2 (|r| <= ln2/2, ln2 split in two so that n ln2hi
+ * is exact), expm1(r) = r + r^2 q(r). E / (E + 2) has a relative condition number
+ * 2 / (E + 2) <= 1 in E, so the error of E is not amplified; for small |x| the odd
+ * polynomial avoids the rounding of E + 2. q and P are minimax-style fits of our own
+ * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
+ * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
+ * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
+ * tanh(+-inf) = +-1 and tanh(NaN) is NaN (the NaN propagates, as on the vector paths). */
+/* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
+static inline float SC__TN(sc__fsel)(int c, float a, float b) {
+  uint32_t m = (uint32_t)0 - (uint32_t)c;
+  return sc__fof((sc__fbits(a) & m) | (sc__fbits(b) & ~m));
+}
+static inline float SC__TN(sc__tanh)(float x) {
+  float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
+  float a = 2.0f * SC__TN(sc__fsel)(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
+  float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
+  float n = t - 12582912.0f;
+  float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
+  r = r - n * 1.42860677e-06f;    /* ln2 low part */
+  float q =
+      (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+      4.99999970e-1f;
+  float p = (r * r) * q + r;                             /* expm1(r) */
+  float s = sc__fof((sc__fbits(t) << 23) + 0x3f800000u); /* 2^n */
+  float E = s * p + (s - 1.0f);                          /* expm1(a) */
+  float y = E / (E + 2.0f);
+  float z = ax * ax;
+  float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = SC__TN(sc__fsel)(ax < 0.35f, ys, y);
+  return sc__fof(sc__fbits(y) | (sc__fbits(x) & 0x80000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 80.0f /* exp of this is finite in float */
+#define SC__EXP(v) expf(v)
+#define SC__EXPM1(v) expm1f(v)
+#define SC__LOG1P(v) log1pf(v)
+#define SC__LOG(v) logf(v)
+#define SC__FABS(v) fabsf(v)
+#else
+/* The double tanh, our own, the float one's method in double (vectorizable: the loops over
+ * it are auto-vectorized in the kernel-set builds). With a = 2 min(|x|, 19.1) and E =
+ * expm1(a): tanh|x| = E / (E + 2) for |x| >= 0.35, else x + x^3 P(x^2) (below 0.35 the
+ * quotient's roundings would reach 2.15 ULP). E = 2^n expm1(r) + (2^n - 1), r = a - n ln2
+ * (Cody-Waite, ln2 in two parts so that n ln2hi is exact), expm1(r) = r + r^2 q(r). q (degree
+ * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
+ * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
+ * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
+ * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
+ * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
+ * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
+ * [-1, 1]; max error 1.48 ULP measured, 2 bounded by tests/test_math.c (test_tanh_f64_ulp).
+ * make bench-tanh (AVX2, Zen 4) before the fits: 2.55 ns per element, against 5.40 for SLEEF's
+ * 1-ULP tanhd4_u10 (used here before) and 2.75 for its 3.5-ULP u35. Tried: correcting E / (E +
+ * 2) with its exact residual instead of the small-|x| polynomial (2.02 ns) reached 1.96 ULP
+ * near 0.2 and 2.8 near 19 (1 - y is inexact there). */
+static inline double SC__TN(sc__dsel)(int c, double a, double b) {
+  uint64_t m = (uint64_t)0 - (uint64_t)c;
+  return sc__dof((sc__dbits(a) & m) | (sc__dbits(b) & ~m));
+}
+static inline double SC__TN(sc__tanh)(double x) {
+  double ax = sc__dof(sc__dbits(x) & 0x7fffffffffffffffu);
+  double a = 2.0 * SC__TN(sc__dsel)(ax > 19.1, 19.1, ax); /* NaN stays NaN */
+  double t = a * 1.4426950408889634 + 6755399441055744.0; /* 1.5 2^52: round(a / ln2) */
+  double n = t - 6755399441055744.0;
+  double r = a - n * 0.6931471787393093; /* ln2 high part (28 bits): n ln2hi exact */
+  r = r - n * 1.8206359985041462e-09;    /* ln2 low part */
+  /* q by Estrin's scheme (a short dependency chain: the loop runs at its latency) */
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double q01 = 0.1666666666666667 * r + 0.5;
+  double q23 = 0.008333333333326084 * r + 0.04166666666666667;
+  double q45 = 0.0001984126987500228 * r + 0.0013888888888883711;
+  double q67 = 2.755725517000089e-06 * r + 2.480158732567746e-05;
+  double q89 = 2.5105312729622103e-08 * r + 2.755727347871858e-07;
+  double q0_3 = q23 * r2 + q01, q4_7 = q67 * r2 + q45;
+  double q8_10 = 2.09147553258932e-09 * r2 + q89;
+  double q = (q8_10 * r8 + q4_7 * r4) + q0_3;
+  double pm = r2 * q + r;                                          /* expm1(r) */
+  double sc = sc__dof((sc__dbits(t) << 52) + 0x3ff0000000000000u); /* 2^n */
+  double E = sc * pm + (sc - 1.0);                                 /* expm1(a) */
+  double y = E / (E + 2.0);
+  double z = ax * ax;
+  double P = -0.00019202753283131075;
+  P = P * z + 0.0005796641245845887;
+  P = P * z - 0.0014545775399280403;
+  P = P * z + 0.003592038401479678;
+  P = P * z - 0.00886323175761739;
+  P = P * z + 0.02186948844673358;
+  P = P * z - 0.053968253967190176;
+  P = P * z + 0.13333333333332845;
+  P = P * z - 0.33333333333333331;
+  double ys = (ax * z) * P + ax;
+  y = SC__TN(sc__dsel)(ax < 0.35, ys, y);
+  return sc__dof(sc__dbits(y) | (sc__dbits(x) & 0x8000000000000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 700.0
+#define SC__EXP(v) exp(v)
+#define SC__EXPM1(v) expm1(v)
+#define SC__LOG1P(v) log1p(v)
+#define SC__LOG(v) log(v)
+#define SC__FABS(v) fabs(v)
+#endif
+
+#define SC__GELU_K0 ((SC__T)0.7978845608028654) /* sqrt(2/pi) */
+#define SC__GELU_K1 ((SC__T)0.044715)
+/* src/typed/act.h — the activations, portable: forward over a row (with the pre-activation kept
+ * where the pullback needs it) and the pullback's derivative, by columns and by lanes. */
+#if defined(SC__KERNELS_ONLY) && defined(SC_HAVE_SLEEF)
+/* kernels/sleef.h — SLEEF's vector exp, expm1, log and log1p for the ISA builds.
+ *
+ * Included by simplechain.c's typed section when an ISA file is compiled with
+ * SC_HAVE_SLEEF (`make` defines it when libsleef-dev is installed). The activations
+ * sigmoid, softplus and gelu (float and double), forward and pullback, and the logit
+ * cross-entropy's softmax then run through SLEEF's 1-ULP (u10) functions, 4 to 16 lanes at a time,
+ * instead of one libm call per element. The tanh is our own in float and in double (see
+ * simplechain.c): the float one more accurate than SLEEF's u35 (1.5 against 2.49 ULP measured) and
+ * faster, the double one 1.9x faster than SLEEF's u10 (bench/RESULTS.md). Every helper accepts y ==
+ * x (in place). */
+#ifndef SC_KERNELS_SLEEF_H
+#define SC_KERNELS_SLEEF_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+
+/* y[k] = fn(x[k]): W lanes at a time, libm for the tail. Kept out of GCC's interprocedural
+ * analysis (noipa): with a tile row's constant n from its only caller, the tail loop drew a
+ * false -Waggressive-loop-optimizations error */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SC__SLEEF_ATTR __attribute__((noipa))
+#else
+#define SC__SLEEF_ATTR __attribute__((noinline))
+#endif
+#define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
+  static SC__SLEEF_ATTR void name(T *y, const T *x, size_t n) {                                    \
+    size_t k = 0;                                                                                  \
+    for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
+    for (; k < n; k++) y[k] = tail(x[k]);                                                          \
+  }
+
+#if defined(__AVX512F__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expf16_u10avx512f, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_log1pf16_u10avx512f, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expm1f16_u10avx512f, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_logf16_u10avx512f, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expd8_u10avx512f, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_log1pd8_u10avx512f, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expm1d8_u10avx512f, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_logd8_u10avx512f, log)
+#elif defined(__AVX2__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expf8_u10avx2, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_log1pf8_u10avx2, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expm1f8_u10avx2, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_logf8_u10avx2, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expd4_u10avx2, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_log1pd4_u10avx2, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expm1d4_u10avx2, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_logd4_u10avx2, log)
+#else
+#error "kernels/sleef.h needs AVX2 or AVX-512 flags"
+#endif
+#undef SC__SLEEF_DEF
+
+/* the float tanh on one native vector (used only with SC_TANH_SLEEF) */
+#if defined(__AVX512F__)
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf16_u35avx512f((__m512)(v)))
+#else
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf8_u35avx2((__m256)(v)))
+#endif
+
+#endif
+#define SC__SLEEF 1
+#endif
+
+/* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
+static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
+                                     size_t n, sc_act act) {
+  size_t t;
+  if (zs)
+    for (t = 0; t < n; t++) zs[t] = z[t];
+  switch (act) {
+  case SC_IDENTITY:
+    for (t = 0; t < n; t++) a[t] = z[t];
+    break;
+  case SC_RELU:
+    for (t = 0; t < n; t++) a[t] = z[t] < 0 ? 0 : z[t]; /* NaN stays NaN (max(0, z) in SIMD) */
+    break;
+  case SC_TANH:
+    for (t = 0; t < n; t++) a[t] = SC__TANH(z[t]);
+    break;
+  case SC_SIGMOID:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+#endif
+    break;
+  case SC_SOFTPLUS:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TN(sc__sleef_log1p)(a, a, n);
+    for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
+#else
+    for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+#endif
+    break;
+  case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) {
+      SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
+      a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
+    }
+#endif
+    break;
+  }
+}
+
+/* one tile row */
+static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
+                                       const SC__T *restrict z, sc_act act) {
+  SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
+}
+
+/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+ * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+ * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
+ * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
+#define SC__ACT_CHUNK 64
+SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
+                                     const SC__T *restrict z, size_t n, sc_act act) {
+  size_t k;
+  switch (act) {
+  case SC_IDENTITY: break;
+  case SC_RELU:
+    for (k = 0; k < n; k++) d[k] = a[k] <= 0 ? 0 : d[k]; /* a NaN output passes d on */
+    break;
+  case SC_TANH:
+    for (k = 0; k < n; k++) d[k] *= 1 - a[k] * a[k];
+    break;
+  case SC_SIGMOID:
+    for (k = 0; k < n; k++) d[k] *= a[k] * (1 - a[k]);
+    break;
+  case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
+#ifdef SC__SLEEF
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -a[k + j];
+      SC__TN(sc__sleef_expm1)(e, e, m);
+      for (j = 0; j < m; j++) d[k + j] *= -e[j];
+    }
+#else
+    for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
+#endif
+    break;
+  case SC_GELU: /* d/dz z s(2u) = s + z 2u' s (1 - s), with 1 - s = e s, e = exp(-2u) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v;
+        e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
+      }
+#ifdef SC__SLEEF
+      SC__TN(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
+        SC__T sg = 1 / (1 + e[j]);
+        SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
+        d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  }
+}
+
+/* sc__act_bwd with the bias gradient's lanes (bl: K rows of SC__TW) summed in the same pass
+ * over d: K channels of npos positions (a dense layer: K outputs, npos 1); each channel's sums
+ * in a local row (in registers; bl and d share the tile, so summed in place they were loaded and
+ * stored at every position). The same operations in the same order as act_bwd then the sums:
+ * the same bits. LeNet5's conv1, 20,000 images, 1 thread (Zen 4): the in-place sums took 9.5 of
+ * its 41-ms backward in bf16 */
+SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
+                                          const SC__T *restrict a, const SC__T *restrict z,
+                                          size_t K, size_t npos, sc_act act) {
+  int fused = act == SC_IDENTITY || act == SC_RELU || act == SC_TANH;
+  if (!fused) SC__TN(sc__act_bwd)(d, a, z, K * npos * SC__TW, act);
+  for (size_t k = 0; k < K; k++) {
+    SC__T sum[SC__TW];
+    memcpy(sum, bl + k * SC__TW, sizeof sum);
+    SC__T *dk = d + k * npos * SC__TW;
+    const SC__T *ak = a + k * npos * SC__TW;
+    for (size_t q = 0; q < npos * SC__TW; q += SC__TW)
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T v = dk[q + (size_t)t];
+        if (act == SC_RELU)
+          v = ak[q + (size_t)t] <= 0 ? 0 : v;
+        else if (act == SC_TANH)
+          v *= 1 - ak[q + (size_t)t] * ak[q + (size_t)t];
+        dk[q + (size_t)t] = v;
+        sum[t] += v;
+      }
+    memcpy(bl + k * SC__TW, sum, sizeof sum);
+  }
+}
+/* src/typed/dense.h — the dense layer's portable kernels: the fused forward (W x + b, then the
+ * activation), dW in dot form over a transposed tile, and dx. Dimension letters: O outputs,
+ * I inputs. */
+SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                       const SC__T *restrict W, const SC__T *restrict b,
+                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    SC__T acc[SC__OB][SC__TW];
+    const SC__T *w = W + o * I;
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T ac[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T bk = b ? b[o + k] : 0;
+        for (int t = 0; t < SC__CW; t++) ac[k][t] = bk;
+      }
+      for (size_t i = 0; i < I; i++) {
+        const SC__T *xi = x + i * SC__TW + t0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[(size_t)k * I + i];
+          for (int t = 0; t < SC__CW; t++) ac[k][t] += wk * xi[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t0 + t] = ac[k][t];
+    }
+    for (int k = 0; k < SC__OB; k++)
+      SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
+  }
+  for (; o < O; o++) { /* one row: TW accumulators fit, and more chains hide the latency */
+    SC__T acc[SC__TW];
+    const SC__T *w = W + o * I;
+    SC__T bo = b ? b[o] : 0;
+    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      SC__T wi = w[i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
+    }
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
+                                      const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__OB][SC__IC];
+      for (int k = 0; k < SC__OB; k++)
+        for (int c = 0; c < SC__IC; c++) acc[k][c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T d = dz[(o + k) * SC__TW + (size_t)t];
+          for (int c = 0; c < SC__IC; c++) acc[k][c] += d * xr[c];
+        }
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T *gr = gW + (o + k) * I + i0;
+        for (size_t c = 0; c < nc; c++) gr[c] += acc[k][c];
+      }
+    }
+  }
+  for (; o < O; o++) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__IC];
+      for (int c = 0; c < SC__IC; c++) acc[c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        SC__T d = dz[o * SC__TW + (size_t)t];
+        for (int c = 0; c < SC__IC; c++) acc[c] += d * xr[c];
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      SC__T *gr = gW + o * I + i0;
+      for (size_t c = 0; c < nc; c++) gr[c] += acc[c];
+    }
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                      const SC__T *restrict dz, size_t O, size_t I) {
+  size_t i = 0;
+  for (; i + SC__OB <= I; i += SC__OB)
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T acc[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        const SC__T *d = dz + o * SC__TW + t0;
+        const SC__T *w = W + o * I + i;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[k];
+          for (int t = 0; t < SC__CW; t++) acc[k][t] += wk * d[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) dx[(i + k) * SC__TW + (size_t)(t0 + t)] = acc[k][t];
+    }
+  for (; i < I; i++) { /* one row: TW accumulators */
+    SC__T acc[SC__TW];
+    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      SC__T wi = W[o * I + i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
+    }
+    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
+  }
+}
+/* src/typed/conv.h — the convolution and max-pool layers' portable kernels. */
+/* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
+ * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
+ * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
+SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  const size_t *roff = P->roff;
+  for (size_t k = 0; k < P->oc; k++) {
+    const SC__T *w = W + k * R;
+    SC__T bk = b ? b[k] : 0;
+    for (size_t u = 0; u < OH; u++)
+      for (size_t v = 0; v < OW; v++) {
+        SC__T acc[SC__TW];
+        const SC__T *base = x + (u * sh * WP + v * sw) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) acc[t] = bk;
+        for (size_t r = 0; r < R; r++) {
+          const SC__T *xr = base + roff[r] * SC__TW;
+          SC__T wr = w[r];
+          for (int t = 0; t < SC__TW; t++) acc[t] += wr * xr[t];
+        }
+        size_t o = (k * OH + u) * OW + v;
+        SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, P->spec.act);
+      }
+  }
+}
+
+/* conv dW in lane form: wl[(k*R + r)*TW + t] += sum_{u,v} dz[k][u][v][t] x[tap][t] */
+SC__KSTATIC void SC__TN(sc__conv_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                      const SC__T *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  for (size_t k = 0; k < P->oc; k++)
+    for (size_t r = 0; r < R; r++) {
+      SC__T acc[SC__TW];
+      SC__T *w = wl + (k * R + r) * SC__TW;
+      for (int t = 0; t < SC__TW; t++) acc[t] = w[t];
+      const SC__T *xr = x + P->roff[r] * SC__TW;
+      for (size_t u = 0; u < OH; u++)
+        for (size_t v = 0; v < OW; v++) {
+          const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+          const SC__T *xv = xr + (u * sh * WP + v * sw) * SC__TW;
+          for (int t = 0; t < SC__TW; t++) acc[t] += d[t] * xv[t];
+        }
+      for (int t = 0; t < SC__TW; t++) w[t] = acc[t];
+    }
+}
+
+/* conv input gradient (unpadded input layout): dx[c][y][x] = sum over the taps (k, i, j)
+ * with y + ph = u*sh + i and x + pw = v*sw + j of W[k][c][i][j] dz[k][u][v] */
+SC__KSTATIC void SC__TN(sc__conv_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      for (size_t xx = 0; xx < P->iw; xx++) {
+        SC__T acc[SC__TW];
+        for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+        for (size_t i = 0; i < KH; i++) {
+          size_t yy = y + ph;
+          if (yy < i || (yy - i) % sh) continue;
+          size_t u = (yy - i) / sh;
+          if (u >= OH) continue;
+          for (size_t j = 0; j < KW; j++) {
+            size_t xp = xx + pw;
+            if (xp < j || (xp - j) % sw) continue;
+            size_t v = (xp - j) / sw;
+            if (v >= OW) continue;
+            for (size_t k = 0; k < P->oc; k++) {
+              SC__T w = W[k * R + (c * KH + i) * KW + j];
+              const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+              for (int t = 0; t < SC__TW; t++) acc[t] += w * d[t];
+            }
+          }
+        }
+        SC__T *o = dx + ((c * P->ih + y) * P->iw + xx) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = acc[t];
+      }
+}
+
+/* zero-padded copy of a C x H x W tile into C x Hp x Wp */
+static void SC__TN(sc__pad)(SC__T *restrict xp, const SC__T *restrict x, const sc__lplan *P) {
+  size_t ph = P->spec.ph, pw = P->spec.pw;
+  memset(xp, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->ic; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      memcpy(xp + ((c * P->hp + y + ph) * P->wp + pw) * SC__TW,
+             x + ((c * P->ih + y) * P->iw) * SC__TW, P->iw * SC__TW * sizeof(SC__T));
+}
+
+SC__KSTATIC void SC__TN(sc__pool_fwd)(SC__T *restrict a, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        SC__T m[SC__TW];
+        const SC__T *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) m[t] = x0[t];
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            const SC__T *xi = x0 + (i * P->iw + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) m[t] = xi[t] > m[t] ? xi[t] : m[t];
+          }
+        SC__T *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = m[t];
+      }
+}
+
+/* the gradient goes to the first element of each window equal to its max */
+SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict x,
+                                      const SC__T *restrict a, const SC__T *restrict dz,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) /* rows/columns outside every window */
+    memset(dx, 0, P->in * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        SC__T taken[SC__TW];
+        for (int t = 0; t < SC__TW; t++) taken[t] = 0;
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) {
+              int hit = x[q + (size_t)t] == a[o + (size_t)t] && taken[t] == 0;
+              dx[q + (size_t)t] = hit ? dz[o + (size_t)t] : 0;
+              taken[t] = hit ? 1 : taken[t];
+            }
+          }
+      }
+}
+/* src/typed/lanes.h — dW in lane form (dense layers with few weights, every conv): accumulators of
+ * SC__TW lanes per weight, folded once per slice. */
+/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
+SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                       const SC__T *restrict x, size_t O, size_t I, int first) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      SC__T *w = wl + (o * I + i) * SC__TW;
+      if (first) /* the slice's first tile writes: no zeroing pass */
+        for (int t = 0; t < SC__TW; t++)
+          w[t] = dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      else
+        for (int t = 0; t < SC__TW; t++)
+          w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+    }
+}
+
+/* gw[k] += the TW lanes of wl[k], in a fixed order: 8 partial sums (lanes t = j mod 8, in
+ * lane order), then added pairwise. A single chain of TW dependent additions per weight
+ * was the slowest part of a small double-precision valgrad (the BNN of examples/bnn.c). */
+SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const SC__T *w = wl + k * SC__TW;
+    SC__T s[8];
+    for (int j = 0; j < 8; j++) s[j] = w[j];
+    for (int t = 8; t < SC__TW; t += 8)
+      for (int j = 0; j < 8; j++) s[j] += w[t + j];
+    gw[k] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+}
+/* src/typed/choice.h — which kernel each step of the slice pipeline (src/typed/slice.h) calls: a
+ * kernel set's vector kernels define the SC__K_* they take over (kernels/x86/f32.h, f64.h, included
+ * before this file); the portable kernels of this element type take the rest. */
+#ifndef SC__K_FWD
+#define SC__K_FWD SC__TN(sc__dense_fwd)
+#endif
+#ifndef SC__BFP
+#define SC__BFP(name) sc__bf16_##name
+#endif
+#ifndef SC__K_DW
+#define SC__K_DW SC__TN(sc__dense_dw)
+#endif
+#ifndef SC__K_DX
+#define SC__K_DX SC__TN(sc__dense_dx)
+#endif
+#ifndef SC__K_DWL
+#define SC__K_DWL SC__TN(sc__dense_dwl)
+#endif
+/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
+ * paths) */
+#ifndef SC__K_FOLD_TW
+#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
+#endif
+#ifndef SC__K_DWL_FOLD
+#define SC__K_DWL_FOLD SC__K_FOLD_TW
+#endif
+#ifndef SC__DWL_LANES
+#define SC__DWL_LANES SC__TW
+#endif
+#ifndef SC__DWD_DENSE
+#define SC__DWD_DENSE 0
+#endif
+#define SC__K_ACTB SC__TN(sc__act_bwd)
+#ifndef SC__K_CONV_FWD
+#define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
+#define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
+#define SC__K_CONV_DX SC__TN(sc__conv_dx)
+#define SC__K_POOL_FWD SC__TN(sc__pool_fwd)
+#define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
+#endif
+/* src/typed/slice.h — the per-slice pipeline of sc_forward, sc_valgrad and sc_pullback: a tile's
+ * input and target gathered, every layer's forward, the loss and its gradient, every layer's
+ * pullback (activation derivative, dW, db, dx), the slice's gradient; the NaN scan and the float
+ * ADAM step of the kernel table. Compiled once per element type and kernel set. */
+#ifndef SC__BUILTIN_PASS /* the built-in passes use the types of the first pass */
+typedef struct SC__TT(sc__job) {
+  const sc_chain *c;
+  const SC__TT(sc__kt) * kt;
+  sc_workspace *ws;
+  int mode;
+  sc_loss loss;
+  const SC__T *p, *x, *dy;
+  const size_t *idx; /* sample order (NULL: 0..batch-1) */
+  const void *target;
+  size_t batch, ntiles, nslices;
+  SC__T *y, *gx;
+  int want_g;
+  SC__T scale;       /* 1 / batch */
+  int train;         /* dropout active (sc_valgrad, sc_train) */
+  int count_correct; /* cross-entropy: count argmax == label (sc_evaluate) */
+  uint64_t drop_seed, drop_step;
+  double slice_loss[SC__MAX_SLICES];
+  double slice_correct[SC__MAX_SLICES];
+  int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
+  size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
+  int dist_rank, dist_ranks;
+  int bf16;  /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
+  int bf16k; /* and the dense and conv layers' products by the bf16 kernels (ws->bf16k) */
+  int chk_x; /* the input's NaN / Inf check done by the gathers (sc__gather): a slice that finds
+              * one stops and sets slice_bad[s]; sc__execute then writes nothing and sets x_bad */
+  int x_bad;
+  unsigned char slice_bad[SC__MAX_SLICES];
+  /* the batch's input and target tiles made beforehand (ws->tiles_x, ws->tiles_t: tile k at
+   * k in SC__TW and k out SC__TW), read in place instead of gathered; NULL: gathered */
+  const SC__T *tiles_x, *tiles_t;
+} SC__TT(sc__job);
+#endif
+
+static inline size_t SC__TN(sc__row)(const SC__TT(sc__job) * J, size_t b) {
+  return J->idx ? J->idx[b] : b;
+}
+
+/* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array. With chk, returns
+ * whether any of the rows' values is NaN or Inf (else 0): the vector gathers check what they
+ * load, the portable one checks the tile after */
+static int SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
+                              const SC__TT(sc__job) * J, size_t b0, size_t n, int chk) {
+#if SC__F32 && defined(SC__VEC_GATHER)
+  int bad = 0;
+  if (vec_gather_f32(tile, src, cols, J->idx, b0, n, chk ? &bad : NULL)) return bad;
+#endif
+  if (cols == 1) /* one feature (a 1-D regression, a scalar target) */
+    for (size_t t = 0; t < n; t++) tile[t] = src[SC__TN(sc__row)(J, b0 + t)];
+  else
+    for (size_t t = 0; t < n; t++) {
+      const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
+      for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
+    }
+  for (size_t t = n; t < SC__TW; t++)
+    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = 0;
+  return chk && J->kt->find_nonfinite(tile, cols * SC__TW) != cols * SC__TW;
+}
+
+/* rows b0..b0+n of a row-major array <- tile */
+static void SC__TN(sc__scatter)(SC__T *restrict dst, const SC__T *restrict tile, size_t cols,
+                                size_t b0, size_t n) {
+  for (size_t t = 0; t < n; t++) {
+    SC__T *r = dst + (b0 + t) * cols;
+    for (size_t i = 0; i < cols; i++) r[i] = tile[i * SC__TW + t];
+  }
+}
+
+/* xT (SC__TW x ld, sample-major, zero-padded to ld) <- x (I x SC__TW) */
+static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, size_t I,
+                                         size_t ld) {
+  for (int t = 0; t < SC__TW; t++) {
+    SC__T *r = xT + (size_t)t * ld;
+    for (size_t i = 0; i < I; i++) r[i] = x[i * SC__TW + (size_t)t];
+    for (size_t i = I; i < ld; i++) r[i] = 0;
+  }
+}
+
+/* the exp and log of a tile row in place, for the logit cross-entropy */
+#ifdef SC__SLEEF
+#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#else
+#define SC__CE_EXP_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
+#define SC__CE_LOG_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__LOG((r)[q_])
+#endif
+/* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
+static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lanes,
+                                  SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
+                                  size_t b0, size_t n) {
+  const sc_chain *c = J->c;
+  size_t O = c->out;
+  SC__T s = J->scale;
+  if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
+     * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
+     * session 26). Per sample the same operations in the same order as one sample at a time
+     * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
+     * on every lane; the padding lanes' results are dropped. */
+    const int32_t *lab = J->target;
+    SC__T m[SC__TW], se[SC__TW], e[SC__TW];
+    int32_t am[SC__TW], y[SC__TW];
+    int t;
+    for (t = 0; t < SC__TW; t++) {
+      y[t] = (size_t)t < n ? lab[SC__TN(sc__row)(J, b0 + (size_t)t)] : -1;
+      m[t] = yhat[t], am[t] = 0, se[t] = 1;
+    }
+    for (size_t o = 1; o < O; o++)
+      for (t = 0; t < SC__TW; t++) {
+        SC__T v = yhat[o * SC__TW + (size_t)t];
+        int gt = v > m[t];
+        m[t] = gt ? v : m[t];
+        am[t] = gt ? (int32_t)o : am[t];
+      }
+    for (size_t o = 0; o < O; o++) {
+      for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - m[t];
+      SC__CE_EXP_ROW(e);
+      for (t = 0; t < SC__TW; t++) se[t] += am[t] == (int32_t)o ? 0 : e[t];
+    }
+    SC__CE_LOG_ROW(se);                         /* log(se) */
+    for (t = 0; t < SC__TW; t++) se[t] += m[t]; /* lse */
+    for (t = 0; t < (int)n; t++) {
+      lanes[t] += se[t] - yhat[(size_t)y[t] * SC__TW + (size_t)t];
+      if (J->count_correct) lanes[SC__TW + t] += am[t] == y[t] ? 1 : 0;
+    }
+    if (d)
+      for (size_t o = 0; o < O; o++) {
+        SC__T *dr = d + o * SC__TW;
+        for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - se[t];
+        SC__CE_EXP_ROW(e);
+        for (t = 0; t < SC__TW; t++)
+          dr[t] = (size_t)t < n ? s * (e[t] - (y[t] == (int32_t)o ? 1 : 0)) : 0;
+      }
+    return;
+  }
+  const SC__T *tt = tg; /* the targets' tile: made before the step, or gathered here */
+  if (J->tiles_t)
+    tt = J->tiles_t + b0 * O;
+  else
+    SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n, 0);
+  SC__T mask[SC__TW];
+  for (int t = 0; t < SC__TW; t++) mask[t] = (size_t)t < n ? 1 : 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *yr = yhat + o * SC__TW, *tr = tt + o * SC__TW;
+    SC__T *dr = d ? d + o * SC__TW : NULL;
+    if (J->loss == SC_LOSS_SQUARED) {
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += e * e;
+        if (dr) dr[t] = 2 * s * e;
+      }
+    } else { /* absolute */
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += SC__FABS(e);
+        /* sign(e) s, as a product: GCC 12 at -O2 with AVX2 enabled crashes (an internal
+         * compiler error in const_vector_mask_from_tree) on e > 0 ? s : (e < 0 ? -s : 0) */
+        if (dr) dr[t] = s * (SC__T)((e > 0) - (e < 0));
+      }
+    }
+  }
+}
+
+#if SC__F32
+/* a = act(a + b) in place after a bf16 GEMM wrote a = W x: K channels of npos tile rows each
+ * (a dense layer: npos = 1), channel k's bias b[k]; z as in the forward kernels */
+static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, const float *restrict b,
+                                      size_t K, size_t npos, sc_act act) {
+#if defined(SC__VEC_F32)
+  vec_conv_bias_act_f32(a, z, b, K, npos, act);
+#else
+  for (size_t k = 0; k < K; k++)
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      float tmp[SC__TW];
+      for (int t = 0; t < SC__TW; t++) tmp[t] = a[q * SC__TW + (size_t)t] + (b ? b[k] : 0.0f);
+      SC__TN(sc__act_row)(a + q * SC__TW, z ? z + q * SC__TW : NULL, tmp, act);
+    }
+#endif
+}
+#endif
+
+/* The slice's work, instantiated twice by sc__run_slice: with the profile clock reads
+ * (profiling = 1) and without (0: they compile away; read or not, they cost 9 % of a LeNet5
+ * epoch when merely present) */
+#if defined(__GNUC__)
+#define SC__ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SC__ALWAYS_INLINE inline
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+/* float conv layer l's forward with the 2 x 2 max-pool above it folded in (vec_conv_pool_fwd_f32:
+ * the conv's output area holds the pool's hits, a byte a lane), its pullback by
+ * vec_pool2_hits_bwd_f32; SC_POOL_FUSE=0 turns it off with the other fusion */
+#define SC__F32_POOL_FOLD(l) (!J->bf16 && sc__pool_fold_f32(c, l))
+#endif
+static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s, size_t area,
+                                                         const int profiling) {
+  const sc_chain *c = J->c;
+  sc_workspace *ws = J->ws;
+  /* the tile memory and the bf16 packing area are scratch, used only while the slice runs:
+   * those of area (the worker's, see sc__task), so that one thread's slices reuse memory
+   * already in its caches; the slice's gradient (gs) is its own */
+  SC__T *tm = (SC__T *)(void *)(ws->slices + area * ws->slice_bytes);
+  SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+  size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
+  size_t L = c->nlayers;
+  SC__T *lanes = tm + c->lossl_off;
+  int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
+  int want_g = backward && J->want_g;
+#if SC__F32
+  /* the bf16 kernels' packed operands (this slice's area) */
+  uint32_t *bfs = J->bf16k ? ws->bf_scr + area * ws->bf_scr_stride : NULL;
+  /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
+#define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
+#define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
+  /* its dW made whole by each tile (a dense layer's GEMM, a conv's dW^T in dwt), so stored
+   * rather than added by a slice's first tile, the slice's gradient not cleared there (LeNet5
+   * bf16: 3.5-4 of the 19-20 ms of the batch's row went to clearing 176 KB a slice) */
+#define SC__BF_DW_FIRST(l)                                                                         \
+  (SC__BFKB(l) && (c->L[l].spec.kind == SC_LAYER_DENSE ||                                          \
+                   (c->L[l].spec.kind == SC_LAYER_CONV2D && c->L[l].spec.sw == 1 &&                \
+                    !(ws->bf_nt && c->L[l].oc < 16) && (ws->bf_gemm_rows || ws->bf_gemm_grp))))
+  /* conv layer l's forward on pairs read in place with its epilogue, with the 2 x 2 max-pool
+   * above it folded in (ws->bf_pool_hits; its pullback then by bf_dz_pool_hits): the conv's
+   * output area holds the hits (a byte a lane, a sixteenth of it), then a 2-row scratch (room
+   * for both: oh >= 4) */
+#define SC__POOL_FOLD(l)                                                                           \
+  (ws->bf_pool_hits && SC__BFK(l) && SC__BFKB(l) && ws->bf_gemm_ep && ws->bf_dz_pool &&            \
+   c->L[l].spec.kind == SC_LAYER_CONV2D &&                                                         \
+   (c->L[l].spec.act == SC_RELU || c->L[l].spec.act == SC_IDENTITY) &&                             \
+   ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg)) && (l) + 1 < L &&            \
+   c->L[(l) + 1].spec.kind == SC_LAYER_MAXPOOL2D && c->L[(l) + 1].spec.kh == 2 &&                  \
+   c->L[(l) + 1].spec.kw == 2 && c->L[l].oh % 2 == 0 && c->L[l].ow % 2 == 0 && c->L[l].oh >= 4)
+#define SC__HITS_SCR(P) /* the scratch after the hits (oc npos TW / 4 bytes), 64-byte aligned */   \
+  (((P)->oc * (P)->oh * (P)->ow * SC__TW / 16 + 15) & ~(size_t)15)
+  /* rounding to bf16 in place: VCVTNEPS2BF16 with the native kernels, else the set's code */
+#define SC__BFROUND(x, n) (ws->bf_round ? ws->bf_round : SC__BFP(round_n))(x, n)
+#else
+#define SC__BFK(l) 0
+#define SC__BFKB(l) 0
+#define SC__BF_DW_FIRST(l) 0
+#endif
+  /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
+   * row (the batch gather, the loss, the folds) */
+  sc__pcount *pf = profiling ? ws->prof + s * ws->prof_stride : NULL; /* this slice's set */
+  uint64_t tq = pf ? sc__ns() : 0;
+#define SC__PROF(row, dir, samples)                                                                \
+  do {                                                                                             \
+    if (pf) {                                                                                      \
+      uint64_t t_ = sc__ns();                                                                      \
+      SC__PADD(pf[(row)*SC__P_W + (dir)], t_ - tq);                                                \
+      SC__PADD(pf[(row)*SC__P_W + (dir) + 2], (samples));                                          \
+      tq = t_;                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+  for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
+  if (want_g) {
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = SC__BF_DW_FIRST(l) ? P->np - (P->spec.bias ? P->oc : 0) : 0; /* kept */
+      memset(gs + P->poff + nw, 0, (P->np - nw) * sizeof(SC__T));
+      if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
+          !SC__BFKB(l)) /* dense: first */
+        memset(tm + P->dwl_off, 0,
+               (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
+    }
+  }
+  for (size_t tile = t0; tile < t1; tile++) {
+    size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+#ifdef SC__K_FWD_H
+    /* a batch's last tile of at most SC__TW / 2 samples (not with bf16 operands) goes through
+     * the dense kernels' half forms (SC__KH): the first half of each row computed, zeros stored
+     * in the second. The padding's activations are then zeros where the whole-tile kernels
+     * leave act(b); its dz is zeros either way, so the results are the same but for the sign
+     * of a sum that is zero. (The micro-benchmark's 200 samples end in a tile of 8.) */
+    const int half = n <= SC__TW / 2 && !J->bf16;
+#define SC__KH(k) (half ? k##_H : k)
+#else
+#define SC__KH(k) k
+#endif
+#ifdef SC__K_DWL2
+    /* pairs of consecutive tiles of this slice (a last odd tile goes alone); the second
+     * tile of a pair keeps its activations in the a_off2 buffers */
+    int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
+#define SC__AOFF(P) (pair_second ? (P)->a_off2 : (P)->a_off)
+    SC__T *Xg = tm + (pair_second ? c->x_off2 : c->x_off);
+#else
+#define SC__AOFF(P) ((P)->a_off)
+    SC__T *Xg = tm + c->x_off;
+#endif
+    const SC__T *X = Xg;
+    if (J->tiles_x) /* made before the step (sc__train_tiles), rounded there with bf16 */
+      X = J->tiles_x + tile * c->in * SC__TW;
+    else {
+      if (SC__TN(sc__gather)(Xg, J->x, c->in, J, b0, n, J->chk_x)) {
+        J->slice_bad[s] = 1; /* a NaN or Inf in the input: no result (sc__execute) */
+        return;
+      }
+#if SC__F32
+      if (J->bf16) SC__BFROUND(Xg, c->in * SC__TW);
+#endif
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    const SC__T *in = X;
+#if SC__F32
+    int pooled = 0; /* the layer above (a max-pool) was made by the conv's forward */
+#endif
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+#if SC__F32
+      /* bf16 native kernels: the bias, a relu or identity and the rounding of the layer's
+       * output done by the GEMM as it stores (ep: else NULL, and the passes after it) */
+      sc__bf16_ep epv = {NULL, P->spec.act == SC_RELU, l + 1 < L}, *ep = NULL;
+      if (J->bf16k && ws->bf_gemm_ep && (ws->bf_on[l] & 1) &&
+          (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY) &&
+          (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)) {
+        epv.bias = !P->spec.bias                     ? NULL
+                   : P->spec.kind == SC_LAYER_CONV2D ? W + P->oc * P->R
+                                                     : W + P->in * P->out;
+        ep = &epv;
+      }
+#endif
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        sc_act fa = P->spec.act;
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
+#endif
+#if SC__F32
+        if (SC__BFK(l)) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
+          size_t I2 = (P->in + 1) / 2;
+          SC__BFP(pack_rows)(bfs, in, P->in, SC__TW, SC__TW);
+          if (ep) {
+            ws->bf_gemm_ep(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW,
+                           I2, NULL, ep);
+            break;
+          }
+          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
+          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, 1, fa);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
+          P->xfwd(in, W, a);
+          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
+          break;
+        }
+#endif
+        SC__KH(SC__K_FWD)(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
+        break;
+      }
+      case SC_LAYER_CONV2D:
+        if (P->pad_off != SIZE_MAX) {
+          SC__TN(sc__pad)(tm + P->pad_off, in, P);
+          in = tm + P->pad_off;
+        }
+#if SC__F32
+        if (SC__BFK(l) && ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg))) {
+          /* the input tile packed once, B's row k read in place at brow[k]: bit 4 its pairs of
+           * neighbouring columns (the direct forward, cpoff), else (bit 16, AVX512_BF16 or its
+           * model) its channel pairs, the pair cp of tap (i, j) being row k = (cp kh + i) kw + j
+           * at roff[k] (roff's formula with cp for ci) */
+          int cols = ws->bf_on[l] & 4;
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, t = P->spec.kh * P->spec.kw;
+          size_t K2 = cols ? P->ic * ((t + 1) / 2) : (P->ic + 1) / 2 * t;
+          const uint32_t *wb = ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) +
+                               (cols ? 1 : 2) * P->R * ((P->oc + 1) / 2); /* wc or wh */
+          const size_t *brow = cols ? P->cpoff : P->roff;
+          int pc = ep && SC__POOL_FOLD(l);
+          float *s2 = pc ? a + SC__HITS_SCR(P) : NULL;
+          /* folded, a relu conv's GEMM adds the bias alone: the pool relu's and rounds */
+          sc__bf16_ep epr = {ep ? ep->bias : NULL, 0, 0};
+          if (cols)
+            sc__bf16_pack_colpairs(bfs, in, P);
+          else
+            sc__bf16_pack_chpairs(bfs, in, P);
+          /* the pooled: rows 2 q, 2 q + 1 made by chunks of wn windows (at most about 16 KB of
+           * the scratch, in L1), each chunk pooled as soon as it is made */
+          size_t PW = P->ow / 2, wn = P->oc >= 32 ? 1 : 32 / P->oc;
+          for (size_t q = 0; pc && q < P->oh / 2; q++)
+            for (size_t w0 = 0; w0 < PW; w0 += wn) {
+              size_t w1 = PW - w0 < wn ? PW : w0 + wn, n0 = 2 * w0 * SC__TW;
+              for (size_t u = 2 * q; u < 2 * q + 2; u++)
+                ws->bf_gemm_ep(s2 + (u % 2) * RW + n0, 2 * RW, wb, K2,
+                               bfs + u * P->spec.sh * P->wp * SC__TW + n0, SC__TW, P->oc,
+                               2 * (w1 - w0) * SC__TW, K2, brow, ep->relu ? &epr : ep);
+              ws->bf_pool_hits(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, s2, P->oc, q,
+                               P->oh / 2, PW, w0, w1, P->spec.act == SC_RELU);
+              pooled = 1;
+            }
+          for (size_t u = 0; !pc && u < P->oh; u++) {
+            const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, brow, ep);
+            else
+              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, 0, NULL,
+                               NULL, 0, brow);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l) && (ws->bf_on[l] & 16)) { /* AMX: the input's channel pairs in place */
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, kw = P->spec.kw;
+          size_t CP = (P->ic + 1) / 2, KC = CP * P->spec.kh * kw;
+          const uint32_t *wh =
+              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + 2 * P->R * ((P->oc + 1) / 2);
+          sc__bf16_pack_chpairs(bfs, in, P);
+          for (size_t u = 0; u < P->oh; u++) /* group (cp, i): kw taps, B's rows TW apart */
+            ws->bf_gemm_sumg(a + u * RW, npos * SC__TW, wh, KC, (sc__grp_off){NULL, 0, 0, kw},
+                             bfs + u * P->spec.sh * P->wp * SC__TW, SC__TW,
+                             (sc__grp_off){P->roff, kw, SC__TW, 0}, P->oc, RW, kw, CP * P->spec.kh);
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
+          size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
+          for (size_t u = 0; u < P->oh; u++) {
+            SC__BFP(pack_taps)(bfs, in, P, u);
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW,
+                             P->oc, RW, R2, NULL, ep);
+            else
+              ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
+                          RW, R2, 0);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xconv) { /* libxsmm: im2col per output row, one GEMM per row, bias + act */
+          size_t OW = P->ow, RW = OW * SC__TW, step = P->spec.sw * SC__TW;
+          SC__T *col = tm + P->col_off;
+          for (size_t u = 0; u < P->oh; u++) {
+            const SC__T *row = in + u * P->spec.sh * P->wp * SC__TW;
+            for (size_t r = 0; r < P->R; r++) {
+              const SC__T *src = row + P->roff[r] * SC__TW;
+              if (P->spec.sw == 1)
+                memcpy(col + r * RW, src, RW * sizeof *col);
+              else
+                for (size_t v = 0; v < OW; v++)
+                  memcpy(col + r * RW + v * SC__TW, src + v * step, SC__TW * sizeof *col);
+            }
+            P->xconv(col, W, a + u * RW);
+          }
+          vec_conv_bias_act_f32(a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, P->oh * OW,
+                                P->spec.act);
+          break;
+        }
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+        if (SC__F32_POOL_FOLD(l)) {
+          SC__K_CONV_POOL_FWD(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, W,
+                              P->spec.bias ? W + P->oc * P->R : NULL, in, P->spec.act == SC_RELU,
+                              P);
+          pooled = 1;
+          break;
+        }
+#endif
+        SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (pooled) { /* by the conv below (SC__POOL_FOLD) */
+          pooled = 0;
+          break;
+        }
+#endif
+        SC__K_POOL_FWD(a, in, P);
+        break;
+      case SC_LAYER_FLATTEN: break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          uint32_t *mask = (uint32_t *)(void *)(tm + P->mask_off);
+          uint32_t thr = (uint32_t)(P->spec.rate * 4294967296.0);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++) {
+            uint32_t m = mask[f] = sc__drop_word(J->drop_seed, J->drop_step, b0, f, thr);
+            for (int t = 0; t < SC__TW; t++)
+              a[f * SC__TW + (size_t)t] = (m >> t & 1u) ? in[f * SC__TW + (size_t)t] * keep : 0;
+          }
+        } else
+          memcpy(a, in, P->out * SC__TW * sizeof(SC__T));
+        break;
+      }
+      in = tm + SC__AOFF(P);
+#if SC__F32
+      /* bf16: a layer's output is the next matrix product's operand; the last one's is not */
+      if (J->bf16 && l + 1 < L && !ep && P->spec.kind != SC_LAYER_FLATTEN &&
+          P->spec.kind != SC_LAYER_MAXPOOL2D) /* (those two pick rounded inputs) */
+        SC__BFROUND(tm + SC__AOFF(P), P->out * SC__TW);
+#endif
+      SC__PROF(l, SC__P_FNS, n);
+    }
+    const SC__T *yhat = in;
+    /* dz ping-pongs between two buffers: a layer reads cur and writes the dz of the layer below
+     * into nxt, the other one. On the first tile of a pair, a dense layer that holds its dz for
+     * the pair's dW (hold_off) gets it written there directly instead (no copy); its dx then
+     * goes to a ping-pong buffer again */
+    SC__T *const pp0 = tm + c->d0_off, *const pp1 = tm + c->d1_off;
+#ifdef SC__K_DWL2
+#define SC__HOLDS(Q) (pair_first && (Q)->hold_off != SIZE_MAX)
+#else
+#define SC__HOLDS(Q) 0
+#endif
+    SC__T *cur = pp0, *nxt = pp1;
+    if (backward && SC__HOLDS(&c->L[L - 1])) cur = tm + c->L[L - 1].hold_off;
+    if (J->mode == SC__FORWARD) {
+      SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
+      continue;
+    }
+    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD) {
+      SC__T *dl = J->mode == SC__VALGRAD ? cur : NULL;
+      SC__TN(sc__loss_tile)(J, lanes, dl, yhat, tm + c->t_off, b0, n);
+    } else { /* pullback: the cotangent is given */
+      SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n, 0);
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    if (!backward) continue;
+    int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
+#if SC__F32
+    /* bf16 native: conv layer k's dz (k = 0: no dx) made with its dW's packing in one pass
+     * (ws->bf_dz_lanes), and with a max-pooling layer above it, that pool's pullback too
+     * (ws->bf_dz_pool, pool_fused: the pool left its dz in cur) */
+#define SC__DZ_FUSE(k)                                                                             \
+  ((k) == 0 && !J->gx && want_g && SC__BFKB(k) && ws->bf_dz_lanes && ws->bf_nt &&                  \
+   c->L[k].spec.kind == SC_LAYER_CONV2D && c->L[k].spec.sw == 1 && c->L[k].oc < 16 &&              \
+   (c->L[k].spec.act == SC_RELU || c->L[k].spec.act == SC_IDENTITY))
+    int pool_fused = 0;
+#endif
+#ifdef SC__DWL_BL
+    /* dense layer k's bias lanes are added by its lane-form dW (SC__DWL_BL, as it reads dz)
+     * where the dx pass of the layer above would have added them (d_ready); not with bf16
+     * operands, whose dz is rounded after the bias gradient is taken */
+#define SC__DWL_BIAS(k)                                                                            \
+  (want_g && !J->bf16 && c->L[k].spec.kind == SC_LAYER_DENSE && c->L[k].lane_off != SIZE_MAX &&    \
+   c->L[k].dwl_off != SIZE_MAX && !c->L[k].dw_dot && !SC__BFKB(k))
+#else
+#define SC__DWL_BIAS(k) 0
+#endif
+    for (size_t l = L; l-- > 0;) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      const SC__T *xin = l ? tm + SC__AOFF(&c->L[l - 1]) : X;
+      const SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      int need_dx = l > 0 || J->gx;
+      nxt = cur == pp0 ? pp1 : pp0;
+      if (l > 0 && SC__HOLDS(&c->L[l - 1])) nxt = tm + c->L[l - 1].hold_off;
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        /* this tile's bias lanes go with the dW below: the dx pass above left them, or the
+         * layer is an identity one whose pullback would only have added them */
+        SC__T *dwl_bl =
+            SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY) ? tm + P->lane_off : NULL;
+        if (d_ready)
+          d_ready = 0;
+        else if (dwl_bl) {
+          /* identity: dz is as given, and the dW below adds the bias lanes */
+        } else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
+        else
+          SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+        if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+        if (SC__BFKB(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+          size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
+          if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
+            uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
+            SC__BFP(pack_lanes)(dzb, cur, O, SC__TW, SC__TW);
+            SC__BFP(pack_lanes_t)(xtp, xin, I, SC__TW);
+            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2,
+                        tile > t0); /* (SC__BF_DW_FIRST) */
+          }
+          if (need_dx) { /* pairs of outputs (the packing reuses the area) */
+            SC__BFP(pack_rows)(bfs, cur, O, SC__TW, SC__TW);
+            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
+                        I, SC__TW, O2, 0);
+          }
+          break;
+        }
+#endif
+        if (want_g) {
+          if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
+            /* the first dW write of this slice for this layer stores instead of adding
+             * (every tile writes every accumulator; with pairs the first write is the
+             * second tile's, or the first's when the slice has one tile) */
+#if defined(SC__K_DWD)
+            SC__K_DWD(gs + P->poff, cur, xin, P->out, P->in);
+#elif defined(SC__K_DWL2)
+            int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
+            /* tiles in pairs: the first one's dz is held (its input stays in the a_off
+             * buffers, x_off for layer 0), the second's pass does both (the same FMAs on
+             * each accumulator in the same order: same bits) */
+            if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
+              SC__T *hd = tm + P->hold_off;
+              const SC__T *hx = l            ? tm + c->L[l - 1].a_off
+                                : J->tiles_x ? J->tiles_x + (tile - 1) * c->in * SC__TW
+                                             : tm + c->x_off;
+              if (pair_first) {
+                if (cur != hd) /* (written there by the layer above, or not) */
+                  memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
+              } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl, half);
+            } else
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl, half);
+#elif defined(SC__DWL_BL)
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl, half);
+#else
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
+#endif
+          } else {
+            size_t ld = (P->in + 15) & ~(size_t)15;
+            SC__T *xT = tm + c->xT_off;
+#ifdef SC__K_TRANSPOSE
+            SC__K_TRANSPOSE(xT, xin, P->in, ld);
+#else
+            SC__TN(sc__transpose)(xT, xin, P->in, ld);
+#endif
+            SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+          }
+        }
+        if (need_dx) {
+#ifdef SC__K_DX_ACT
+          /* a dense layer below with a cheap derivative: its activation pullback (and
+           * bias lanes) is applied as dx is stored, and its own pass is skipped */
+          const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
+          if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
+            SC__KH(SC__K_DX_ACT)
+            (nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+             want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1) ? tm + Q->lane_off : NULL);
+            d_ready = 1;
+          } else
+#endif
+            SC__KH(SC__K_DX)(nxt, W, cur, P->out, P->in);
+        }
+        break;
+      }
+      case SC_LAYER_CONV2D:
+#if SC__F32
+        if (SC__DZ_FUSE(l)) {
+          /* the dot-product form's dW alone: dz's pullback, bias lanes, rounding and lane
+           * pairs in one pass (sc__bf16_dz_lanes_native), then as below */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
+          uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
+          float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (pool_fused && SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(dzp, NULL, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else if (pool_fused) {
+            const sc__lplan *Q = &c->L[l + 1];
+            ws->bf_dz_pool(dzp, NULL, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          } else
+            ws->bf_dz_lanes(dzp, cur, bl, a, P->oc, npos, P->spec.act == SC_RELU);
+          SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+          ws->bf_nt(gs + P->poff, P->R, dzp, ld / 2, P->ow * (SC__TW / 2), xp, P->roff, SC__TW / 2,
+                    P->spec.sh * P->wp * (SC__TW / 2), P->oc, P->R, P->ow * (SC__TW / 2), P->oh);
+          break;
+        }
+#endif
+#if SC__F32
+        if (pool_fused) { /* the pool's and the activation's pullback, the lanes, the rounding */
+          float *bl = want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(NULL, nxt, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else
+            ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          SC__T *tmp = cur;
+          cur = nxt;
+          nxt = tmp;
+          pool_fused = 0;
+        } else
+#endif
+        {
+          if (d_ready) /* the max-pool above made dz with this layer's activation and lanes */
+            d_ready = 0;
+          else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+            SC__TN(sc__act_bwd_lane)
+          (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
+          else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+          if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
+        }
+#if SC__F32
+        if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
+          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+            /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
+             * read in place (dz packed once, the input tile packed once), over all rows */
+            uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
+            size_t hw = P->hp * P->wp * SC__TW;
+            SC__BFP(pack_lanes)(dzp, cur, K, ld, ld);
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            ws->bf_nt(gs + P->poff, R, dzp, ld / 2, RW / 2, xp, P->roff, SC__TW / 2,
+                      P->spec.sh * P->wp * (SC__TW / 2), K, R, RW / 2, P->oh);
+          } else if (want_g && P->spec.sw == 1 && (ws->bf_gemm_rows || ws->bf_gemm_grp)) {
+            /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
+             * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
+             * lane pairs transposed (dzt); the product accumulates in dwt (R x K). On AMX one
+             * group of kw taps (ci, i) is a GEMM of the grouped form (its rows of A one
+             * lane-pair row apart, overlapping) */
+            float *dwt = (float *)(void *)bfs;
+            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
+            size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
+            /* a 5 x 5 kernel: the whole tile's dz^T, then every tap row from each input row
+             * (sc__bf16_dwt5_native: the same sums in the same order) */
+            int dwt5 = ws->bf_dwt5 && P->spec.kh == 5 && kw == 5 && P->spec.sh == 1 && K <= 16 &&
+                       P->oh >= 4;
+            if (dwt5) xp = dzt + P->oh * (RW / 2) * K;
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            if (dwt5) {
+              SC__BFP(pack_lanes_ts)(dzt, cur, K, ld, ld);
+              ws->bf_dwt5(dwt, xp, dzt, K, P->ic, P->hp, P->wp, P->oh, P->ow);
+            }
+            for (size_t u = 0; !dwt5 && u < P->oh; u++) {
+              const uint32_t *xu = xp + u * P->spec.sh * P->wp * (SC__TW / 2);
+              SC__BFP(pack_lanes_ts)(dzt, cur + u * RW, K, RW, ld);
+              if (ws->bf_gemm_rows)
+                ws->bf_gemm_rows(dwt, K, xu, SC__TW / 2, dzt, K, R, K, RW / 2, u > 0, P->roff, NULL,
+                                 0, NULL);
+              else
+                ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K}, xu, SC__TW / 2,
+                                (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
+                                P->ic * P->spec.kh, u > 0);
+            }
+            float *gw = gs + P->poff;
+            if (tile == t0) /* (SC__BF_DW_FIRST) 0 + dwt: the bits of adding to a cleared gw */
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] = 0.0f + dwt[r * K + o];
+            else
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+          } else if (want_g)
+            for (size_t u = 0; u < P->oh; u++) {
+              uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
+              SC__BFP(pack_lanes)(dzb, cur + u * RW, K, RW, ld);
+              SC__BFP(pack_taps_t)(xt, xs, P, u);
+              ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
+            }
+          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            SC__BFP(pack_rows)(bfs, cur, K, ld, ld);
+            ws->bf_dx_corr(xg, wt, bfs, P->ic, K2, P->spec.kh, P->spec.kw, P->oh, P->ow);
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          } else if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            float *dcol = (float *)(void *)(bfs + K2 * RW);
+            memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            for (size_t u = 0; u < P->oh; u++) {
+              float *xu = xg + u * P->spec.sh * P->wp * SC__TW;
+              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+              if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
+                                                          are the input tile's, by tap groups */
+                ws->bf_gemm_rows(xu, SC__TW, wt, K2, bfs, RW, R, RW, K2, 1, P->tperm, P->troff,
+                                 P->ic, NULL);
+              else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
+                                            apart) a GEMM of the grouped form, A's rows permuted */
+                ws->bf_gemm_grp(xu, P->hp * P->wp * SC__TW,
+                                (sc__grp_off){P->troff, P->ic, SC__TW, 0}, wt + R * K2, K2,
+                                (sc__grp_off){NULL, 0, 0, P->ic * K2}, bfs, RW, P->ic, RW, K2,
+                                P->spec.kh * P->spec.kw, 1);
+              else { /* im2col: the taps' dx in dcol, then added into the tile */
+                ws->bf_gemm(dcol, RW, wt, K2, bfs, RW, R, RW, K2, 0);
+                sc__bf16_col2im(xg, dcol, P, u);
+              }
+            }
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          }
+          break;
+        }
+#endif
+        if (want_g)
+          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
+        if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (l >= 1 && ws->bf_dz_pool && c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            SC__BFKB(l - 1) &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* the conv below does this pullback (with its activation's) */
+          pool_fused = 1;
+          need_dx = 0; /* cur stays */
+          break;
+        }
+#endif
+#ifdef SC__K_POOL2_ACT_BWD
+        if (need_dx && l >= 1 && !J->bf16 && c->pool_fuse &&
+            c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* with the conv's activation pullback and bias lanes (d_ready: the conv skips them) */
+          const sc__lplan *Q = &c->L[l - 1];
+#ifdef SC__K_CONV_POOL_FWD
+          if (SC__F32_POOL_FOLD(l - 1)) {
+            SC__K_POOL2_HITS_BWD(nxt, (const uint8_t *)(const void *)(tm + SC__AOFF(Q)), cur,
+                                 want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL, P);
+            d_ready = 1;
+            break;
+          }
+#endif
+          /* dx over the conv's output, which nothing reads after this pass: the tile's
+           * working set at conv1's pullback 442 KB smaller (LeNet5's pool1 pullback 17.1 ->
+           * 12.5 ms per epoch at 1 thread, Zen 5) */
+          nxt = tm + SC__AOFF(Q);
+          SC__K_POOL2_ACT_BWD(nxt, xin, a, cur,
+                              want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL,
+                              Q->spec.act == SC_RELU, P);
+          d_ready = 1;
+          break;
+        }
+#endif
+        if (need_dx) SC__K_POOL_BWD(nxt, xin, a, cur, P);
+        break;
+      case SC_LAYER_FLATTEN:
+        need_dx = 0; /* the same rows: cur stays */
+        break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          const uint32_t *mask = (const uint32_t *)(const void *)(tm + P->mask_off);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++)
+            for (int t = 0; t < SC__TW; t++)
+              cur[f * SC__TW + (size_t)t] *= (mask[f] >> t & 1u) ? keep : 0;
+        }
+        need_dx = 0; /* in place */
+        break;
+      }
+      if (need_dx) cur = nxt;
+      SC__PROF(l, SC__P_BNS, n);
+    }
+    if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
+#undef SC__KH
+  }
+  /* fold the lane accumulators, in a fixed order */
+  /* the loss lanes in double, as eight running sums (lanes t = k mod 8) and a tree: one chain
+   * of 32 dependent adds at the end of each slice held 1.7 % of the micro-benchmark's samples
+   * (5.6 % at batch 32). The order sets the loss's last bits, not the gradient's. The counts
+   * only when they are counted. */
+  double ls, cs = 0;
+  {
+    double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = 0; t < SC__TW; t += 8)
+      for (int k = 0; k < 8; k++) q[k] += (double)lanes[t + k];
+    ls = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+  }
+  if (J->count_correct)
+    for (int t = 0; t < SC__TW; t++) cs += (double)lanes[SC__TW + t];
+  J->slice_loss[s] = ls;
+  J->slice_correct[s] = cs;
+  if (want_g)
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->dwl_off != SIZE_MAX && !SC__BFKB(l) &&
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
+        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
+      if (P->lane_off == SIZE_MAX) continue;
+      SC__T *bl = tm + P->lane_off;
+      SC__T *gb = gs + P->poff + nw;
+#if SC__F32 && defined(SC__VEC_F32)
+      /* each output's NV vectors added in order into one, stored in place as vector o (below
+       * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
+       * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
+       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+      for (size_t o = 0; o < P->oc; o++) {
+        sc_vf v = V_ROW(bl + o * SC__TW, 0);
+        for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
+        V_ROWW(bl + o * VW, 0) = v;
+      }
+      vec_dwl_fold_f32(gb, bl, P->oc);
+#else
+      SC__K_FOLD_TW(gb, bl, P->oc);
+#endif
+    }
+  SC__PROF(L, SC__P_BNS, 0);
+#undef SC__PROF
+}
+#undef SC__BFK
+#undef SC__BFKB
+#undef SC__BF_DW_FIRST
+#ifdef SC__DZ_FUSE
+#undef SC__DZ_FUSE
+#endif
+#undef SC__BFROUND
+
+static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s, size_t area) {
+  if (J->ws->prof)
+    SC__TN(sc__run_slice_body)(J, s, area, 1);
+  else
+    SC__TN(sc__run_slice_body)(J, s, area, 0);
+}
+
+#undef SC__AOFF
+#undef SC__HOLDS
+#undef SC__DWL_BIAS
+
+/* index of the first NaN/Inf in v[0..n), or n */
+SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+  /* v - v is +0 (all bits clear) exactly when v is finite, NaN when v is NaN or Inf: an OR
+   * of those bits is a reduction the compiler vectorises with no dependency chain (an
+   * integer OR reassociates), one subtract, one OR per element; 128 bytes of accumulators
+   * (four AVX2 vectors, two AVX-512) keep the loads going (64 bytes, one AVX-512 vector: 170 ns
+   * for 4,799 floats on Zen 4, 128 bytes: 132 ns; 32 bytes: 30 ns for 252 doubles, 64: 22) */
+#if SC__F32
+  typedef uint32_t sc__ubits;
+#else
+  typedef uint64_t sc__ubits;
+#endif
+  enum { NACC = 128 / sizeof(SC__T) };
+  sc__ubits accs[NACC] = {0}, acc = 0;
+  size_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (size_t j = 0; j < NACC; j++) {
+      SC__T d = v[k + j] - v[k + j];
+      sc__ubits u;
+      memcpy(&u, &d, sizeof u);
+      accs[j] |= u;
+    }
+  for (; k < n; k++) {
+    SC__T d = v[k] - v[k];
+    sc__ubits u;
+    memcpy(&u, &d, sizeof u);
+    acc |= u;
+  }
+  for (size_t j = 0; j < NACC; j++) acc |= accs[j];
+  if (acc == 0) return n;
+  for (size_t k = 0; k < n; k++)
+    if (!isfinite(v[k])) return k;
+  return n;
+}
+
+#if SC__F32
+/* one fused pass of ADAM/AdamW over p, m, v */
+SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, float *restrict m,
+                                  float *restrict v, size_t n, const sc__adam_coef *k) {
+  const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, step = k->step;
+  const float isb2 = k->isb2, eps = k->eps, decay = k->decay, l2 = k->l2;
+  for (size_t i = 0; i < n; i++) {
+    float gk = g[i] + l2 * p[i];
+    float mk = b1 * m[i] + omb1 * gk, vk = b2 * v[i] + omb2 * gk * gk;
+    m[i] = mk;
+    v[i] = vk;
+    p[i] = p[i] * decay - step * mk / (sqrtf(vk) * isb2 + eps);
+  }
+}
+#endif
+/* ---------------------------------------------------------------- one state */
+/* The single-state path (sc_apply, sc_vjp, sc_jvp): one sample, no tiles, so an ODE
+ * right-hand side costs a few matrix-vector products. Activations of layer l live at
+ * scratch + a_off (the first `out` elements of its tile area), gelu's pre-activations at
+ * z_off, the cotangent in the d0/d1 areas and the tangent in the xT area... all inside
+ * slice 0's tile memory, which is far larger than one sample needs.
+ *   forward always; with v: du += J_u^T v (du may be NULL), dp += J_p^T v (may be NULL);
+ *   with w: jw = J_u w. y (may be NULL) receives f(u). Dropout is the identity here. */
+/* y[k] = act'(.) * y[k] for k < n (the pullback's act_bwd, which is also the tangent's) */
+#if !SC__F32 && defined(SC__VEC_F64)
+#define SC__ONE_VEC 1 /* the dense layers by vone_*_f64 */
+#elif SC__F32 && defined(SC__VEC_F32)
+#define SC__ONE_VEC 2 /* by vonef_* */
+#else
+#define SC__ONE_VEC 0
+#endif
+#define SC__ONE_ACTD(buf, a, z, n, act) SC__TN(sc__act_bwd)((buf), (a), (z), (n), (act))
+
+/* The outputs u (of n_out) that tap i reaches inside an input of n_in with stride s and
+ * padding p: 0 <= u s + i - p < n_in for u in [*lo, *hi) */
+static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s, size_t p, size_t i,
+                                            size_t *lo, size_t *hi) {
+  size_t l = i >= p ? 0 : (p - i + s - 1) / s;
+  size_t h = n_in + p <= i ? 0 : (n_in - 1 + p - i) / s + 1;
+  if (h > n_out) h = n_out;
+  *lo = l;
+  *hi = h > l ? h : l;
+}
+
+/* conv over one sample: out[k][u][v] = b[k] + the sum over the taps (ci, i, j) in order of
+ * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
+ * each output took its taps one by one with two bounds checks each: every output gets the
+ * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
+ * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
+                                 const SC__T *restrict b, const SC__T *restrict in,
+                                 const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW;
+  for (size_t k = 0; k < P->oc; k++) {
+    SC__T *restrict o = out + k * npos, b0 = b ? b[k] : 0;
+    for (size_t q = 0; q < npos; q++) o[q] = b0;
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = 0; i < KH; i++) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = 0; j < KW; j++) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            const SC__T *restrict r = in + (ci * P->ih + u * sh + i - ph) * P->iw;
+            SC__T *restrict d = o + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v + j - pw];
+            else
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v * sw + j - pw];
+          }
+        }
+      }
+  }
+}
+
+/* The pullback of a conv layer over one sample, for d = dL/d(pre-activation) (oc x npos):
+ * dx (nxt, overwritten) and dp's weights and bias (added to). The same additions in the same
+ * order as the direct loop over (k, u, v, ci, i, j) it replaces: into dx[ci][y][x], k by k,
+ * and for each k the outputs (u, v) in raster order, which is the taps (i, j) in descending
+ * order; into each weight and bias, the outputs in raster order. dW goes 16 channels at a
+ * time along d transposed into dt (npos x KP, KP = oc rounded up to 16; free scratch). */
+static void SC__TN(sc__one_conv_bwd)(SC__T *restrict nxt, SC__T *restrict dpw, SC__T *restrict dpb,
+                                     SC__T *restrict dt, const SC__T *restrict d,
+                                     const SC__T *restrict W, const SC__T *restrict xin,
+                                     const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW, K = P->oc;
+  if (dpb)
+    for (size_t k = 0; k < K; k++) {
+      SC__T s = dpb[k];
+      for (size_t q = 0; q < npos; q++) s += d[k * npos + q];
+      dpb[k] = s;
+    }
+  if (dpw) {
+    size_t KP = (K + 15) & ~(size_t)15;
+    for (size_t q = 0; q < npos; q++)
+      for (size_t k = 0; k < KP; k++) dt[q * KP + k] = k < K ? d[k * npos + q] : 0;
+    for (size_t k0 = 0; k0 < K; k0 += 16)
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < KH; i++) {
+          size_t u0, u1;
+          SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+          for (size_t j = 0; j < KW; j++) {
+            size_t v0, v1, r = (ci * KH + i) * KW + j;
+            SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+            SC__T acc[16];
+            for (size_t t = 0; t < 16; t++) acc[t] = k0 + t < K ? dpw[(k0 + t) * P->R + r] : 0;
+            for (size_t u = u0; u < u1; u++) {
+              const SC__T *restrict xr = xin + (ci * P->ih + u * sh + i - ph) * P->iw;
+              for (size_t v = v0; v < v1; v++) {
+                SC__T x = xr[v * sw + j - pw];
+                const SC__T *restrict dq = dt + (u * OW + v) * KP + k0;
+                for (size_t t = 0; t < 16; t++) acc[t] += dq[t] * x;
+              }
+            }
+            for (size_t t = 0; t < 16 && k0 + t < K; t++) dpw[(k0 + t) * P->R + r] = acc[t];
+          }
+        }
+  }
+  if (!nxt) return;
+  for (size_t e = 0; e < P->in; e++) nxt[e] = 0;
+  for (size_t k = 0; k < K; k++)
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = KH; i-- > 0;) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = KW; j-- > 0;) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            SC__T *restrict nr = nxt + (ci * P->ih + u * sh + i - ph) * P->iw;
+            const SC__T *restrict dr = d + k * npos + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) nr[v + j - pw] += w * dr[v];
+            else
+              for (size_t v = v0; v < v1; v++) nr[v * sw + j - pw] += w * dr[v];
+          }
+        }
+      }
+}
+
+/* index of the first maximum of each pool window, for one sample */
+static size_t SC__TN(sc__one_argmax)(const SC__T *in, const sc__lplan *P, size_t c, size_t u,
+                                     size_t v) {
+  size_t best = (c * P->ih + u * P->spec.kh) * P->iw + v * P->spec.kw;
+  for (size_t i = 0; i < P->spec.kh; i++)
+    for (size_t j = 0; j < P->spec.kw; j++) {
+      size_t q = (c * P->ih + u * P->spec.kh + i) * P->iw + v * P->spec.kw + j;
+      if (in[q] > in[best]) best = q;
+    }
+  return best;
+}
+
+/* dot product with four partial sums (no long dependency chain; order fixed) */
+static inline SC__T SC__TN(sc__dot)(const SC__T *restrict a, const SC__T *restrict b, size_t n) {
+  SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  if (n < 8) {
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return s0;
+  }
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#if !SC__ONE_VEC /* else vone_*_f64 */
+/* dx = W^T d for a dense layer (W: O x I): narrow inputs column by column (four
+ * partial sums over o), wide ones row by row (vectorizable over i) */
+static void SC__TN(sc__one_dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict d, size_t O, size_t I) {
+  if (I < 16) {
+    for (size_t i = 0; i < I; i++) {
+      SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t o = 0;
+      for (; o + 4 <= O; o += 4) {
+        s0 += W[o * I + i] * d[o];
+        s1 += W[(o + 1) * I + i] * d[o + 1];
+        s2 += W[(o + 2) * I + i] * d[o + 2];
+        s3 += W[(o + 3) * I + i] * d[o + 3];
+      }
+      for (; o < O; o++) s0 += W[o * I + i] * d[o];
+      dx[i] = (s0 + s1) + (s2 + s3);
+    }
+    return;
+  }
+  for (size_t i = 0; i < I; i++) dx[i] = 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *restrict wr = W + o * I;
+    SC__T dv = d[o];
+    for (size_t i = 0; i < I; i++) dx[i] += wr[i] * dv;
+  }
+}
+
+/* a = b + W x for a dense layer (W: O x I, b may be NULL). Narrow inputs (I < 8, the first
+ * layer of an ODE right-hand side) go column by column, vectorizable over the outputs, with
+ * I a constant in each case; wide ones are one dot product per output. */
+static inline void SC__TN(sc__one_fwd_cols)(SC__T *restrict a, const SC__T *restrict W,
+                                            const SC__T *restrict b, const SC__T *restrict x,
+                                            size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++) {
+    SC__T s = 0; /* the order of sc__dot for n < 8, then the bias */
+    for (size_t i = 0; i < I; i++) s += W[o * I + i] * x[i];
+    a[o] = (b ? b[o] : 0) + s;
+  }
+}
+
+static void SC__TN(sc__one_dense_fwd)(SC__T *restrict a, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  switch (I) {
+  case 1: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 1); return;
+  case 2: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 2); return;
+  case 3: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 3); return;
+  case 4: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * I, x, I);
+}
+
+/* gW += d x^T (gW: O x I); narrow inputs with I a constant, vectorizable over the outputs */
+static inline void SC__TN(sc__one_dw_cols)(SC__T *restrict gW, const SC__T *restrict d,
+                                           const SC__T *restrict x, size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) gW[o * I + i] += d[o] * x[i];
+}
+
+/* gW += d x^T and gb += d (gb may be NULL) */
+static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
+                                      const SC__T *restrict d, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  if (gb)
+    for (size_t o = 0; o < O; o++) gb[o] += d[o];
+  switch (I) {
+  case 1: SC__TN(sc__one_dw_cols)(gW, d, x, O, 1); return;
+  case 2: SC__TN(sc__one_dw_cols)(gW, d, x, O, 2); return;
+  case 3: SC__TN(sc__one_dw_cols)(gW, d, x, O, 3); return;
+  case 4: SC__TN(sc__one_dw_cols)(gW, d, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) {
+    SC__T dv = d[o];
+    SC__T *restrict gr = gW + o * I;
+    for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
+  }
+}
+#endif           /* the portable dense kernels */
+
+/* the dense layers' kernels of this path, and the length their outputs are written to */
+#if SC__ONE_VEC == 1
+#define SC__ONE_PAD(n) (((n) + 3) & ~(size_t)3)
+#define SC__ONE_FWD vone_fwd_f64
+#define SC__ONE_DX vone_dx_f64
+#define SC__ONE_DW vone_dw_f64
+#elif SC__ONE_VEC == 2
+#define SC__ONE_PAD(n) (((n) + 7) & ~(size_t)7)
+#define SC__ONE_FWD vonef_fwd
+#define SC__ONE_DX vonef_dx
+#define SC__ONE_DW vonef_dw
+#else
+#define SC__ONE_PAD(n) (n)
+#define SC__ONE_FWD SC__TN(sc__one_dense_fwd)
+#define SC__ONE_DX SC__TN(sc__one_dense_dx)
+#define SC__ONE_DW SC__TN(sc__one_dense_dwb)
+#endif
+
+static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
+                            const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
+                            SC__T *scratch, int fwd) {
+  size_t L = c->nlayers;
+  SC__T *tm = scratch;
+  /* the tangent ping-pongs between two areas as large as the widest layer */
+  SC__T *ta = tm + c->d0_off, *tb = tm + c->d1_off;
+  const SC__T *in = u, *tin = w;
+  /* fwd = 0: the activations of this u and p are in scratch from the call before (a forward
+   * with v = NULL, w = NULL); only the pullback runs (y and jw must be NULL) */
+  for (size_t l = 0; fwd && l < L; l++) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    SC__T *tout = tin ? (tin == ta ? tb : ta) : NULL;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      int dense = P->spec.kind == SC_LAYER_DENSE;
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      const SC__T *b = P->spec.bias ? W + nw : NULL;
+      /* pre-activations go to z (gelu keeps them) or to the unused rest of this layer's tile
+       * area (out x SC__TW elements), then are activated into a; with no activation, straight
+       * into a. A dense layer's outputs are written up to no = SC__ONE_PAD(out) (zeros) */
+      size_t no = dense ? SC__ONE_PAD(P->out) : P->out;
+      SC__T *pre = P->spec.act == SC_IDENTITY ? a : z ? z : a + no;
+      if (dense)
+        SC__ONE_FWD(pre, W, b, in, P->out, P->in);
+      else
+        SC__TN(sc__one_conv)(pre, W, b, in, P);
+      if (pre != a) SC__TN(sc__act_n)(a, NULL, pre, no, P->spec.act);
+      if (tout) {
+        if (dense)
+          SC__ONE_FWD(tout, W, NULL, tin, P->out, P->in);
+        else
+          SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
+        SC__ONE_ACTD(tout, a, z, no, P->spec.act);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      for (size_t ch = 0; ch < P->oc; ch++)
+        for (size_t uu = 0; uu < P->oh; uu++)
+          for (size_t vv = 0; vv < P->ow; vv++) {
+            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv),
+                   o = (ch * P->oh + uu) * P->ow + vv;
+            a[o] = in[q];
+            if (tout) tout[o] = tin[q];
+          }
+      break;
+    case SC_LAYER_FLATTEN: /* a view: the same elements */
+      a = (SC__T *)in;
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    case SC_LAYER_DROPOUT:
+      if (a != in) memcpy(a, in, P->out * sizeof(SC__T));
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    }
+    in = P->spec.kind == SC_LAYER_FLATTEN ? in : a;
+    if (tout) tin = tout;
+  }
+  /* (loops, not memcpy: a few elements, where the library call costs more) */
+  if (y)
+    for (size_t k = 0; k < c->out; k++) y[k] = in[k];
+  if (jw)
+    for (size_t k = 0; k < c->out; k++) jw[k] = tin[k];
+  if (!v || (!du && !dp)) return;
+  /* pullback of v */
+  SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+  for (size_t k = 0; k < c->out; k++) cur[k] = v[k];
+  for (size_t l = L; l-- > 0;) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    const SC__T *xin = u;
+    for (size_t q = l; q-- > 0;) /* the input of layer l: the last non-flatten output */
+      if (c->L[q].spec.kind != SC_LAYER_FLATTEN) {
+        xin = tm + c->L[q].a_off;
+        break;
+      }
+    const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    int need_dx = l > 0 || du;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->spec.kind == SC_LAYER_DENSE) {
+        size_t no = SC__ONE_PAD(P->out);
+        for (size_t o = P->out; o < no; o++) cur[o] = 0; /* (from v or a non-dense layer) */
+        SC__ONE_ACTD(cur, a, z, no, P->spec.act);
+        if (dp)
+          SC__ONE_DW(dp + P->poff, P->spec.bias ? dp + P->poff + nw : NULL, cur, xin, P->out,
+                     P->in);
+        if (need_dx) SC__ONE_DX(nxt, W, cur, P->out, P->in);
+      } else {
+        SC__ONE_ACTD(cur, a, z, P->out, P->spec.act);
+        /* (dt: the free rest of this layer's tile area, out x (SC__TW - 1) elements) */
+        SC__TN(sc__one_conv_bwd)
+        (need_dx ? nxt : NULL, dp ? dp + P->poff : NULL,
+         dp && P->spec.bias ? dp + P->poff + nw : NULL, tm + P->a_off + P->out, cur, W, xin, P);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      if (need_dx) {
+        for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+        for (size_t ch = 0; ch < P->oc; ch++)
+          for (size_t uu = 0; uu < P->oh; uu++)
+            for (size_t vv = 0; vv < P->ow; vv++)
+              nxt[SC__TN(sc__one_argmax)(xin, P, ch, uu, vv)] = cur[(ch * P->oh + uu) * P->ow + vv];
+      }
+      break;
+    case SC_LAYER_FLATTEN:
+    case SC_LAYER_DROPOUT:
+      need_dx = 0; /* identity: cur stays */
+      break;
+    }
+    if (need_dx) {
+      SC__T *t = cur;
+      cur = nxt;
+      nxt = t;
+    }
+  }
+  if (du)
+    for (size_t i = 0; i < c->in; i++) du[i] += cur[i];
+}
+#undef SC__ONE_ACTD
+#undef SC__ONE_VEC
+#undef SC__ONE_PAD
+#undef SC__ONE_FWD
+#undef SC__ONE_DX
+#undef SC__ONE_DW
+/* src/typed/table.h — a kernel set's table (src/internal.h's sc__kt_f32 / sc__kt_f64): exported
+ * from its kernels/ file, static in a built-in set of the two drop-in files (SC__KT_LINKAGE), and
+ * the portable set's ("scalar", src/compute.c). */
+#ifdef SC__KERNELS_ONLY
+#ifndef SC__KT_LINKAGE
+#define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
+#endif
+#if SC__F32
+SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME,
+                                                     SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite),
+                                                     SC__TN(sc__adam),
+                                                     SC__TN(sc__one),
+#ifdef SC__VEC_CONV
+                                                     vec_conv_fwd_names,
+                                                     vec_conv_dw_names,
+                                                     V_CONV_DW_K6
+#else
+                                                     NULL,
+                                                     NULL,
+                                                     0
+#endif
+};
+#else
+SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
+#endif
+#else /* the portable set */
+#if SC__F32
+static const sc__kt_f32 sc__kt_ref_f32 = {
+    "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
+#else
+static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+                                          sc__one_f64};
+#endif
+#endif
+/* src/typed/exec.h — the typed bodies of the compute entry points (src/api.c): argument checks,
+ * the job of a call, running its slices on the workspace's threads and reducing them, the
+ * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
+ * per element type in src/compute.c. */
+#if SC__F32
+#define SC__PUB(name) name
+#else
+#define SC__PUB(name) name##_f64
+#endif
+
+static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
+                                          const SC__T *v, size_t rows, size_t cols) {
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  size_t n = rows * cols, k = 0;
+  if (n <= 16) /* a state or a cotangent of a few elements: no call through the table */
+    while (k < n && isfinite(v[k])) k++;
+  else
+    k = kt->find_nonfinite(v, n);
+  if (k == n) return SC_OK;
+  if (rows == 1)
+    return sc__fail(SC_ERR_NONFINITE, fn, "%s: element %zu is %s", what, k,
+                    isnan(v[k]) ? "NaN" : "Inf");
+  return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
+                  k % cols, isnan(v[k]) ? "NaN" : "Inf");
+}
+
+/* The parameters of a compute call: a NaN or Inf in p is SC_ERR_NONFINITE naming the
+ * element (one vectorised pass over p; bench/RESULTS.md gives its cost). */
+static sc_status SC__TN(sc__param_check)(const char *fn, const sc_chain *c, const SC__T *p) {
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
+  size_t k = kt->find_nonfinite(p, c->nparams);
+  if (k == c->nparams) return SC_OK;
+  return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s", k, isnan(p[k]) ? "NaN" : "Inf");
+}
+
+/* the error for an input the gathers found a NaN or Inf in: the up-front check's message */
+static sc_status SC__TN(sc__input_bad)(const char *fn, const sc_chain *c, const SC__T *x,
+                                       size_t batch) {
+  sc_status st = SC__TN(sc__finite_check)(fn, c, "input", x, batch, c->in);
+  return st ? st : sc__fail(SC_ERR_NONFINITE, fn, "input: a NaN or Inf was found");
+}
+
+/* Workers take slices as they go (an atomic counter), so a core slowed by the host does
+ * not hold the others up. Results do not depend on it: a slice's gradient and loss are its
+ * own, and the slices are reduced in index order. A worker runs its slices in its own scratch
+ * area (number worker; the slice's number when there are more workers than areas): one
+ * thread's consecutive slices then find their tile memory in its L1 / L2 instead of each
+ * bringing in its own (the micro-benchmark, 1 thread, 2 slices: 2.4 % faster) */
+static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
+  SC__TT(sc__job) *J = arg;
+  if (nworkers <= 1) {
+    for (size_t s = J->slice_lo; s < J->slice_hi; s++) J->kt->run_slice(J, s, 0);
+    return;
+  }
+  int own = (size_t)nworkers <= J->ws->max_slices;
+  for (size_t s; (s = J->slice_lo + sc__pool_claim(J->ws->pool)) < J->slice_hi;)
+    J->kt->run_slice(J, s, own ? (size_t)worker : s);
+}
+
+/* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
+#if SC__F32
+/* bf16 precisions: the parameters with their weights rounded to bfloat16 (biases kept), and the
+ * bf16 kernels' weight operands made from them, in units of a layer's rows [o0, o1) (o0 even): a
+ * unit rounds its rows and packs the pairs made of them only, so units run on any thread in any
+ * order and give the same bits. (One serial pass took 43 us of LeNet5's 550-us bf16 step on
+ * 2 threads, the other thread waiting: the rounding, in the portable code, half of it.) */
+static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, size_t o0, size_t o1) {
+  const sc__lplan *P = &ws->chain->L[l];
+  int conv = P->spec.kind == SC_LAYER_CONV2D;
+  if (P->spec.kind != SC_LAYER_DENSE && !conv) {
+    memcpy(ws->bf_p + P->poff, p + P->poff, P->np * sizeof *p);
+    return;
+  }
+  /* conv: K x R, as a dense layer's O x I; weights first, then the biases */
+  size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
+  float *W = ws->bf_p + P->poff;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (!conv && ws->bf_round && ws->bf16k && ws->prec == SC_PRECISION_BF16 &&
+      (ws->bf_on[l] & 3) == 3) {
+    /* a dense layer whose forward and pullback both run on the bf16 kernels reads only their
+     * pairs and its biases: the pairs made from p, each float rounded as it is loaded (the same
+     * bits), without the rounded copy of the weights (LeNet5's dense layers, 41,600 of its
+     * 44,426 parameters) */
+    uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
+    if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
+    sc__bf16_wf_native(wf, p + P->poff, I, o0, o1);
+    sc__bf16_wd_native(wd, p + P->poff, O, I, O2, o0 / 2, (o1 + 1) / 2, 1);
+    return;
+  }
+#endif
+  memcpy(W + o0 * I, p + P->poff + o0 * I, (o1 - o0) * I * sizeof *p);
+  (ws->bf_round ? ws->bf_round : sc__bf16_round_n)(W + o0 * I, (o1 - o0) * I);
+  if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
+  if (!ws->bf16k || !ws->bf_on[l]) return;
+  /* the bf16 kernels' weight operands: pairs along the inputs and the outputs */
+  uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
+  /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
+   * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
+  for (size_t o = o0; o < (ws->bf_on[l] & 20 ? o0 : o1); o++) { /* (bits 4, 16: below) */
+    const float *r = W + o * I;
+    for (size_t k = 0; k < I / 2; k++) wf[o * I2 + k] = sc__bf16_pair_r(r[2 * k], r[2 * k + 1]);
+    if (I % 2) wf[o * I2 + I / 2] = sc__fbits(r[I - 1]) >> 16;
+  }
+  size_t m0 = o0 / 2, m1 = (o1 + 1) / 2;
+#ifdef SC__HAVE_BF16_NATIVE
+  if (ws->bf_round) /* the CPU has AVX512_BF16, so AVX-512 */
+    sc__bf16_wd_native(wd, W, O, I, O2, m0, m1, 0);
+  else
+#endif
+    for (size_t i = 0; i < I; i++) /* wd's rows in order; this unit's pairs m of each */
+      for (size_t m = m0; m < m1; m++)
+        wd[i * O2 + m] =
+            sc__bf16_pair_r(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0);
+  if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
+    for (size_t i = 0; i < I; i++)
+      memcpy(wd + I * O2 + i * O2 + m0, wd + P->tperm[i] * O2 + m0, (m1 - m0) * sizeof *wd);
+  /* the channel-pair forward's: (w[o][2 cp][i][j], w[o][2 cp + 1][i][j]) */
+  if (conv && (ws->bf_on[l] & 16)) {
+    uint32_t *wh = wd + 2 * I * O2;
+    size_t ic = P->ic, t = P->spec.kh * P->spec.kw, KC = (ic + 1) / 2 * t;
+    for (size_t o = o0; o < o1; o++) /* q = cp t + ij (no division: 3 ms an epoch) */
+      for (size_t cp = 0; 2 * cp < ic; cp++) {
+        const float *r = W + o * I + 2 * cp * t;
+        uint32_t *d = wh + o * KC + cp * t;
+        if (2 * cp + 1 < ic)
+          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__bf16_pair_r(r[ij], r[ij + t]);
+        else
+          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__fbits(r[ij]) >> 16;
+      }
+  }
+  if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: a channel's taps (2q, 2q + 1) */
+    uint32_t *wc = wd + I * O2;
+    size_t t = P->spec.kh * P->spec.kw, TP = (t + 1) / 2, KD = P->ic * TP;
+    for (size_t o = o0; o < o1; o++)
+      for (size_t ci = 0; ci < P->ic; ci++) {
+        const float *r = W + o * I + ci * t;
+        uint32_t *d = wc + o * KD + ci * TP;
+        for (size_t q = 0; 2 * q + 1 < t; q++) d[q] = sc__bf16_pair_r(r[2 * q], r[2 * q + 1]);
+        if (t % 2) /* the last tap: the second half of its pair (a 1 x 1 kernel's: the first) */
+          d[TP - 1] = t > 1 ? sc__bf16_pair_r(0.0f, r[t - 1]) : sc__fbits(r[0]) >> 16;
+      }
+  }
+}
+
+/* a layer's rows per unit: an even number, about SC__BFP_UNIT weights (16 KB: in L1) */
+#define SC__BFP_UNIT 4096
+static size_t sc__bf16_params_chunk(const sc__lplan *P) {
+  size_t I = P->spec.kind == SC_LAYER_CONV2D ? P->R : P->in;
+  size_t ch = I ? SC__BFP_UNIT / I : 0;
+  return ch < 2 ? 2 : ch & ~(size_t)1;
+}
+/* unit u: its layer and rows; 0 when u is past the last */
+static int sc__bf16_params_unit(const sc_chain *c, size_t u, size_t *l, size_t *o0, size_t *o1) {
+  for (size_t k = 0; k < c->nlayers; k++) {
+    const sc__lplan *P = &c->L[k];
+    if (P->np == 0) continue;
+    int wl = P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D;
+    size_t O = !wl ? 1 : P->spec.kind == SC_LAYER_CONV2D ? P->oc : P->out;
+    size_t ch = wl ? sc__bf16_params_chunk(P) : 1, n = (O + ch - 1) / ch;
+    if (u < n) {
+      *l = k;
+      *o0 = u * ch;
+      *o1 = O - *o0 < ch ? O : *o0 + ch;
+      return 1;
+    }
+    u -= n;
+  }
+  return 0;
+}
+typedef struct {
+  sc_workspace *ws;
+  const float *p;
+} sc__bfp_job;
+/* With several workers, a unit goes to the worker whose part of the parameters (sc__part_range,
+ * the parts of sc_train's ADAM step, sc__optjob_task) holds the unit's first weight: the worker
+ * that has just updated those parameters reads them from its own cache. Taken as they came (any
+ * worker, any unit), the units read the other core's freshly written parameters, and the next
+ * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
+ * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
+ * run and 27 in ADAM; with the units aligned, 32 and 17, the epoch 6 % faster (with the vCPUs 80
+ * ns apart: no change; bench/RESULTS.md, session 32). */
+static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
+  const sc__bfp_job *B = arg;
+  const sc_chain *c = B->ws->chain;
+  size_t l, o0, o1;
+  if (nworkers > 1) {
+    size_t parts = sc__parts(nworkers), k0, k1;
+    for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++) {
+      const sc__lplan *P = &c->L[l];
+      size_t I = P->spec.kind == SC_LAYER_CONV2D  ? P->R
+                 : P->spec.kind == SC_LAYER_DENSE ? P->in
+                                                  : 1;
+      size_t e = P->poff + o0 * I, w = 0;
+      for (; w + 1 < parts; w++) {
+        sc__part_range(w, parts, c->nparams, &k0, &k1);
+        if (e < k1) break;
+      }
+      if (w % (size_t)nworkers == (size_t)worker) sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
+    }
+    return;
+  }
+  for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++)
+    sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
+}
+static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
+  sc__bfp_job B = {ws, p};
+  if (ws->chain->nparams >= SC__OPT_PAR_MIN)
+    sc__pool_run(ws->pool, sc__bf16_params_task, &B);
+  else /* small: waking the pool would cost more */
+    sc__bf16_params_task(&B, 0, 1);
+  return ws->bf_p;
+}
+#endif
+
+/* The slices' gradients summed into g (overwritten, or added to with accumulate): each
+ * worker takes a part of the elements (sc__part_range) and adds the slices in index order, in
+ * blocks that stay in L1, so every element gets the same additions in the same order on any
+ * number of threads. Large chains run it on the workspace's threads (LeNet5's 44,426
+ * parameters from 2 slices at batch 64), others on the caller alone. */
+typedef struct SC__TT(sc__redjob) {
+  sc_workspace *ws;
+  SC__T *g;
+  size_t np, nslices;
+  int accumulate;
+} SC__TT(sc__redjob);
+
+static void SC__TN(sc__reduce_task)(void *arg, int worker, int nworkers) {
+  const SC__TT(sc__redjob) *R = arg;
+  size_t parts = sc__parts(nworkers), k0, k1;
+  for (size_t w = (size_t)worker; w < parts; w += (size_t)nworkers) {
+    sc__part_range(w, parts, R->np, &k0, &k1);
+    for (size_t b0 = k0; b0 < k1; b0 += 1024) {
+      size_t b1 = k1 - b0 < 1024 ? k1 : b0 + 1024;
+      SC__T *restrict g = R->g;
+      for (size_t s = 0; s < R->nslices; s++) {
+        const SC__T *restrict gsl =
+            (const SC__T *)(const void *)(R->ws->slices + s * R->ws->slice_bytes +
+                                          R->ws->tile_bytes);
+        if (s == 0 && !R->accumulate)
+          for (size_t k = b0; k < b1; k++) g[k] = gsl[k];
+        else
+          for (size_t k = b0; k < b1; k++) g[k] += gsl[k];
+      }
+    }
+  }
+}
+
+static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, double *loss) {
+#if SC__F32
+  if (J->ws->prec != SC_PRECISION_FP32) {
+    J->bf16 = 1;
+    J->bf16k = J->ws->prec == SC_PRECISION_BF16 ? J->ws->bf16k : 0;
+    J->p = sc__bf16_params(J->ws, J->p);
+  }
+#endif
+  J->ntiles = (J->batch + SC__TW - 1) / SC__TW;
+  J->nslices = sc__slices_for(J->c, J->batch);
+  J->scale = (SC__T)(1.0 / (double)J->batch);
+  J->kt = SC__F32 ? (const void *)J->c->kf : (const void *)J->c->kd;
+  J->slice_lo = 0;
+  J->slice_hi = J->nslices;
+  if (J->own_slices) { /* data-parallel: this rank's contiguous run of slices */
+    sc__rank_slices(J->nslices, (size_t)J->dist_rank, (size_t)J->dist_ranks, &J->slice_lo,
+                    &J->slice_hi);
+  }
+  /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
+   * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
+   * slower than on 1); the slice's work is the same whichever thread does it */
+  if (J->slice_hi - J->slice_lo == 1)
+    SC__TN(sc__task)(J, 0, 1);
+  else if (J->slice_hi > J->slice_lo)
+    sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
+  if (J->own_slices) return; /* the caller exchanges the slices and reduces them */
+  if (J->chk_x)
+    for (size_t s = 0; s < J->nslices; s++)
+      if (J->slice_bad[s]) {
+        J->x_bad = 1; /* the caller reports it; no loss, no gradient written */
+        return;
+      }
+  if (loss) {
+    double l = 0;
+    for (size_t s = 0; s < J->nslices; s++) l += J->slice_loss[s];
+    *loss = l / (double)J->batch;
+  }
+  if (g && J->want_g) {
+    sc_workspace *ws = J->ws;
+    size_t np = J->c->nparams;
+    SC__TT(sc__redjob) R = {ws, g, np, J->nslices, accumulate};
+    if (np >= SC__OPT_PAR_MIN && J->nslices > 1)
+      sc__pool_run(ws->pool, SC__TN(sc__reduce_task), &R);
+    else /* small: waking the pool would cost more */
+      SC__TN(sc__reduce_task)(&R, 0, 1);
+  }
+}
+
+static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_workspace *ws, int mode,
+                                 const SC__T *p, const SC__T *x, size_t batch) {
+  memset(J, 0, sizeof *J);
+  J->c = c;
+  J->ws = ws;
+  J->mode = mode;
+  J->p = p;
+  J->x = x;
+  J->batch = batch;
+}
+
+/* Small batches of dense chains go sample by sample through the one-state path (sc__one: a
+ * few matrix-vector products) instead of a tile of SC__TW samples, most of them padding: at
+ * batch 1 a forward of 784 -> 128 -> 64 -> 10 relu took 66.5 us as a tile and 8.3 us as one
+ * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
+ * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
+ * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
+ * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (a LeNet5 forward on one
+ * state takes 51-58 us, a whole tile 86: the one-state conv would win at batch 1 alone), fp32
+ * precision (a bf16 workspace keeps its bf16 GEMMs), and for a loss at most SC__SMALL_OUT outputs
+ * (its cotangent is on the stack). The choice depends on the chain and the batch size only, never
+ * on threads or profiling; results differ from the tile path's in the last bits, as results may
+ * with the batch size. */
+#define SC__SMALL_BATCH 4
+#define SC__SMALL_OUT 64
+static int SC__TN(sc__small_ok)(const sc_chain *c, const sc_workspace *ws, size_t batch,
+                                int training) {
+  if (batch > SC__SMALL_BATCH) return 0;
+#if SC__F32
+  if (ws->prec != SC_PRECISION_FP32) return 0;
+#else
+  (void)ws;
+#endif
+  for (size_t l = 0; l < c->nlayers; l++) {
+    sc_layer_kind k = c->L[l].spec.kind;
+    if (k == SC_LAYER_CONV2D || k == SC_LAYER_MAXPOOL2D) return 0;
+    if (k == SC_LAYER_DROPOUT && training && c->L[l].spec.rate > 0) return 0; /* masks */
+  }
+  return 1;
+}
+
+/* the loss of one sample's outputs y (see sc__loss_tile: the same formulas), and with v != NULL
+ * its gradient times s into v */
+static double SC__TN(sc__small_loss)(const sc_chain *c, sc_loss loss, const SC__T *y,
+                                     const void *target, size_t b, SC__T s, SC__T *v) {
+  size_t O = c->out;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    size_t lab = (size_t)((const int32_t *)target)[b], am = 0;
+    for (size_t o = 1; o < O; o++)
+      if (y[o] > y[am]) am = o;
+    SC__T m = y[am], se = 1;
+    for (size_t o = 0; o < O; o++)
+      if (o != am) se += SC__EXP(y[o] - m);
+    SC__T lse = m + SC__LOG(se);
+    if (v)
+      for (size_t o = 0; o < O; o++) v[o] = s * (SC__EXP(y[o] - lse) - (o == lab ? 1 : 0));
+    return (double)(lse - y[lab]);
+  }
+  const SC__T *t = (const SC__T *)target + b * O;
+  SC__T acc = 0;
+  for (size_t o = 0; o < O; o++) {
+    SC__T e = y[o] - t[o];
+    if (loss == SC_LOSS_SQUARED) {
+      acc += e * e;
+      if (v) v[o] = 2 * s * e;
+    } else {
+      acc += SC__FABS(e);
+      if (v) v[o] = s * (SC__T)((e > 0) - (e < 0));
+    }
+  }
+  return (double)acc;
+}
+
+static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
+                                SC__T *jw, sc_workspace *ws, int fwd);
+
+/* sc_valgrad / sc_loss_value / sc_pullback on a small batch, sample by sample (sc__small_ok):
+ * with a loss, its value into *lossv and the gradient (g, gx overwritten; g may be NULL, gx
+ * too); with dy instead (pullback), g accumulates and gx is overwritten */
+static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T *p, const SC__T *x,
+                                   const void *target, const SC__T *dy, size_t batch, double *lossv,
+                                   SC__T *g, SC__T *gx, sc_workspace *ws) {
+  SC__T y[SC__SMALL_OUT], v[SC__SMALL_OUT] = {0}; /* (v: cppcheck's uninitvar) */
+  SC__T s = (SC__T)(1.0 / (double)batch);
+  double l = 0;
+  if (g && !dy) memset(g, 0, c->nparams * sizeof *g);
+  if (gx) memset(gx, 0, batch * c->in * sizeof *gx);
+  for (size_t b = 0; b < batch; b++) {
+    const SC__T *xb = x + b * c->in, *vb = dy ? dy + b * c->out : v;
+    if (!dy) {
+      SC__TN(sc__one_run)(c, p, xb, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
+      l += SC__TN(sc__small_loss)(c, loss, y, target, b, s, (g || gx) ? v : NULL);
+    }
+    if (g || gx) /* after the loss's forward, the pullback alone (with dy: both) */
+      SC__TN(sc__one_run)(c, p, xb, vb, NULL, NULL, gx ? gx + b * c->in : NULL, g, NULL, ws, !!dy);
+  }
+  if (lossv) *lossv = l / (double)batch;
+}
+
+sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
+                              SC__T *y, sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
+    for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
+    (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
+    return SC_OK;
+  }
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
+  J.y = y;
+  SC__TN(sc__execute)(&J, NULL, 0, NULL);
+  return SC_OK;
+}
+
+/* tiles <- the n samples of a row-major array, in order (tile k at k cols SC__TW, zeros past
+ * the last sample): what the steps' gathers make, made once (sc__train_tiles) */
+static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
+  SC__TT(sc__job) J;
+  memset(&J, 0, sizeof J); /* (no idx, no check) */
+  for (size_t b0 = 0; b0 < n; b0 += SC__TW) {
+    size_t m = n - b0 < SC__TW ? n - b0 : SC__TW;
+    SC__TN(sc__gather)(dst + b0 * cols, (const SC__T *)src, cols, &J, b0, m, 0);
+  }
+}
+
+/* sc_train's tiles made before its steps (sc__train_tiles), for a step in order (no idx) */
+static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
+  const sc_workspace *ws = J->ws;
+  if (!ws->tiles_x || idx || ws->tiles_f64 != !SC__F32) return;
+  J->tiles_x = (const SC__T *)ws->tiles_x + ws->tiles0 * J->c->in * SC__TW;
+  if (ws->tiles_t) J->tiles_t = (const SC__T *)ws->tiles_t + ws->tiles0 * J->c->out * SC__TW;
+}
+
+/* valgrad core, shared by the public entry points and sc_train (idx, no checks). chk_x: the
+ * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
+ * they found one, else 0 */
+static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                   const SC__T *x, const size_t *idx, const void *target,
+                                   size_t batch, double *lossv, SC__T *g, SC__T *gx,
+                                   sc_workspace *ws, int train, int chk_x) {
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
+  J.loss = loss;
+  J.target = target;
+  J.idx = idx;
+  J.gx = gx;
+  J.want_g = g != NULL;
+  J.train = train;
+  J.drop_seed = ws->drop_seed;
+  J.drop_step = ws->drop_step;
+  J.chk_x = chk_x;
+  SC__TN(sc__job_tiles)(&J, idx);
+  SC__TN(sc__execute)(&J, g, 0, lossv);
+  if (J.x_bad) return 1;
+  if (train) ws->drop_step++;
+  return 0;
+}
+
+/* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
+ * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
+static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                    const SC__T *x, const size_t *idx, const void *target,
+                                    size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
+                                    size_t *lo, size_t *hi, double *slice_loss) {
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
+  J.loss = loss;
+  J.target = target;
+  J.idx = idx;
+  J.want_g = 1;
+  J.train = 1;
+  J.drop_seed = ws->drop_seed;
+  J.drop_step = ws->drop_step;
+  J.own_slices = 1;
+  SC__TN(sc__job_tiles)(&J, idx);
+  J.dist_rank = rank;
+  J.dist_ranks = ranks;
+  SC__TN(sc__execute)(&J, NULL, 0, NULL);
+  *ns = J.nslices;
+  *lo = J.slice_lo;
+  *hi = J.slice_hi;
+  for (size_t s = J.slice_lo; s < J.slice_hi; s++) slice_loss[s] = J.slice_loss[s];
+  ws->drop_step++;
+}
+
+static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                          const void *target, size_t batch) {
+  sc_status st = sc__loss_check(fn, chain, loss, target);
+  if (st) return st;
+  if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
+    return sc__labels_check(fn, (const int32_t *)target, batch, chain->out);
+  return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
+}
+
+sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p, const SC__T *x,
+                              const void *target, size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
+                              sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
+   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
+   * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
+   * either way an error names the first such element and nothing is written */
+  int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
+  int chk_x = !small && !gx;
+  if (!chk_x && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
+    return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  double l = 0;
+  if (small) {
+    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, g, gx, ws);
+    ws->drop_step++; /* as sc__valgrad_run's: no dropout layer here draws from it */
+  } else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1,
+                                     chk_x))
+    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+  if (lossv) *lossv = (SC__T)l;
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                 const SC__T *x, const void *target, size_t batch, SC__T *lossv,
+                                 sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
+  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 0);
+  if (small && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
+    return st; /* (else the gathers check x, as in sc_valgrad) */
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  double l = 0;
+  if (small)
+    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, NULL, NULL, ws);
+  else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0,
+                                   1))
+    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+  *lossv = (SC__T)l;
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                               const int32_t *labels, size_t n, double *loss, double *accuracy,
+                               sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
+  if (st) return st;
+  if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
+  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
+  if (chain->out < 2)
+    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
+                    chain->out);
+  if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, n, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  double lsum = 0, csum = 0;
+  for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
+    size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
+    SC__TT(sc__job) J;
+    SC__TN(sc__job_init)(&J, chain, ws, SC__LOSS, p, x + b0 * chain->in, nb);
+    J.loss = SC_LOSS_LOGIT_CROSSENTROPY;
+    J.target = labels + b0;
+    J.count_correct = 1;
+    double l = 0;
+    SC__TN(sc__execute)(&J, NULL, 0, &l);
+    lsum += l * (double)nb;
+    for (size_t s = 0; s < J.nslices; s++) csum += J.slice_correct[s];
+  }
+  if (loss) *loss = lsum / (double)n;
+  if (accuracy) *accuracy = csum / (double)n;
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                               const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
+                               sc_workspace *ws) {
+  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+  if (st) return st;
+  if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
+    return st;
+  if (!g && !gx) return SC_OK;
+  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
+    SC__TN(sc__small_grad)(chain, SC_LOSS_SQUARED, p, x, NULL, dy, batch, NULL, g, gx, ws);
+    return SC_OK;
+  }
+  SC__TT(sc__job) J;
+  SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);
+  J.dy = dy;
+  J.gx = gx;
+  J.want_g = g != NULL;
+  SC__TN(sc__execute)(&J, g, 1, NULL);
+  return SC_OK;
+}
+
+/* ---------------------------------------------------------------- one state (API) */
+static sc_status SC__TN(sc__one_check)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *u, const sc_workspace *ws) {
+  if (!chain) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
+  if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
+  if (!u) return sc__fail(SC_ERR_NULL, fn, "argument 'u' is NULL");
+  if (!ws) return sc__fail(SC_ERR_NULL, fn, "argument 'ws' is NULL");
+  if (ws->chain != chain)
+    return sc__fail(SC_ERR_ARG, fn, "the workspace was created for a different chain");
+  sc_status st = SC__TN(sc__finite_check)(fn, chain, "state u", u, 1, chain->in);
+  return st ? st : SC__TN(sc__param_check)(fn, chain, p);
+}
+
+static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
+                                SC__T *jw, sc_workspace *ws, int fwd) {
+  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)chain->kf : (const void *)chain->kd;
+  kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
+}
+
+sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
+                            sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *v,
+                          SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
+  SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws, 1);
+  return SC_OK;
+}
+
+sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *w,
+                          SC__T *y, SC__T *jw, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+  if (st) return st;
+  if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
+  if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
+  if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
+  SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
+  return SC_OK;
+}
+
+#undef SC__PUB
+/* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
+ * that the next one (the other element type, another kernel set) starts clean. */
+#undef SC__K_FWD
+#undef SC__BFP
+#undef SC__K_DW
+#undef SC__K_TRANSPOSE
+#undef SC__K_DX
+#undef SC__K_DWL
+#undef SC__DWL_BL
+#undef SC__K_FWD_H
+#undef SC__K_DX_H
+#undef SC__K_DX_ACT_H
+#undef SC__K_DWL_FOLD
+#undef SC__K_FOLD_TW
+#undef SC__K_DWD
+#undef SC__DWD_DENSE
+#undef SC__K_DWL2
+#undef SC__K_DX_ACT
+#undef SC__DX_ACT_OK
+#undef SC__DWL_LANES
+#undef SC__K_ACTB
+#undef SC__K_CONV_FWD
+#undef SC__K_CONV_DWL
+#undef SC__K_CONV_DX
+#undef SC__K_POOL_FWD
+#undef SC__K_POOL_BWD
+#undef SC__K_POOL2_ACT_BWD
+#undef SC__K_CONV_POOL_FWD
+#undef SC__K_POOL2_HITS_BWD
+#undef SC__F32_POOL_FOLD
+
+#undef SC__TANH
+#undef SC__EXP
+#undef SC__EXPM1
+#undef SC__LOG1P
+#undef SC__LOG
+#undef SC__FABS
+#undef SC__GELU_K0
+#undef SC__GELU_K1
+#undef SC__EXPMAX
+#ifdef SC__POP_OPTIONS
+#pragma GCC pop_options
+#undef SC__POP_OPTIONS
+#endif
 #undef SC__T
 #undef SC__TN
 #undef SC__TT
 #undef SC__F32
-#undef SC__TYPED
+#undef SC__KSTATIC
 
-#ifndef SC__KERNELS_ONLY /* ================================ engine (typed users) */
 /* ---------------------------------------------------------------- optimizers */
 sc_optim sc_adam(double lr) {
   sc_optim o;
@@ -6587,14 +12159,33 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
   SC__CHECK_NULL(data);
   return sc__train(__func__, chain, loss, p, 1, data->x, data->target, data->n, opts, report);
 }
-#endif /* !SC__KERNELS_ONLY */
-
-/* ========================== the built-in AVX2 and AVX-512 sets of a two-file build */
-/* The typed section once more, for AVX2 + FMA, exactly as kernels/avx2.c compiles it
- * (its flags given by pragma, the vector kernels, VOB 6): names end in _f32_avx2 and
- * _f64_avx2, the tables are sc__kt_f32_avx2in and sc__kt_f64_avx2in. Last in the file,
- * so that the pragmas (and the macros of the vector kernels) reach nothing else. */
+/* src/builtin_sets.h — the built-in AVX2 and AVX-512 kernel sets of the two drop-in files: the
+ * last part of the generated simplechain.c (scripts/amalgamate.py), never compiled in the tree's
+ * build, which compiles kernels/avx2/avx2.c and kernels/avx512/avx512.c on their own. Each set is
+ * that file exactly, its target given by pragma (SC__BUILTIN_PASS: kernels/avx2/begin.h), its
+ * functions' names ending in _f32_avx2 ..., its tables sc__kt_f32_avx2in ... static. Last in the
+ * file, so that the pragmas (and the macros of the vector kernels) reach nothing else.
+ * src/dispatch.c decides whether they are compiled (SC__BUILTIN_AVX2, SC__BUILTIN_AVX512). */
+#if SC__BUILTIN_AVX2 || SC__BUILTIN_AVX512
+#define SC__BUILTIN_PASS 1
+#endif
 #if SC__BUILTIN_AVX2
+/* kernels/avx2/avx2.c — the kernel set for CPUs with AVX2 and FMA: the whole per-slice pipeline
+ * (input gather, fused layer kernels, loss, fused pullback) and the one-state path, compiled for
+ * this instruction set, with the float kernels from the vector kernels of kernels/x86/ (explicit
+ * vector code) and most double ones auto-vectorised from the portable source. The tables it
+ * exports are what src/dispatch.c picks when the CPU supports AVX2 (SC_ISA=avx2 forces them). */
+/* kernels/avx2/begin.h — opens the AVX2 + FMA kernel set (kernels/avx2/avx2.c): its target, its
+ * name, its register blocking; kernels/avx2/end.h closes it.
+ *
+ * The target comes from the compiler's flags where they were given (the Makefile's -mavx2 -mfma
+ * -ffp-contract=fast), else from these pragmas, for every function of the set: a drop-in build
+ * (cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c) needs no flags. The
+ * flags and the pragmas give the same code (floating-point contraction included, on which the
+ * vector kernels' multiply-adds rely; GCC also gets -O3 for the set when optimising at all: its -O2
+ * vectorises too little of these loops, 2.2x slower). In the two drop-in files' built-in set
+ * (SC__BUILTIN_PASS, src/builtin_sets.h) the pragmas always apply. */
+#ifdef SC__BUILTIN_PASS
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #pragma clang fp contract(fast)
@@ -6603,210 +12194,47 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #pragma GCC target("avx2,fma")
 #pragma GCC optimize("O3", "fp-contract=fast", "no-math-errno")
 #endif
-#define SC__ISA_AVX2 1
-#define SC__KERNELS_ONLY 1
-#define SC__ISA_NAME "avx2"
-#undef SC__KSTATIC
-#define SC__KSTATIC static __attribute__((unused))
+#define SC__AVX2_POP 1
 #define SC__KT_LINKAGE static
 #define SC__KT_EXPORT_F32 sc__kt_f32_avx2in
 #define SC__KT_EXPORT_F64 sc__kt_f64_avx2in
-#define SC__VEC_F32 1
-#define SC__VEC_F64 1
-#define VOB 6
-#define SC__OB 4
-#define SC__TYPED 1
-#define SC__BUILTIN_PASS 1
+#else
+#if !defined(__AVX2__) || !defined(__FMA__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang fp contract(fast)
+#define SC__AVX2_POP 1
+#elif defined(__GNUC__)
+#pragma GCC target("avx2,fma")
+#if defined(__OPTIMIZE__)
+#pragma GCC optimize("O3", "fp-contract=fast", "no-math-errno")
+#else
+#pragma GCC optimize("fp-contract=fast", "no-math-errno")
+#endif
+#endif
+#endif
+#define SC__KT_EXPORT_F32 sc__kt_f32_avx2
+#define SC__KT_EXPORT_F64 sc__kt_f64_avx2
+#endif
+#define SC__ISA_AVX2 1
+#define SC__KERNELS_ONLY 1
+#define SC__ISA_NAME "avx2"
+#define SC__VEC_F32 1 /* the float vector kernels (kernels/x86/f32.h) */
+#define SC__VEC_F64 1 /* the double vector kernels (kernels/x86/f64.h: lane fold, dot-form dW) */
+#define VOB 6         /* float rows per register block: 6 x 2 accumulators of 8 floats (NVB) */
+#define SC__OB 4      /* the same for the portable (double) kernels */
+
+
 #define SC__T float
 #define SC__TN(name) name##_f32_avx2
 #define SC__TT(name) name##_f32
 #define SC__F32 1
-#include "simplechain.c"
-#undef SC__T
-#undef SC__TN
-#undef SC__TT
-#undef SC__F32
-#define SC__T double
-#define SC__TN(name) name##_f64_avx2
-#define SC__TT(name) name##_f64
-#define SC__F32 0
-#include "simplechain.c"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#endif /* SC__BUILTIN_AVX2 */
-
-/* The same for AVX-512, exactly as kernels/avx512.c compiles it (VOB 8): names end in
- * _f32_avx512 and _f64_avx512, the tables are sc__kt_f32_avx512in and sc__kt_f64_avx512in. */
-#if SC__BUILTIN_AVX512
-#if defined(__clang__)
-#pragma clang attribute push(                                                                      \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
-#pragma clang fp contract(fast)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512")
-#pragma GCC optimize("O3", "fp-contract=fast", "no-math-errno")
-#endif
-#undef SC__ISA_AVX2
-#define SC__ISA_AVX512 1
-#undef SC__ISA_NAME
-#define SC__ISA_NAME "avx512"
-#undef SC__KT_EXPORT_F32
-#undef SC__KT_EXPORT_F64
-#define SC__KT_EXPORT_F32 sc__kt_f32_avx512in
-#define SC__KT_EXPORT_F64 sc__kt_f64_avx512in
-#undef VOB
-#undef SC__OB
-#define VOB 8
-#define SC__OB 8
-#undef SC_KERNELS_VEC_F32_H
-#undef SC_KERNELS_VEC_F64_H
-#undef SC_KERNELS_VONE_F32_H
-/* The vector kernels' own names (types and functions, not made by SC__TN) are taken by the
- * AVX2 pass: here they get a suffix. A name missing here fails the build (redefinition): at
- * once for a name that both passes define, and for an AVX-512-only one when AVX-512 flags
- * (-march=native) make the AVX2 pass define it too (test_dropin_avx512_flags builds that). */
-#define sc_vf sc_vf_avx512
-#define sc_vfu sc_vfu_avx512
-#define sc_vi sc_vi_avx512
-#define sc_vu sc_vu_avx512
-#define sc_vd sc_vd_avx512
-#define sc_vdl sc_vdl_avx512
-#define v_act_rows v_act_rows_avx512
-#define v_act_store v_act_store_avx512
-#define v_bf16_pack_lanes v_bf16_pack_lanes_avx512
-#define v_bf16_pack_lanes_t v_bf16_pack_lanes_t_avx512
-#define v_bf16_pack_lanes_ts v_bf16_pack_lanes_ts_avx512
-#define v_bf16_pack_rows v_bf16_pack_rows_avx512
-#define v_bf16_pack_taps v_bf16_pack_taps_avx512
-#define v_bf16_pack_taps_t v_bf16_pack_taps_t_avx512
-#define v_bf16_pairs16 v_bf16_pairs16_avx512
-#define v_bf16_pairs_ab v_bf16_pairs_ab_avx512
-#define v_bf16_pairs_t8 v_bf16_pairs_t8_avx512
-#define v_bf16_round_n v_bf16_round_n_avx512
-#define v_chk_acc v_chk_acc_avx512
-#define v_chk_any v_chk_any_avx512
-#define v_chk_run v_chk_run_avx512
-#define v_gather4x8 v_gather4x8_avx512
-#define v_8x16_store v_8x16_store_avx512
-#define v_gather8x16 v_gather8x16_avx512
-#define v_gather8x16p v_gather8x16p_avx512
-#define v_gather_cols8 v_gather_cols8_avx512
-#define v_gather_rows v_gather_rows_avx512
-#define v_quot v_quot_avx512
-#define v_sel v_sel_avx512
-#define v_tanh_inplace v_tanh_inplace_avx512
-#define v_tanh_q v_tanh_q_avx512
-#define v_tanh_rat v_tanh_rat_avx512
-#define v_tile_bad v_tile_bad_avx512
-#define v_transpose16 v_transpose16_avx512
-#define v_cdx_row v_cdx_row_avx512
-#define vec_transpose_f32 vec_transpose_f32_avx512
-#define v_transpose8 v_transpose8_avx512
-#define vec_bias_act_f32 vec_bias_act_f32_avx512
-#define vec_conv_bias_act_f32 vec_conv_bias_act_f32_avx512
-#define vec_conv_dw_names vec_conv_dw_names_avx512
-#define vec_conv_dwl0_f32 vec_conv_dwl0_f32_avx512
-#define vec_conv_dwl1_f32 vec_conv_dwl1_f32_avx512
-#define vec_conv_dwl2_f32 vec_conv_dwl2_f32_avx512
-#define vec_conv_dwl_f32 vec_conv_dwl_f32_avx512
-#define vec_conv_dx_f32 vec_conv_dx_f32_avx512
-#define vec_conv_fwd0_f32 vec_conv_fwd0_f32_avx512
-#define vec_conv_fwd1_f32 vec_conv_fwd1_f32_avx512
-#define vec_conv_fwd2_f32 vec_conv_fwd2_f32_avx512
-#define vec_conv_fwd_f32 vec_conv_fwd_f32_avx512
-#define vec_conv_fwd_names vec_conv_fwd_names_avx512
-#define vec_dense_dw_f32 vec_dense_dw_f32_avx512
-#define vec_dense_dwd_f64 vec_dense_dwd_f64_avx512
-#define vec_dwd_lanes vec_dwd_lanes_avx512
-#define vec_dense_dx_act_f64 vec_dense_dx_act_f64_avx512
-#define vec_dense_dx_body_f64 vec_dense_dx_body_f64_avx512
-#define vec_dense_dx_f64 vec_dense_dx_f64_avx512
-#define vec_dense_dwl_f32 vec_dense_dwl_f32_avx512
-#define vec_dense_dwl_n vec_dense_dwl_n_avx512
-#define vec_dense_dwl_sel vec_dense_dwl_sel_avx512
-#define vec_dense_dwl2_f32 vec_dense_dwl2_f32_avx512
-#define vec_dense_dx_act_f32 vec_dense_dx_act_f32_avx512
-#define vec_dense_dx_body vec_dense_dx_body_avx512
-#define vec_dense_dx_f32 vec_dense_dx_f32_avx512
-#define vec_dense_fwd_f32 vec_dense_fwd_f32_avx512
-#define vec_dense_fwd_body vec_dense_fwd_body_avx512
-#define vec_dense_fwd_h_f32 vec_dense_fwd_h_f32_avx512
-#define vec_dense_dx_h_f32 vec_dense_dx_h_f32_avx512
-#define vec_dense_dx_act_n vec_dense_dx_act_n_avx512
-#define vec_dense_dx_act_h_f32 vec_dense_dx_act_h_f32_avx512
-#define v_act_rows_h v_act_rows_h_avx512
-#define vec_dense_fwd_f64 vec_dense_fwd_f64_avx512
-#define vec_dwl_fold_f32 vec_dwl_fold_f32_avx512
-#define vec_dwl_fold_f64 vec_dwl_fold_f64_avx512
-#define vec_fold8 vec_fold8_avx512
-#define vec_fold8x8 vec_fold8x8_avx512
-#define vec_gather_f32 vec_gather_f32_avx512
-#define vec_pool_bwd_f32 vec_pool_bwd_f32_avx512
-#define vec_pool2_act_bwd_f32 vec_pool2_act_bwd_f32_avx512
-#define vec_pool2_hits_bwd_f32 vec_pool2_hits_bwd_f32_avx512
-#define vec_conv_pool_fwd_f32 vec_conv_pool_fwd_f32_avx512
-#define v_pool_hits_store v_pool_hits_store_avx512
-#define v_pool2_put v_pool2_put_avx512
-#define v_pool2_row2 v_pool2_row2_avx512
-#define v_pool2_bwd v_pool2_bwd_avx512
-#define vec_pool_fwd_f32 vec_pool_fwd_f32_avx512
-#define vone_dw_f64 vone_dw_f64_avx512
-#define vone_dx_f64 vone_dx_f64_avx512
-#define vone_fwd_f64 vone_fwd_f64_avx512
-#define vone_hsum4 vone_hsum4_avx512
-#define vone_rowdot vone_rowdot_avx512
-#define vone_splat vone_splat_avx512
-#define sc_v8f sc_v8f_avx512
-#define vonef_dw vonef_dw_avx512
-#define vonef_dx vonef_dx_avx512
-#define vonef_fwd vonef_fwd_avx512
-#define vonef_hsum8 vonef_hsum8_avx512
-#define vonef_rowdot vonef_rowdot_avx512
-#define vonef_splat vonef_splat_avx512
-/* and the vector kernels' macros that differ by vector width are defined anew */
-#undef VW
-#undef V_BCAST
-#undef V_FMA
-#undef V_RCP
-#undef v_min
-#undef v_max
-#undef v_ge_sel
-#undef V_CONV_FWD_BLOCKS
-#undef V_CONV_DW_BLOCKS
-#undef V_CONV_DW_K6
-#undef CDX_CB
-#undef SC__T
-#undef SC__TN
-#undef SC__TT
-#undef SC__F32
-#define SC__T float
-#define SC__TN(name) name##_f32_avx512
-#define SC__TT(name) name##_f32
-#define SC__F32 1
-#include "simplechain.c"
-#undef SC__T
-#undef SC__TN
-#undef SC__TT
-#undef SC__F32
-#define SC__T double
-#define SC__TN(name) name##_f64_avx512
-#define SC__TT(name) name##_f64
-#define SC__F32 0
-#include "simplechain.c"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#endif /* SC__BUILTIN_AVX512 */
-
-#else /* ================================================ SC__TYPED: the typed section */
-/* The typed section: compiled once per element type SC__T (float, double) with names
- * from SC__TN(name), and once more per ISA file in kernels/ (SC__KERNELS_ONLY). */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
+ * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
+ * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
+ * The translation unit defines those four, includes this file, the typed files it compiles, and
+ * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
+ * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
@@ -6838,7 +12266,8 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define SC__KSTATIC static
 #endif
 #endif
-
+/* src/typed/math.h — the element type's tanh (our own, in float and in double) and the libm
+ * functions the portable kernels call, as SC__TANH, SC__EXP, ... */
 #if SC__F32
 /* The float tanh, our own (vectorizable; kernels/vec_f32.h has the same steps on
  * vectors). With a = 2 min(|x|, 9) and E = expm1(a),
@@ -6954,10 +12383,88 @@ static inline double SC__TN(sc__tanh)(double x) {
 
 #define SC__GELU_K0 ((SC__T)0.7978845608028654) /* sqrt(2/pi) */
 #define SC__GELU_K1 ((SC__T)0.044715)
-
-/* ---------------------------------------------------------------- activations */
+/* src/typed/act.h — the activations, portable: forward over a row (with the pre-activation kept
+ * where the pullback needs it) and the pullback's derivative, by columns and by lanes. */
 #if defined(SC__KERNELS_ONLY) && defined(SC_HAVE_SLEEF)
-#include "kernels/sleef.h" /* vector exp / log1p / double tanh for this ISA */
+/* kernels/sleef.h — SLEEF's vector exp, expm1, log and log1p for the ISA builds.
+ *
+ * Included by simplechain.c's typed section when an ISA file is compiled with
+ * SC_HAVE_SLEEF (`make` defines it when libsleef-dev is installed). The activations
+ * sigmoid, softplus and gelu (float and double), forward and pullback, and the logit
+ * cross-entropy's softmax then run through SLEEF's 1-ULP (u10) functions, 4 to 16 lanes at a time,
+ * instead of one libm call per element. The tanh is our own in float and in double (see
+ * simplechain.c): the float one more accurate than SLEEF's u35 (1.5 against 2.49 ULP measured) and
+ * faster, the double one 1.9x faster than SLEEF's u10 (bench/RESULTS.md). Every helper accepts y ==
+ * x (in place). */
+#ifndef SC_KERNELS_SLEEF_H
+#define SC_KERNELS_SLEEF_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+
+/* y[k] = fn(x[k]): W lanes at a time, libm for the tail. Kept out of GCC's interprocedural
+ * analysis (noipa): with a tile row's constant n from its only caller, the tail loop drew a
+ * false -Waggressive-loop-optimizations error */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SC__SLEEF_ATTR __attribute__((noipa))
+#else
+#define SC__SLEEF_ATTR __attribute__((noinline))
+#endif
+#define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
+  static SC__SLEEF_ATTR void name(T *y, const T *x, size_t n) {                                    \
+    size_t k = 0;                                                                                  \
+    for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
+    for (; k < n; k++) y[k] = tail(x[k]);                                                          \
+  }
+
+#if defined(__AVX512F__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expf16_u10avx512f, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_log1pf16_u10avx512f, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expm1f16_u10avx512f, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_logf16_u10avx512f, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expd8_u10avx512f, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_log1pd8_u10avx512f, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expm1d8_u10avx512f, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_logd8_u10avx512f, log)
+#elif defined(__AVX2__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expf8_u10avx2, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_log1pf8_u10avx2, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expm1f8_u10avx2, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_logf8_u10avx2, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expd4_u10avx2, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_log1pd4_u10avx2, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expm1d4_u10avx2, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_logd4_u10avx2, log)
+#else
+#error "kernels/sleef.h needs AVX2 or AVX-512 flags"
+#endif
+#undef SC__SLEEF_DEF
+
+/* the float tanh on one native vector (used only with SC_TANH_SLEEF) */
+#if defined(__AVX512F__)
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf16_u35avx512f((__m512)(v)))
+#else
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf8_u35avx2((__m256)(v)))
+#endif
+
+#endif
 #define SC__SLEEF 1
 #endif
 
@@ -7103,8 +12610,9 @@ SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
     memcpy(bl + k * SC__TW, sum, sizeof sum);
   }
 }
-
-/* ---------------------------------------------------------------- dense kernels */
+/* src/typed/dense.h — the dense layer's portable kernels: the fused forward (W x + b, then the
+ * activation), dW in dot form over a transposed tile, and dx. Dimension letters: O outputs,
+ * I inputs. */
 SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
                                        const SC__T *restrict W, const SC__T *restrict b,
                                        const SC__T *restrict x, size_t O, size_t I, sc_act act) {
@@ -7213,8 +12721,7 @@ SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict 
     for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
   }
 }
-
-/* ---------------------------------------------------------------- conv / pool kernels */
+/* src/typed/conv.h — the convolution and max-pool layers' portable kernels. */
 /* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
  * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
  * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
@@ -7348,7 +12855,8 @@ SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict 
           }
       }
 }
-
+/* src/typed/lanes.h — dW in lane form (dense layers with few weights, every conv): accumulators of
+ * SC__TW lanes per weight, folded once per slice. */
 /* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
 SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
                                        const SC__T *restrict x, size_t O, size_t I, int first) {
@@ -7377,23 +12885,22 @@ SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict 
     gw[k] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   }
 }
-
-/* ---------------------------------------------------------------- kernel choice */
-/* An ISA file may bring hand-vectorized kernels for this type; else the portable ones. */
-#if SC__F32 && defined(SC__VEC_F32)
-/* The vector kernels (float): GCC/Clang vector extensions and intrinsics.
+/* kernels/x86/f32.h — the float vector kernels of an x86 kernel set, by layer family, and which
+ * step of the slice pipeline (src/typed/slice.h) each one takes over (SC__K_*; src/typed/choice.h
+ * gives the portable kernels the steps left). Included in a set's float instantiation, after the
+ * portable kernels. */
+/* kernels/x86/vec.h — the float vector kernels' types and operations (GCC/Clang vector
+ * extensions and intrinsics), for the x86 kernel sets: one source, compiled per set with its VW.
  *
- * Compiled in the typed section when an ISA instantiation (kernels/avx2.c,
- * kernels/avx512.c, or a built-in set at the end of this file) defines SC__VEC_F32: one
- * source, compiled per ISA. VW is the native vector width in floats (16 for AVX-512, 8 for AVX2); a
- * tile row of SC__TW samples is NV = SC__TW / VW native vectors. VOB output rows are blocked so
- * that their VOB x NV accumulators stay in registers. The ISA files compile with
- * -ffp-contract=fast, so `acc += w * x` is one FMA.
+ * Included by kernels/x86/f32.h in a kernel set's float instantiation (kernels/avx2/avx2.c,
+ * kernels/avx512/avx512.c; the built-in sets of the two drop-in files compile the same files).
+ * VW is the native vector width in floats (16 for AVX-512, 8 for AVX2); a tile row of SC__TW
+ * samples is NV = SC__TW / VW native vectors. VOB output rows are blocked so that their VOB x NV
+ * accumulators stay in registers. The sets compile with -ffp-contract=fast (or the pragma), so
+ * `acc += w * x` is one FMA.
  *
- * Dimension letters as in simplechain.c: O outputs, I inputs, ld transposed row length.
+ * Dimension letters as in src/internal.h: O outputs, I inputs, ld transposed row length.
  */
-#ifndef SC_KERNELS_VEC_F32_H
-#define SC_KERNELS_VEC_F32_H
 
 #ifndef VOB
 #error "define VOB (rows per register block) before including vec_f32.h"
@@ -7466,7 +12973,8 @@ static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf
 /* relu as max(0, z): MAXPS returns its second operand when either is NaN, so a NaN stays
  * NaN (as in the portable z < 0 ? 0 : z) */
 #define v_relu(z) v_max(V_BCAST(0.0f), (z))
-
+/* kernels/x86/act.h — the activations on float vectors: our tanh in four variants, and the
+ * forward's activation of a row or a tile after its sum (the dense and conv epilogues). */
 /* the float tanh of sc__tanh_f32 in simplechain.c, the same method and coefficients on
  * vectors, with the dependency chain shortened: a tile's tanh pass is bound by the
  * latency of each vector's chain of about 20 dependent operations (the scheduler fills
@@ -7672,7 +13180,9 @@ static void vec_conv_bias_act_f32(float *restrict a, float *restrict z, const fl
     }
   }
 }
-
+/* kernels/x86/dense.h — the dense layer's float vector kernels: forward, dW (dot form and lane
+ * form, a pair of tiles at once), dx (with the activation's derivative of the layer below), and
+ * the lane accumulators' fold. */
 /* BODY(NB) for n rows cut into ceil(n / VOB) blocks of nearly equal size (BODY advances its
  * own row counter): whole blocks of VOB rows when they fit exactly, else e.g. 84 rows as
  * 7 x 8 + 4 x 7 and 10 as 2 x 5, so that no block is left with a few accumulators waiting on
@@ -8041,7 +13551,14 @@ static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_
   }
 }
 
-/* ---------------------------------------------------------------- convolutions */
+#undef V_FWD_BODY
+#undef V_DW_BLOCK
+#undef V_DW_COLS
+#undef V_DX_BODY
+#undef V_BLOCKS
+#undef V_BLOCKS_5_8
+/* kernels/x86/conv.h — the convolution's float vector kernels: forward, dW in lane form, dx; each
+ * in SC__CONV_NV register-block variants where the planner may choose. */
 #define SC__VEC_CONV 1
 /* Blocking: CB output channels x XB output columns share each input load and each
  * weight broadcast (AVX-512: 4 x 2 x 2 = 16 zmm accumulators; AVX2: 2 x 1 x 4). The
@@ -8306,7 +13823,8 @@ static void vec_conv_dx_f32(float *restrict dx, const float *restrict W, const f
   V_CDX_ROWS(2)
   V_CDX_ROWS(1)
 }
-
+/* kernels/x86/pool.h — the max-pool layer's float vector kernels: forward, pullback, the 2 x 2
+ * pullback fused with a relu conv's, and a conv's forward with a 2 x 2 max-pool folded in. */
 static void vec_pool_fwd_f32(float *restrict a, const float *restrict x, const sc__lplan *P) {
   size_t KH = P->spec.kh, KW = P->spec.kw;
   for (size_t c = 0; c < P->oc; c++)
@@ -8542,7 +14060,8 @@ static void vec_pool2_hits_bwd_f32(float *restrict dx, const uint8_t *restrict h
                                    const sc__lplan *P) {
   v_pool2_bwd(dx, NULL, NULL, hits, dz, bl, 0, P);
 }
-
+/* kernels/x86/gather.h — a tile's input gathered from row-major samples (with the NaN / Inf
+ * check), and the tile's transpose for the dot-form dW. */
 /* The gathers' NaN / Inf check (sc__gather's chk): x * 0 + a stays 0 while x is finite and is
  * NaN from the first NaN or Inf on, one FMA per vector (the FMA pipes are idle in a gather) into
  * 4 accumulators; v_chk_any says whether any lane of them is NaN. The accumulators are indexed
@@ -8906,7 +14425,9 @@ static int vec_gather_f32(float *restrict tile, const float *restrict src, size_
   return 1;
 }
 #endif
-
+#undef V_UNPACK_SHUF8
+/* kernels/x86/bf16_pack.h — the bf16 precision's operand packers on vectors (the layouts of the
+ * portable sc__bf16_pack_* in src/internal.h, the same bits). */
 /* ---- the bf16 kernels' packers on vectors (the portable sc__bf16_pack_* in their layouts).
  * Their operands are bf16 values already: the bf16 precision rounds the tile's input, every
  * layer's output and every dz before they are packed (and the weights before they are paired),
@@ -9069,15 +14590,6 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
       v_bf16_pairs_t8(dst + v * (SC__TW / 2) * R + r, R, rp, nr);
     }
 }
-
-#undef V_FWD_BODY
-#undef V_DW_BLOCK
-#undef V_DW_COLS
-#undef V_DX_BODY
-#undef V_BLOCKS
-#undef V_BLOCKS_5_8
-#undef V_UNPACK_SHUF8
-#endif
 #define SC__K_FWD vec_dense_fwd_f32
 #define SC__BFP(name) v_bf16_##name /* the bf16 packers */
 #define SC__K_DW vec_dense_dw_f32
@@ -9099,448 +14611,6 @@ static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, 
 #define SC__K_DX_ACT vec_dense_dx_act_f32
 #define SC__DX_ACT_OK(act)                                                                         \
   ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
-#else
-#define SC__K_FWD SC__TN(sc__dense_fwd)
-#define SC__BFP(name) sc__bf16_##name
-#define SC__K_DW SC__TN(sc__dense_dw)
-#define SC__K_DX SC__TN(sc__dense_dx)
-#define SC__K_DWL SC__TN(sc__dense_dwl)
-#define SC__K_DWL_FOLD SC__K_FOLD_TW
-#define SC__DWL_LANES SC__TW
-#endif
-/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
- * paths) */
-/* The one-state dense kernels' parts that do not depend on the vector width, for
- * vone_*_f64 (4 doubles) and vonef_* (8 floats): T the element type, VT the vector type of W
- * lanes, LD / ST its unaligned load and store, SPLAT its broadcast. */
-#ifndef SC__VONE_PARTS
-#define SC__VONE_PARTS 1
-/* dx[i] = sum_o W[o I + i] d[o] for 3 <= I (then dx[I..) padding = 0): column blocks of 2 W
- * and W lanes, rows in pairs (four or two chains), the last columns as one vector */
-#define SC__VONE_DX_COLS(T, VT, W_, LD, ST, SPLAT)                                                 \
-  do {                                                                                             \
-    size_t i = 0;                                                                                  \
-    for (; i + 2 * (W_) <= I; i += 2 * (W_)) {                                                     \
-      VT a0 = SPLAT(0), a1 = a0, b0 = a0, b1 = a0;                                                 \
-      size_t o = 0;                                                                                \
-      for (; o + 2 <= O; o += 2) {                                                                 \
-        VT d0 = SPLAT(d[o]), d1 = SPLAT(d[o + 1]);                                                 \
-        a0 += LD(W + o * I + i) * d0;                                                              \
-        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
-        b0 += LD(W + (o + 1) * I + i) * d1;                                                        \
-        b1 += LD(W + (o + 1) * I + i + (W_)) * d1;                                                 \
-      }                                                                                            \
-      if (o < O) {                                                                                 \
-        VT d0 = SPLAT(d[o]);                                                                       \
-        a0 += LD(W + o * I + i) * d0;                                                              \
-        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
-      }                                                                                            \
-      ST(dx + i) = a0 + b0;                                                                        \
-      ST(dx + i + (W_)) = a1 + b1;                                                                 \
-    }                                                                                              \
-    for (; i + (W_) <= I; i += (W_)) {                                                             \
-      VT a0 = SPLAT(0), b0 = a0;                                                                   \
-      size_t o = 0;                                                                                \
-      for (; o + 2 <= O; o += 2) {                                                                 \
-        a0 += LD(W + o * I + i) * SPLAT(d[o]);                                                     \
-        b0 += LD(W + (o + 1) * I + i) * SPLAT(d[o + 1]);                                           \
-      }                                                                                            \
-      if (o < O) a0 += LD(W + o * I + i) * SPLAT(d[o]);                                            \
-      ST(dx + i) = a0 + b0;                                                                        \
-    }                                                                                              \
-    if (i < I) {                                                                                   \
-      VT t = SPLAT(0);                                                                             \
-      for (size_t j = 0; i + j < I; j++) {                                                         \
-        T s = 0;                                                                                   \
-        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];                               \
-        t[j] = s;                                                                                  \
-      }                                                                                            \
-      ST(dx + i) = t;                                                                              \
-    }                                                                                              \
-  } while (0)
-/* gW[o I + i] += d[o] x[i] for the rows from o on, then gb[o] += d[o] for all (gb may be
- * NULL); returns from the function */
-#define SC__VONE_DW_ROWS(T, VT, W_, LD, ST, SPLAT)                                                 \
-  do {                                                                                             \
-    for (; o < O; o++) {                                                                           \
-      T *restrict g = gW + o * I;                                                                  \
-      VT dv = SPLAT(d[o]);                                                                         \
-      size_t i = 0;                                                                                \
-      for (; i + (W_) <= I; i += (W_)) ST(g + i) = LD(g + i) + dv * LD(x + i);                     \
-      for (; i < I; i++) g[i] += d[o] * x[i];                                                      \
-    }                                                                                              \
-    if (!gb) return;                                                                               \
-    for (o = 0; o + (W_) <= O; o += (W_)) ST(gb + o) = LD(gb + o) + LD(d + o);                     \
-    for (; o < O; o++) gb[o] += d[o];                                                              \
-  } while (0)
-#endif
-
-#if !SC__F32 && defined(SC__VEC_F64)
-/* The vector kernels (double): those that the ISA instantiations
- * take from explicit vector code instead of the portable source (SC__VEC_F64): only where
- * the compiler's own vectorisation of the portable loop measured badly, or where another
- * form measured faster for double.
- *
- * vec_dwl_fold_f64: gw[k] += the SC__TW lanes of wl[k]. The portable sc__dwl_fold is
- * vectorised by GCC across k, with 4 x 4 transposes and spills (40 % of a batch-32
- * valgrad of 1 -> 32 relu -> 1 on AVX2); here each weight's lanes are added as two 4-wide
- * vectors, in exactly sc__dwl_fold's order (partial sums s_j over the lanes t = j mod 8, in
- * lane order, then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))), so the bits are the
- * scalar path's. */
-#ifndef SC_KERNELS_VEC_F64_H
-#define SC_KERNELS_VEC_F64_H
-
-#if SC__TW % 8 != 0
-#error "vec_dwl_fold_f64 needs a tile width that is a multiple of 8"
-#endif
-
-typedef double sc_v4d __attribute__((vector_size(32), aligned(8), may_alias));
-
-static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict wl, size_t n) {
-  for (size_t k = 0; k < n; k++) {
-    const double *w = wl + k * SC__TW;
-    sc_v4d a = *(const sc_v4d *)(const void *)w, b = *(const sc_v4d *)(const void *)(w + 4);
-    for (int t = 8; t < SC__TW; t += 8) {
-      a += *(const sc_v4d *)(const void *)(w + t);
-      b += *(const sc_v4d *)(const void *)(w + t + 4);
-    }
-    gw[k] += ((a[0] + a[1]) + (a[2] + a[3])) + ((b[0] + b[1]) + (b[2] + b[3]));
-  }
-}
-
-/* The dense forward and dx of the batch paths in double, as explicit vector code of the ISA's
- * width (8 doubles on AVX-512, 4 on AVX2), register blocks of DOB rows x 2 vectors. GCC's own
- * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
- * the rows of a register block, with vpermt2pd transposes into and out of it: on Zen 4 the
- * BNN's gradient (1 -> 32 relu -> 1, batch 100) took 6.5 us on AVX-512 against 5.6 on AVX2
- * (bench/RESULTS.md, session 25). Each output's sum is the portable one (the bias or 0, then
- * the products in input order, each a multiply-add): the same bits. vec_dense_dx_act_f64
- * also applies the activation pullback of the dense layer below (identity, relu, tanh,
- * sigmoid: sc__act_bwd's operations) and adds its bias lanes, as vec_dense_dx_act_f32 does,
- * so the pass of sc__act_bwd_lane over that layer is saved. */
-#if defined(SC__ISA_AVX512)
-#define DVW 8 /* doubles per vector */
-#define DOB 8 /* rows per register block: 8 x 2 accumulators */
-#else
-#define DVW 4
-#define DOB 4 /* 4 x 2 accumulators of 16 registers */
-#endif
-#define DNV (SC__TW / DVW) /* vectors per tile row */
-typedef double sc_vd __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
-typedef long long sc_vdl __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
-#define D_ROW(p, j) (((const sc_vd *)(const void *)(p))[j])
-#define D_ROWW(p, j) (((sc_vd *)(void *)(p))[j])
-#if DVW == 8
-#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s), (s), (s), (s), (s)})
-#else
-#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s)})
-#endif
-/* v where m is false, else 0 (m: a comparison's lanes, all ones or all zeros) */
-#define D_ZERO_IF(m, v) ((sc_vd)((sc_vdl)(v) & ~(sc_vdl)(m)))
-
-/* acc[k][j] (NB rows, NVB vectors from vector jc of a tile row) = INIT(k), then for each of
- * the n steps s in order, += wp[s * ws + k * wk] times vector jc + j of tile row s of src: a
- * dense layer's sums in register blocks (the forward: rows of W against x's rows; dx: columns
- * of W against dz's rows) */
-#define D_ACC(NB, NVB, INIT, src, n, wp, ws, wk)                                                   \
-  sc_vd acc[NB][NVB];                                                                              \
-  _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                          \
-    sc_vd ik = INIT(k);                                                                            \
-    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = ik;                          \
-  }                                                                                                \
-  for (size_t s = 0; s < (n); s++) {                                                               \
-    sc_vd sv[NVB];                                                                                 \
-    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) sv[j] =                                  \
-        D_ROW((src) + s * SC__TW, jc + j);                                                         \
-    const double *w = (wp) + s * (ws);                                                             \
-    _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                        \
-      sc_vd wv = D_SPLAT(w[(size_t)k * (wk)]);                                                     \
-      _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wv * sv[j];               \
-    }                                                                                              \
-  }
-#define D_BIAS(k) D_SPLAT(b ? b[o + (size_t)(k)] : 0.0)
-#define D_ZERO(k) D_SPLAT(0.0)
-
-/* rows o..o+NB of a = act(W x + b), NVB vectors of the tile at a time; identity and relu are
- * applied as the sums are stored (sc__act_n's operations), the other activations by
- * sc__act_row from tmp */
-#define D_FWD_BODY(NB, NVB)                                                                        \
-  {                                                                                                \
-    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
-      D_ACC(NB, NVB, D_BIAS, x, I, W + o * I, 1, I)                                                \
-      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
-          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
-        sc_vd v = acc[k][j];                                                                       \
-        size_t r = (o + (size_t)k) * SC__TW;                                                       \
-        if (act == SC_IDENTITY || act == SC_RELU) {                                                \
-          if (z) D_ROWW(z + r, jc + j) = v;                                                        \
-          D_ROWW(a + r, jc + j) = act == SC_RELU ? D_ZERO_IF(v < 0.0, v) : v;                      \
-        } else                                                                                     \
-          D_ROWW(tmp + (size_t)k * SC__TW, jc + j) = v;                                            \
-      }                                                                                            \
-    }                                                                                              \
-    if (act != SC_IDENTITY && act != SC_RELU)                                                      \
-      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) SC__TN(sc__act_row)(                   \
-          a + (o + (size_t)k) * SC__TW, z ? z + (o + (size_t)k) * SC__TW : NULL,                   \
-          tmp + (size_t)k * SC__TW, act);                                                          \
-    o += NB;                                                                                       \
-  }
-
-static void vec_dense_fwd_f64(double *restrict a, double *restrict z, const double *restrict W,
-                              const double *restrict b, const double *restrict x, size_t O,
-                              size_t I, sc_act act) {
-  double tmp[DOB * SC__TW] __attribute__((aligned(64)));
-  size_t o = 0;
-  while (o + DOB <= O) D_FWD_BODY(DOB, 2)
-#if DOB > 4
-  if (o + 4 <= O) D_FWD_BODY(4, 2)
-#endif
-  while (o < O) D_FWD_BODY(1, DNV) /* one row: the whole tile's vectors hide the latency */
-}
-
-/* rows i..i+NB of dx = W^T dz, then the layer below's pullback and bias lanes */
-#define D_DX_BODY(NB, NVB)                                                                         \
-  {                                                                                                \
-    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
-      D_ACC(NB, NVB, D_ZERO, dz, O, W + i, I, 1)                                                   \
-      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
-          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
-        sc_vd v = acc[k][j];                                                                       \
-        size_t r = (i + (size_t)k) * SC__TW;                                                       \
-        if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
-          sc_vd av = D_ROW(xa + r, jc + j);                                                        \
-          if (act == SC_RELU)                                                                      \
-            v = D_ZERO_IF(av <= 0.0, v);                                                           \
-          else if (act == SC_TANH)                                                                 \
-            v *= 1.0 - av * av;                                                                    \
-          else                                                                                     \
-            v *= av * (1.0 - av);                                                                  \
-        }                                                                                          \
-        D_ROWW(dx + r, jc + j) = v;                                                                \
-        if (bl) D_ROWW(bl + r, jc + j) = D_ROW(bl + r, jc + j) + v;                                \
-      }                                                                                            \
-    }                                                                                              \
-    i += NB;                                                                                       \
-  }
-
-static inline __attribute__((always_inline)) void
-vec_dense_dx_body_f64(double *restrict dx, const double *restrict W, const double *restrict dz,
-                      size_t O, size_t I, sc_act act, const double *restrict xa,
-                      double *restrict bl) {
-  size_t i = 0;
-  while (i + DOB <= I) D_DX_BODY(DOB, 2)
-#if DOB > 4
-  if (i + 4 <= I) D_DX_BODY(4, 2)
-#endif
-  while (i < I) D_DX_BODY(1, DNV)
-}
-static void vec_dense_dx_f64(double *restrict dx, const double *restrict W,
-                             const double *restrict dz, size_t O, size_t I) {
-  vec_dense_dx_body_f64(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL);
-}
-static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
-                                 const double *restrict dz, size_t O, size_t I, sc_act act,
-                                 const double *restrict xa, double *restrict bl) {
-  vec_dense_dx_body_f64(dx, W, dz, O, I, act, xa, bl);
-}
-#undef D_FWD_BODY
-#undef D_DX_BODY
-#undef D_ACC
-#undef D_BIAS
-#undef D_ZERO
-#undef D_ZERO_IF
-#undef D_SPLAT
-#undef D_ROWW
-#undef D_ROW
-#undef DNV
-#undef DOB
-#undef DVW
-
-/* The one-state path's dense layers (sc_apply_f64, sc_vjp_f64, sc_jvp_f64: one sample, a
- * neural ODE's right-hand side), as explicit 4-wide code. The portable versions (sc__one_*
- * below) are plain loops the compiler vectorises with a scalar tail, a runtime alias check
- * and, for 2 inputs, strided column sums: for the ODE net 2 -> 50 tanh -> 2 that fixed cost
- * was most of the call (bench/RESULTS.md, session 12). Here W is read in its row-major
- * layout only (no reads past a row's or the matrix's end; a tail of fewer than 4 rows or
- * columns goes element by element) and every output is written up to a multiple of 4, the
- * padding with zeros, so that the activation loops that follow run on whole vectors. The
- * sums are in another order than the portable ones: results agree to the last bits only. */
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
-#define SC__SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
-#else
-typedef long long sc__v4l __attribute__((vector_size(32)));
-#define SC__SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (sc__v4l){i0, i1, i2, i3})
-#endif
-#define SC__LD4(ptr) (*(const sc_v4d *)(const void *)(ptr))
-#define SC__ST4(ptr) (*(sc_v4d *)(void *)(ptr))
-
-static inline sc_v4d vone_splat(double v) { return (sc_v4d){v, v, v, v}; }
-
-/* the four sums of r0..r3's lanes: (sum r0, sum r1, sum r2, sum r3) */
-static inline sc_v4d vone_hsum4(sc_v4d r0, sc_v4d r1, sc_v4d r2, sc_v4d r3) {
-  sc_v4d t0 = SC__SHUF4(r0, r1, 0, 4, 2, 6) + SC__SHUF4(r0, r1, 1, 5, 3, 7);
-  sc_v4d t1 = SC__SHUF4(r2, r3, 0, 4, 2, 6) + SC__SHUF4(r2, r3, 1, 5, 3, 7);
-  return SC__SHUF4(t0, t1, 0, 1, 4, 5) + SC__SHUF4(t0, t1, 2, 3, 6, 7);
-}
-
-/* dW of a small dense layer in dot form: gW[o*I + i] += the sum over the tile's SC__TW
- * samples of dz[o][t] x[i][t], as two 4-wide partial sums (lanes t mod 8 < 4 and >= 4,
- * samples in order), added as ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) +
- * (s0[3] + s1[3])). On the double paths it replaces the lane form, whose read-modify-write
- * of O x I x SC__TW accumulators per tile (and their fold per slice) was the largest cost
- * of a small double valgrad; for float the lane form stays (twice the lanes per vector).
- * Four weights at a time (consecutive o*I + i): their four lane sums s0 + s1 are reduced
- * together by vone_hsum4's shuffles, which add them in the same pairs (the same bits as one
- * at a time); one at a time, the horizontal sums were a quarter of the BNN's gradient. */
-static inline sc_v4d vec_dwd_lanes(const double *restrict d, const double *restrict xi) {
-  sc_v4d s0 = SC__LD4(d) * SC__LD4(xi), s1 = SC__LD4(d + 4) * SC__LD4(xi + 4);
-  for (int t = 8; t < SC__TW; t += 8) {
-    s0 += SC__LD4(d + t) * SC__LD4(xi + t);
-    s1 += SC__LD4(d + t + 4) * SC__LD4(xi + t + 4);
-  }
-  return s0 + s1; /* (s0[j] + s1[j]) */
-}
-static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
-                                     const double *restrict x, size_t O, size_t I) {
-  size_t n = O * I, f = 0, o = 0, i = 0; /* (o, i): the weight f's row and column */
-  for (; f + 4 <= n; f += 4) {
-    sc_v4d u[4];
-    for (int q = 0; q < 4; q++) {
-      u[q] = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
-      if (++i == I) i = 0, o++;
-    }
-    SC__ST4(gW + f) = SC__LD4(gW + f) + vone_hsum4(u[0], u[1], u[2], u[3]);
-  }
-  for (; f < n; f++) {
-    sc_v4d u = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
-    gW[f] += (u[0] + u[1]) + (u[2] + u[3]);
-    if (++i == I) i = 0, o++;
-  }
-}
-
-/* the sum over the inputs of row r (W + r I) times x, 4 lanes then the tail */
-static inline double vone_rowdot(const double *restrict w, const double *restrict x, size_t I) {
-  sc_v4d s0 = vone_splat(0), s1 = s0, s2 = s0, s3 = s0; /* four chains: it is latency-bound */
-  size_t i = 0;
-  for (; i + 16 <= I; i += 16) {
-    s0 += SC__LD4(w + i) * SC__LD4(x + i);
-    s1 += SC__LD4(w + i + 4) * SC__LD4(x + i + 4);
-    s2 += SC__LD4(w + i + 8) * SC__LD4(x + i + 8);
-    s3 += SC__LD4(w + i + 12) * SC__LD4(x + i + 12);
-  }
-  for (; i + 4 <= I; i += 4) s0 += SC__LD4(w + i) * SC__LD4(x + i);
-  s0 = (s0 + s1) + (s2 + s3);
-  double s = (s0[0] + s0[1]) + (s0[2] + s0[3]);
-  for (; i < I; i++) s += w[i] * x[i];
-  return s;
-}
-
-/* pre[o] = b[o] + sum_i W[o I + i] x[i] for o < O (b may be NULL); pre[O..O4) = 0 */
-static void vone_fwd_f64(double *restrict pre, const double *restrict W, const double *restrict b,
-                         const double *restrict x, size_t O, size_t I) {
-  size_t o = 0;
-  if (I == 1) {
-    sc_v4d xv = vone_splat(x[0]);
-    for (; o + 4 <= O; o += 4)
-      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + SC__LD4(W + o) * xv;
-  } else if (I == 2) { /* four rows are two vectors (w00 w01 w10 w11), (w20 w21 w30 w31) */
-    sc_v4d xx = {x[0], x[1], x[0], x[1]};
-    for (; o + 4 <= O; o += 4) {
-      sc_v4d p0 = SC__LD4(W + 2 * o) * xx, p1 = SC__LD4(W + 2 * o + 4) * xx;
-      sc_v4d s = SC__SHUF4(p0, p1, 0, 2, 4, 6) + SC__SHUF4(p0, p1, 1, 3, 5, 7);
-      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + s;
-    }
-  } else if (I >= 4) {
-    for (; o + 4 <= O; o += 4) {
-      const double *w0 = W + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
-      sc_v4d r0 = vone_splat(0), r1 = r0, r2 = r0, r3 = r0;
-      size_t i = 0;
-      for (; i + 4 <= I; i += 4) {
-        sc_v4d xv = SC__LD4(x + i);
-        r0 += SC__LD4(w0 + i) * xv;
-        r1 += SC__LD4(w1 + i) * xv;
-        r2 += SC__LD4(w2 + i) * xv;
-        r3 += SC__LD4(w3 + i) * xv;
-      }
-      sc_v4d s = vone_hsum4(r0, r1, r2, r3);
-      for (; i < I; i++) s += (sc_v4d){w0[i], w1[i], w2[i], w3[i]} * vone_splat(x[i]);
-      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + s;
-    }
-  }
-  /* the rows left (all of them for I = 3), 4 at a time, the last vector with the padding (the
-   * loads that follow read it so) */
-  for (; o < O; o += 4) {
-    sc_v4d t = vone_splat(0);
-    for (size_t j = 0; j < 4 && o + j < O; j++)
-      t[j] = (b ? b[o + j] : 0) + vone_rowdot(W + (o + j) * I, x, I);
-    SC__ST4(pre + o) = t;
-  }
-}
-
-/* dx[i] = sum_o W[o I + i] d[o] for i < I; dx[I..I4) = 0 */
-static void vone_dx_f64(double *restrict dx, const double *restrict W, const double *restrict d,
-                        size_t O, size_t I) {
-  if (I == 1) {
-    SC__ST4(dx) = (sc_v4d){vone_rowdot(W, d, O), 0, 0, 0};
-  } else if (I == 2) { /* (w00 w01 w10 w11) (d0 d0 d1 d1): lanes 0, 2 go to dx0, 1, 3 to dx1 */
-    sc_v4d a0 = vone_splat(0), a1 = a0, a2 = a0, a3 = a0;
-    size_t o = 0;
-    for (; o + 8 <= O; o += 8) {
-      sc_v4d dv = SC__LD4(d + o), dw = SC__LD4(d + o + 4);
-      a0 += SC__LD4(W + 2 * o) * SC__SHUF4(dv, dv, 0, 0, 1, 1);
-      a1 += SC__LD4(W + 2 * o + 4) * SC__SHUF4(dv, dv, 2, 2, 3, 3);
-      a2 += SC__LD4(W + 2 * o + 8) * SC__SHUF4(dw, dw, 0, 0, 1, 1);
-      a3 += SC__LD4(W + 2 * o + 12) * SC__SHUF4(dw, dw, 2, 2, 3, 3);
-    }
-    if (o + 4 <= O) {
-      sc_v4d dv = SC__LD4(d + o);
-      a0 += SC__LD4(W + 2 * o) * SC__SHUF4(dv, dv, 0, 0, 1, 1);
-      a1 += SC__LD4(W + 2 * o + 4) * SC__SHUF4(dv, dv, 2, 2, 3, 3);
-      o += 4;
-    }
-    a0 = (a0 + a1) + (a2 + a3);
-    double s0 = a0[0] + a0[2], s1 = a0[1] + a0[3];
-    for (; o < O; o++) s0 += W[2 * o] * d[o], s1 += W[2 * o + 1] * d[o];
-    SC__ST4(dx) = (sc_v4d){s0, s1, 0, 0};
-  } else
-    SC__VONE_DX_COLS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
-}
-
-/* gW[o I + i] += d[o] x[i], gb[o] += d[o] (gb may be NULL) */
-static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *restrict d,
-                        const double *restrict x, size_t O, size_t I) {
-  size_t o = 0;
-  if (I == 1) {
-    sc_v4d xv = vone_splat(x[0]);
-    for (; o + 4 <= O; o += 4) SC__ST4(gW + o) = SC__LD4(gW + o) + SC__LD4(d + o) * xv;
-  } else if (I == 2) {
-    sc_v4d xx = {x[0], x[1], x[0], x[1]};
-    for (; o + 4 <= O; o += 4) {
-      sc_v4d dv = SC__LD4(d + o);
-      SC__ST4(gW + 2 * o) = SC__LD4(gW + 2 * o) + SC__SHUF4(dv, dv, 0, 0, 1, 1) * xx;
-      SC__ST4(gW + 2 * o + 4) = SC__LD4(gW + 2 * o + 4) + SC__SHUF4(dv, dv, 2, 2, 3, 3) * xx;
-    }
-  }
-  SC__VONE_DW_ROWS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
-}
-
-#endif
-#define SC__K_FOLD_TW vec_dwl_fold_f64
-#define SC__K_DWD vec_dense_dwd_f64 /* small dense layers: dW in dot form, not lane form */
-#undef SC__K_FWD
-#undef SC__K_DX
-#define SC__K_FWD vec_dense_fwd_f64
-#define SC__K_DX vec_dense_dx_f64
-#define SC__K_DX_ACT vec_dense_dx_act_f64
-#define SC__DX_ACT_OK(act)                                                                         \
-  ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
-#define SC__DWD_DENSE 1
-#else
-#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
-#define SC__DWD_DENSE 0
-#endif
-#define SC__K_ACTB SC__TN(sc__act_bwd)
-#if SC__F32 && defined(SC__VEC_CONV)
 #define SC__K_CONV_FWD vec_conv_fwd_f32
 #define SC__K_CONV_DWL vec_conv_dwl_f32
 #define SC__K_CONV_DX vec_conv_dx_f32
@@ -9549,14 +14619,50 @@ static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *
 #define SC__K_POOL2_ACT_BWD vec_pool2_act_bwd_f32
 #define SC__K_CONV_POOL_FWD vec_conv_pool_fwd_f32
 #define SC__K_POOL2_HITS_BWD vec_pool2_hits_bwd_f32
-#else
+/* src/typed/choice.h — which kernel each step of the slice pipeline (src/typed/slice.h) calls: a
+ * kernel set's vector kernels define the SC__K_* they take over (kernels/x86/f32.h, f64.h, included
+ * before this file); the portable kernels of this element type take the rest. */
+#ifndef SC__K_FWD
+#define SC__K_FWD SC__TN(sc__dense_fwd)
+#endif
+#ifndef SC__BFP
+#define SC__BFP(name) sc__bf16_##name
+#endif
+#ifndef SC__K_DW
+#define SC__K_DW SC__TN(sc__dense_dw)
+#endif
+#ifndef SC__K_DX
+#define SC__K_DX SC__TN(sc__dense_dx)
+#endif
+#ifndef SC__K_DWL
+#define SC__K_DWL SC__TN(sc__dense_dwl)
+#endif
+/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
+ * paths) */
+#ifndef SC__K_FOLD_TW
+#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
+#endif
+#ifndef SC__K_DWL_FOLD
+#define SC__K_DWL_FOLD SC__K_FOLD_TW
+#endif
+#ifndef SC__DWL_LANES
+#define SC__DWL_LANES SC__TW
+#endif
+#ifndef SC__DWD_DENSE
+#define SC__DWD_DENSE 0
+#endif
+#define SC__K_ACTB SC__TN(sc__act_bwd)
+#ifndef SC__K_CONV_FWD
 #define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
 #define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
 #define SC__K_CONV_DX SC__TN(sc__conv_dx)
 #define SC__K_POOL_FWD SC__TN(sc__pool_fwd)
 #define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
 #endif
-
+/* src/typed/slice.h — the per-slice pipeline of sc_forward, sc_valgrad and sc_pullback: a tile's
+ * input and target gathered, every layer's forward, the loss and its gradient, every layer's
+ * pullback (activation derivative, dW, db, dx), the slice's gradient; the NaN scan and the float
+ * ADAM step of the kernel table. Compiled once per element type and kernel set. */
 #ifndef SC__BUILTIN_PASS /* the built-in passes use the types of the first pass */
 typedef struct SC__TT(sc__job) {
   const sc_chain *c;
@@ -10525,7 +15631,72 @@ SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, fl
   }
 }
 #endif
-
+/* kernels/x86/one_f32.h — the one-state path's dense layers in float on 8-wide vectors. */
+/* kernels/x86/vone.h — the one-state dense kernels' parts that do not depend on the vector
+ * width, for vone_*_f64 (4 doubles, kernels/x86/f64.h) and vonef_* (8 floats, one_f32.h): T the
+ * element type, VT the vector type of W_ lanes, LD / ST its unaligned load and store, SPLAT its
+ * broadcast. */
+#ifndef SC__VONE_PARTS
+#define SC__VONE_PARTS 1
+/* dx[i] = sum_o W[o I + i] d[o] for 3 <= I (then dx[I..) padding = 0): column blocks of 2 W
+ * and W lanes, rows in pairs (four or two chains), the last columns as one vector */
+#define SC__VONE_DX_COLS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    size_t i = 0;                                                                                  \
+    for (; i + 2 * (W_) <= I; i += 2 * (W_)) {                                                     \
+      VT a0 = SPLAT(0), a1 = a0, b0 = a0, b1 = a0;                                                 \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        VT d0 = SPLAT(d[o]), d1 = SPLAT(d[o + 1]);                                                 \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+        b0 += LD(W + (o + 1) * I + i) * d1;                                                        \
+        b1 += LD(W + (o + 1) * I + i + (W_)) * d1;                                                 \
+      }                                                                                            \
+      if (o < O) {                                                                                 \
+        VT d0 = SPLAT(d[o]);                                                                       \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+      }                                                                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+      ST(dx + i + (W_)) = a1 + b1;                                                                 \
+    }                                                                                              \
+    for (; i + (W_) <= I; i += (W_)) {                                                             \
+      VT a0 = SPLAT(0), b0 = a0;                                                                   \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        a0 += LD(W + o * I + i) * SPLAT(d[o]);                                                     \
+        b0 += LD(W + (o + 1) * I + i) * SPLAT(d[o + 1]);                                           \
+      }                                                                                            \
+      if (o < O) a0 += LD(W + o * I + i) * SPLAT(d[o]);                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+    }                                                                                              \
+    if (i < I) {                                                                                   \
+      VT t = SPLAT(0);                                                                             \
+      for (size_t j = 0; i + j < I; j++) {                                                         \
+        T s = 0;                                                                                   \
+        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];                               \
+        t[j] = s;                                                                                  \
+      }                                                                                            \
+      ST(dx + i) = t;                                                                              \
+    }                                                                                              \
+  } while (0)
+/* gW[o I + i] += d[o] x[i] for the rows from o on, then gb[o] += d[o] for all (gb may be
+ * NULL); returns from the function */
+#define SC__VONE_DW_ROWS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    for (; o < O; o++) {                                                                           \
+      T *restrict g = gW + o * I;                                                                  \
+      VT dv = SPLAT(d[o]);                                                                         \
+      size_t i = 0;                                                                                \
+      for (; i + (W_) <= I; i += (W_)) ST(g + i) = LD(g + i) + dv * LD(x + i);                     \
+      for (; i < I; i++) g[i] += d[o] * x[i];                                                      \
+    }                                                                                              \
+    if (!gb) return;                                                                               \
+    for (o = 0; o + (W_) <= O; o += (W_)) ST(gb + o) = LD(gb + o) + LD(d + o);                     \
+    for (; o < O; o++) gb[o] += d[o];                                                              \
+  } while (0)
+#endif
 /* The one-state path's dense layers in float (sc_apply, sc_vjp, sc_jvp), as explicit 8-wide
  * code: vone_*_f64's method with 8 lanes. The portable loops (sc__one_dense_* below), as
  * GCC vectorised them with AVX-512 flags, made sc_apply of 2 -> 50 tanh -> 50 tanh -> 2
@@ -10533,9 +15704,6 @@ SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, fl
  * dense forward 82 % of it: bench/RESULTS.md, session 26). W is read in its row-major layout
  * only; every output is written up to a multiple of 8, the padding with zeros. The sums are
  * in another order than the portable ones: results agree to the last bits only. */
-#if SC__F32 && defined(SC__VEC_F32)
-#ifndef SC_KERNELS_VONE_F32_H
-#define SC_KERNELS_VONE_F32_H
 typedef float sc_v8f __attribute__((vector_size(32), aligned(4), may_alias));
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 #define SC__SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
@@ -10659,9 +15827,6 @@ static void vonef_dw(float *restrict gW, float *restrict gb, const float *restri
   }
   SC__VONE_DW_ROWS(float, sc_v8f, 8, SC__LD8, SC__ST8, vonef_splat);
 }
-#endif
-#endif
-
 /* ---------------------------------------------------------------- one state */
 /* The single-state path (sc_apply, sc_vjp, sc_jvp): one sample, no tiles, so an ODE
  * right-hand side costs a few matrix-vector products. Activations of layer l live at
@@ -11054,8 +16219,9 @@ static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, c
 #undef SC__ONE_FWD
 #undef SC__ONE_DX
 #undef SC__ONE_DW
-
-/* ---------------------------------------------------------------- the kernel table */
+/* src/typed/table.h — a kernel set's table (src/internal.h's sc__kt_f32 / sc__kt_f64): exported
+ * from its kernels/ file, static in a built-in set of the two drop-in files (SC__KT_LINKAGE), and
+ * the portable set's ("scalar", src/compute.c). */
 #ifdef SC__KERNELS_ONLY
 #ifndef SC__KT_LINKAGE
 #define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
@@ -11080,7 +16246,7 @@ SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME,
 SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
                                                      SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
 #endif
-#else /* the portable set, and the engine's typed entry points */
+#else /* the portable set */
 #if SC__F32
 static const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
@@ -11088,651 +16254,9 @@ static const sc__kt_f32 sc__kt_ref_f32 = {
 static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
-
-#if SC__F32
-#define SC__PUB(name) name
-#else
-#define SC__PUB(name) name##_f64
 #endif
-
-static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
-                                          const SC__T *v, size_t rows, size_t cols) {
-  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
-  size_t n = rows * cols, k = 0;
-  if (n <= 16) /* a state or a cotangent of a few elements: no call through the table */
-    while (k < n && isfinite(v[k])) k++;
-  else
-    k = kt->find_nonfinite(v, n);
-  if (k == n) return SC_OK;
-  if (rows == 1)
-    return sc__fail(SC_ERR_NONFINITE, fn, "%s: element %zu is %s", what, k,
-                    isnan(v[k]) ? "NaN" : "Inf");
-  return sc__fail(SC_ERR_NONFINITE, fn, "%s of sample %zu, element %zu is %s", what, k / cols,
-                  k % cols, isnan(v[k]) ? "NaN" : "Inf");
-}
-
-/* The parameters of a compute call: a NaN or Inf in p is SC_ERR_NONFINITE naming the
- * element (one vectorised pass over p; bench/RESULTS.md gives its cost). */
-static sc_status SC__TN(sc__param_check)(const char *fn, const sc_chain *c, const SC__T *p) {
-  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
-  size_t k = kt->find_nonfinite(p, c->nparams);
-  if (k == c->nparams) return SC_OK;
-  return sc__fail(SC_ERR_NONFINITE, fn, "parameter p[%zu] is %s", k, isnan(p[k]) ? "NaN" : "Inf");
-}
-
-/* the error for an input the gathers found a NaN or Inf in: the up-front check's message */
-static sc_status SC__TN(sc__input_bad)(const char *fn, const sc_chain *c, const SC__T *x,
-                                       size_t batch) {
-  sc_status st = SC__TN(sc__finite_check)(fn, c, "input", x, batch, c->in);
-  return st ? st : sc__fail(SC_ERR_NONFINITE, fn, "input: a NaN or Inf was found");
-}
-
-/* Workers take slices as they go (an atomic counter), so a core slowed by the host does
- * not hold the others up. Results do not depend on it: a slice's gradient and loss are its
- * own, and the slices are reduced in index order. A worker runs its slices in its own scratch
- * area (number worker; the slice's number when there are more workers than areas): one
- * thread's consecutive slices then find their tile memory in its L1 / L2 instead of each
- * bringing in its own (the micro-benchmark, 1 thread, 2 slices: 2.4 % faster) */
-static void SC__TN(sc__task)(void *arg, int worker, int nworkers) {
-  SC__TT(sc__job) *J = arg;
-  if (nworkers <= 1) {
-    for (size_t s = J->slice_lo; s < J->slice_hi; s++) J->kt->run_slice(J, s, 0);
-    return;
-  }
-  int own = (size_t)nworkers <= J->ws->max_slices;
-  for (size_t s; (s = J->slice_lo + sc__pool_claim(J->ws->pool)) < J->slice_hi;)
-    J->kt->run_slice(J, s, own ? (size_t)worker : s);
-}
-
-/* Runs a validated job; reduces the slices into g (overwrite or accumulate) and loss. */
-#if SC__F32
-/* bf16 precisions: the parameters with their weights rounded to bfloat16 (biases kept), and the
- * bf16 kernels' weight operands made from them, in units of a layer's rows [o0, o1) (o0 even): a
- * unit rounds its rows and packs the pairs made of them only, so units run on any thread in any
- * order and give the same bits. (One serial pass took 43 us of LeNet5's 550-us bf16 step on
- * 2 threads, the other thread waiting: the rounding, in the portable code, half of it.) */
-static void sc__bf16_params_rows(sc_workspace *ws, const float *p, size_t l, size_t o0, size_t o1) {
-  const sc__lplan *P = &ws->chain->L[l];
-  int conv = P->spec.kind == SC_LAYER_CONV2D;
-  if (P->spec.kind != SC_LAYER_DENSE && !conv) {
-    memcpy(ws->bf_p + P->poff, p + P->poff, P->np * sizeof *p);
-    return;
-  }
-  /* conv: K x R, as a dense layer's O x I; weights first, then the biases */
-  size_t I = conv ? P->R : P->in, O = conv ? P->oc : P->out, I2 = (I + 1) / 2, O2 = (O + 1) / 2;
-  float *W = ws->bf_p + P->poff;
-#ifdef SC__HAVE_BF16_NATIVE
-  if (!conv && ws->bf_round && ws->bf16k && ws->prec == SC_PRECISION_BF16 &&
-      (ws->bf_on[l] & 3) == 3) {
-    /* a dense layer whose forward and pullback both run on the bf16 kernels reads only their
-     * pairs and its biases: the pairs made from p, each float rounded as it is loaded (the same
-     * bits), without the rounded copy of the weights (LeNet5's dense layers, 41,600 of its
-     * 44,426 parameters) */
-    uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
-    if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
-    sc__bf16_wf_native(wf, p + P->poff, I, o0, o1);
-    sc__bf16_wd_native(wd, p + P->poff, O, I, O2, o0 / 2, (o1 + 1) / 2, 1);
-    return;
-  }
-#endif
-  memcpy(W + o0 * I, p + P->poff + o0 * I, (o1 - o0) * I * sizeof *p);
-  (ws->bf_round ? ws->bf_round : sc__bf16_round_n)(W + o0 * I, (o1 - o0) * I);
-  if (P->spec.bias) memcpy(W + O * I + o0, p + P->poff + O * I + o0, (o1 - o0) * sizeof *p);
-  if (!ws->bf16k || !ws->bf_on[l]) return;
-  /* the bf16 kernels' weight operands: pairs along the inputs and the outputs */
-  uint32_t *wf = ws->bf_w + ws->bf_woff[l], *wd = wf + O * I2;
-  /* W holds bf16 values (rounded above): a pair is the upper halves of two floats' bits
-   * (sc__bf16_pair would round them again, to the same bits: 35 ms of a 0.9-s LeNet5 run) */
-  for (size_t o = o0; o < (ws->bf_on[l] & 20 ? o0 : o1); o++) { /* (bits 4, 16: below) */
-    const float *r = W + o * I;
-    for (size_t k = 0; k < I / 2; k++) wf[o * I2 + k] = sc__bf16_pair_r(r[2 * k], r[2 * k + 1]);
-    if (I % 2) wf[o * I2 + I / 2] = sc__fbits(r[I - 1]) >> 16;
-  }
-  size_t m0 = o0 / 2, m1 = (o1 + 1) / 2;
-#ifdef SC__HAVE_BF16_NATIVE
-  if (ws->bf_round) /* the CPU has AVX512_BF16, so AVX-512 */
-    sc__bf16_wd_native(wd, W, O, I, O2, m0, m1, 0);
-  else
-#endif
-    for (size_t i = 0; i < I; i++) /* wd's rows in order; this unit's pairs m of each */
-      for (size_t m = m0; m < m1; m++)
-        wd[i * O2 + m] =
-            sc__bf16_pair_r(W[2 * m * I + i], 2 * m + 1 < O ? W[(2 * m + 1) * I + i] : 0);
-  if (conv && (ws->bf_on[l] & 8)) /* AMX's dx in place: wd's rows in tperm's order */
-    for (size_t i = 0; i < I; i++)
-      memcpy(wd + I * O2 + i * O2 + m0, wd + P->tperm[i] * O2 + m0, (m1 - m0) * sizeof *wd);
-  /* the channel-pair forward's: (w[o][2 cp][i][j], w[o][2 cp + 1][i][j]) */
-  if (conv && (ws->bf_on[l] & 16)) {
-    uint32_t *wh = wd + 2 * I * O2;
-    size_t ic = P->ic, t = P->spec.kh * P->spec.kw, KC = (ic + 1) / 2 * t;
-    for (size_t o = o0; o < o1; o++) /* q = cp t + ij (no division: 3 ms an epoch) */
-      for (size_t cp = 0; 2 * cp < ic; cp++) {
-        const float *r = W + o * I + 2 * cp * t;
-        uint32_t *d = wh + o * KC + cp * t;
-        if (2 * cp + 1 < ic)
-          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__bf16_pair_r(r[ij], r[ij + t]);
-        else
-          for (size_t ij = 0; ij < t; ij++) d[ij] = sc__fbits(r[ij]) >> 16;
-      }
-  }
-  if (conv && (ws->bf_on[l] & 4)) { /* the direct forward's: a channel's taps (2q, 2q + 1) */
-    uint32_t *wc = wd + I * O2;
-    size_t t = P->spec.kh * P->spec.kw, TP = (t + 1) / 2, KD = P->ic * TP;
-    for (size_t o = o0; o < o1; o++)
-      for (size_t ci = 0; ci < P->ic; ci++) {
-        const float *r = W + o * I + ci * t;
-        uint32_t *d = wc + o * KD + ci * TP;
-        for (size_t q = 0; 2 * q + 1 < t; q++) d[q] = sc__bf16_pair_r(r[2 * q], r[2 * q + 1]);
-        if (t % 2) /* the last tap: the second half of its pair (a 1 x 1 kernel's: the first) */
-          d[TP - 1] = t > 1 ? sc__bf16_pair_r(0.0f, r[t - 1]) : sc__fbits(r[0]) >> 16;
-      }
-  }
-}
-
-/* a layer's rows per unit: an even number, about SC__BFP_UNIT weights (16 KB: in L1) */
-#define SC__BFP_UNIT 4096
-static size_t sc__bf16_params_chunk(const sc__lplan *P) {
-  size_t I = P->spec.kind == SC_LAYER_CONV2D ? P->R : P->in;
-  size_t ch = I ? SC__BFP_UNIT / I : 0;
-  return ch < 2 ? 2 : ch & ~(size_t)1;
-}
-/* unit u: its layer and rows; 0 when u is past the last */
-static int sc__bf16_params_unit(const sc_chain *c, size_t u, size_t *l, size_t *o0, size_t *o1) {
-  for (size_t k = 0; k < c->nlayers; k++) {
-    const sc__lplan *P = &c->L[k];
-    if (P->np == 0) continue;
-    int wl = P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D;
-    size_t O = !wl ? 1 : P->spec.kind == SC_LAYER_CONV2D ? P->oc : P->out;
-    size_t ch = wl ? sc__bf16_params_chunk(P) : 1, n = (O + ch - 1) / ch;
-    if (u < n) {
-      *l = k;
-      *o0 = u * ch;
-      *o1 = O - *o0 < ch ? O : *o0 + ch;
-      return 1;
-    }
-    u -= n;
-  }
-  return 0;
-}
-typedef struct {
-  sc_workspace *ws;
-  const float *p;
-} sc__bfp_job;
-/* With several workers, a unit goes to the worker whose part of the parameters (sc__part_range,
- * the parts of sc_train's ADAM step, sc__optjob_task) holds the unit's first weight: the worker
- * that has just updated those parameters reads them from its own cache. Taken as they came (any
- * worker, any unit), the units read the other core's freshly written parameters, and the next
- * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
- * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
- * run and 27 in ADAM; with the units aligned, 32 and 17, the epoch 6 % faster (with the vCPUs 80
- * ns apart: no change; bench/RESULTS.md, session 32). */
-static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
-  const sc__bfp_job *B = arg;
-  const sc_chain *c = B->ws->chain;
-  size_t l, o0, o1;
-  if (nworkers > 1) {
-    size_t parts = sc__parts(nworkers), k0, k1;
-    for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++) {
-      const sc__lplan *P = &c->L[l];
-      size_t I = P->spec.kind == SC_LAYER_CONV2D  ? P->R
-                 : P->spec.kind == SC_LAYER_DENSE ? P->in
-                                                  : 1;
-      size_t e = P->poff + o0 * I, w = 0;
-      for (; w + 1 < parts; w++) {
-        sc__part_range(w, parts, c->nparams, &k0, &k1);
-        if (e < k1) break;
-      }
-      if (w % (size_t)nworkers == (size_t)worker) sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
-    }
-    return;
-  }
-  for (size_t u = 0; sc__bf16_params_unit(c, u, &l, &o0, &o1); u++)
-    sc__bf16_params_rows(B->ws, B->p, l, o0, o1);
-}
-static const float *sc__bf16_params(sc_workspace *ws, const float *p) {
-  sc__bfp_job B = {ws, p};
-  if (ws->chain->nparams >= SC__OPT_PAR_MIN)
-    sc__pool_run(ws->pool, sc__bf16_params_task, &B);
-  else /* small: waking the pool would cost more */
-    sc__bf16_params_task(&B, 0, 1);
-  return ws->bf_p;
-}
-#endif
-
-/* The slices' gradients summed into g (overwritten, or added to with accumulate): each
- * worker takes a part of the elements (sc__part_range) and adds the slices in index order, in
- * blocks that stay in L1, so every element gets the same additions in the same order on any
- * number of threads. Large chains run it on the workspace's threads (LeNet5's 44,426
- * parameters from 2 slices at batch 64), others on the caller alone. */
-typedef struct SC__TT(sc__redjob) {
-  sc_workspace *ws;
-  SC__T *g;
-  size_t np, nslices;
-  int accumulate;
-} SC__TT(sc__redjob);
-
-static void SC__TN(sc__reduce_task)(void *arg, int worker, int nworkers) {
-  const SC__TT(sc__redjob) *R = arg;
-  size_t parts = sc__parts(nworkers), k0, k1;
-  for (size_t w = (size_t)worker; w < parts; w += (size_t)nworkers) {
-    sc__part_range(w, parts, R->np, &k0, &k1);
-    for (size_t b0 = k0; b0 < k1; b0 += 1024) {
-      size_t b1 = k1 - b0 < 1024 ? k1 : b0 + 1024;
-      SC__T *restrict g = R->g;
-      for (size_t s = 0; s < R->nslices; s++) {
-        const SC__T *restrict gsl =
-            (const SC__T *)(const void *)(R->ws->slices + s * R->ws->slice_bytes +
-                                          R->ws->tile_bytes);
-        if (s == 0 && !R->accumulate)
-          for (size_t k = b0; k < b1; k++) g[k] = gsl[k];
-        else
-          for (size_t k = b0; k < b1; k++) g[k] += gsl[k];
-      }
-    }
-  }
-}
-
-static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, double *loss) {
-#if SC__F32
-  if (J->ws->prec != SC_PRECISION_FP32) {
-    J->bf16 = 1;
-    J->bf16k = J->ws->prec == SC_PRECISION_BF16 ? J->ws->bf16k : 0;
-    J->p = sc__bf16_params(J->ws, J->p);
-  }
-#endif
-  J->ntiles = (J->batch + SC__TW - 1) / SC__TW;
-  J->nslices = sc__slices_for(J->c, J->batch);
-  J->scale = (SC__T)(1.0 / (double)J->batch);
-  J->kt = SC__F32 ? (const void *)J->c->kf : (const void *)J->c->kd;
-  J->slice_lo = 0;
-  J->slice_hi = J->nslices;
-  if (J->own_slices) { /* data-parallel: this rank's contiguous run of slices */
-    sc__rank_slices(J->nslices, (size_t)J->dist_rank, (size_t)J->dist_ranks, &J->slice_lo,
-                    &J->slice_hi);
-  }
-  /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
-   * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
-   * slower than on 1); the slice's work is the same whichever thread does it */
-  if (J->slice_hi - J->slice_lo == 1)
-    SC__TN(sc__task)(J, 0, 1);
-  else if (J->slice_hi > J->slice_lo)
-    sc__pool_run(J->ws->pool, SC__TN(sc__task), J);
-  if (J->own_slices) return; /* the caller exchanges the slices and reduces them */
-  if (J->chk_x)
-    for (size_t s = 0; s < J->nslices; s++)
-      if (J->slice_bad[s]) {
-        J->x_bad = 1; /* the caller reports it; no loss, no gradient written */
-        return;
-      }
-  if (loss) {
-    double l = 0;
-    for (size_t s = 0; s < J->nslices; s++) l += J->slice_loss[s];
-    *loss = l / (double)J->batch;
-  }
-  if (g && J->want_g) {
-    sc_workspace *ws = J->ws;
-    size_t np = J->c->nparams;
-    SC__TT(sc__redjob) R = {ws, g, np, J->nslices, accumulate};
-    if (np >= SC__OPT_PAR_MIN && J->nslices > 1)
-      sc__pool_run(ws->pool, SC__TN(sc__reduce_task), &R);
-    else /* small: waking the pool would cost more */
-      SC__TN(sc__reduce_task)(&R, 0, 1);
-  }
-}
-
-static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_workspace *ws, int mode,
-                                 const SC__T *p, const SC__T *x, size_t batch) {
-  memset(J, 0, sizeof *J);
-  J->c = c;
-  J->ws = ws;
-  J->mode = mode;
-  J->p = p;
-  J->x = x;
-  J->batch = batch;
-}
-
-/* Small batches of dense chains go sample by sample through the one-state path (sc__one: a
- * few matrix-vector products) instead of a tile of SC__TW samples, most of them padding: at
- * batch 1 a forward of 784 -> 128 -> 64 -> 10 relu took 66.5 us as a tile and 8.3 us as one
- * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
- * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
- * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
- * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (a LeNet5 forward on one
- * state takes 51-58 us, a whole tile 86: the one-state conv would win at batch 1 alone), fp32
- * precision (a bf16 workspace keeps its bf16 GEMMs), and for a loss at most SC__SMALL_OUT outputs
- * (its cotangent is on the stack). The choice depends on the chain and the batch size only, never
- * on threads or profiling; results differ from the tile path's in the last bits, as results may
- * with the batch size. */
-#define SC__SMALL_BATCH 4
-#define SC__SMALL_OUT 64
-static int SC__TN(sc__small_ok)(const sc_chain *c, const sc_workspace *ws, size_t batch,
-                                int training) {
-  if (batch > SC__SMALL_BATCH) return 0;
-#if SC__F32
-  if (ws->prec != SC_PRECISION_FP32) return 0;
-#else
-  (void)ws;
-#endif
-  for (size_t l = 0; l < c->nlayers; l++) {
-    sc_layer_kind k = c->L[l].spec.kind;
-    if (k == SC_LAYER_CONV2D || k == SC_LAYER_MAXPOOL2D) return 0;
-    if (k == SC_LAYER_DROPOUT && training && c->L[l].spec.rate > 0) return 0; /* masks */
-  }
-  return 1;
-}
-
-/* the loss of one sample's outputs y (see sc__loss_tile: the same formulas), and with v != NULL
- * its gradient times s into v */
-static double SC__TN(sc__small_loss)(const sc_chain *c, sc_loss loss, const SC__T *y,
-                                     const void *target, size_t b, SC__T s, SC__T *v) {
-  size_t O = c->out;
-  if (loss == SC_LOSS_LOGIT_CROSSENTROPY) {
-    size_t lab = (size_t)((const int32_t *)target)[b], am = 0;
-    for (size_t o = 1; o < O; o++)
-      if (y[o] > y[am]) am = o;
-    SC__T m = y[am], se = 1;
-    for (size_t o = 0; o < O; o++)
-      if (o != am) se += SC__EXP(y[o] - m);
-    SC__T lse = m + SC__LOG(se);
-    if (v)
-      for (size_t o = 0; o < O; o++) v[o] = s * (SC__EXP(y[o] - lse) - (o == lab ? 1 : 0));
-    return (double)(lse - y[lab]);
-  }
-  const SC__T *t = (const SC__T *)target + b * O;
-  SC__T acc = 0;
-  for (size_t o = 0; o < O; o++) {
-    SC__T e = y[o] - t[o];
-    if (loss == SC_LOSS_SQUARED) {
-      acc += e * e;
-      if (v) v[o] = 2 * s * e;
-    } else {
-      acc += SC__FABS(e);
-      if (v) v[o] = s * (SC__T)((e > 0) - (e < 0));
-    }
-  }
-  return (double)acc;
-}
-
-static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
-                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
-                                SC__T *jw, sc_workspace *ws, int fwd);
-
-/* sc_valgrad / sc_loss_value / sc_pullback on a small batch, sample by sample (sc__small_ok):
- * with a loss, its value into *lossv and the gradient (g, gx overwritten; g may be NULL, gx
- * too); with dy instead (pullback), g accumulates and gx is overwritten */
-static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T *p, const SC__T *x,
-                                   const void *target, const SC__T *dy, size_t batch, double *lossv,
-                                   SC__T *g, SC__T *gx, sc_workspace *ws) {
-  SC__T y[SC__SMALL_OUT], v[SC__SMALL_OUT] = {0}; /* (v: cppcheck's uninitvar) */
-  SC__T s = (SC__T)(1.0 / (double)batch);
-  double l = 0;
-  if (g && !dy) memset(g, 0, c->nparams * sizeof *g);
-  if (gx) memset(gx, 0, batch * c->in * sizeof *gx);
-  for (size_t b = 0; b < batch; b++) {
-    const SC__T *xb = x + b * c->in, *vb = dy ? dy + b * c->out : v;
-    if (!dy) {
-      SC__TN(sc__one_run)(c, p, xb, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
-      l += SC__TN(sc__small_loss)(c, loss, y, target, b, s, (g || gx) ? v : NULL);
-    }
-    if (g || gx) /* after the loss's forward, the pullback alone (with dy: both) */
-      SC__TN(sc__one_run)(c, p, xb, vb, NULL, NULL, gx ? gx + b * c->in : NULL, g, NULL, ws, !!dy);
-  }
-  if (lossv) *lossv = l / (double)batch;
-}
-
-sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
-                              SC__T *y, sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
-  if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
-    for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
-    (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
-    return SC_OK;
-  }
-  SC__TT(sc__job) J;
-  SC__TN(sc__job_init)(&J, chain, ws, SC__FORWARD, p, x, batch);
-  J.y = y;
-  SC__TN(sc__execute)(&J, NULL, 0, NULL);
-  return SC_OK;
-}
-
-/* tiles <- the n samples of a row-major array, in order (tile k at k cols SC__TW, zeros past
- * the last sample): what the steps' gathers make, made once (sc__train_tiles) */
-static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
-  SC__TT(sc__job) J;
-  memset(&J, 0, sizeof J); /* (no idx, no check) */
-  for (size_t b0 = 0; b0 < n; b0 += SC__TW) {
-    size_t m = n - b0 < SC__TW ? n - b0 : SC__TW;
-    SC__TN(sc__gather)(dst + b0 * cols, (const SC__T *)src, cols, &J, b0, m, 0);
-  }
-}
-
-/* sc_train's tiles made before its steps (sc__train_tiles), for a step in order (no idx) */
-static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
-  const sc_workspace *ws = J->ws;
-  if (!ws->tiles_x || idx || ws->tiles_f64 != !SC__F32) return;
-  J->tiles_x = (const SC__T *)ws->tiles_x + ws->tiles0 * J->c->in * SC__TW;
-  if (ws->tiles_t) J->tiles_t = (const SC__T *)ws->tiles_t + ws->tiles0 * J->c->out * SC__TW;
-}
-
-/* valgrad core, shared by the public entry points and sc_train (idx, no checks). chk_x: the
- * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
- * they found one, else 0 */
-static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                   const SC__T *x, const size_t *idx, const void *target,
-                                   size_t batch, double *lossv, SC__T *g, SC__T *gx,
-                                   sc_workspace *ws, int train, int chk_x) {
-  SC__TT(sc__job) J;
-  SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
-  J.loss = loss;
-  J.target = target;
-  J.idx = idx;
-  J.gx = gx;
-  J.want_g = g != NULL;
-  J.train = train;
-  J.drop_seed = ws->drop_seed;
-  J.drop_step = ws->drop_step;
-  J.chk_x = chk_x;
-  SC__TN(sc__job_tiles)(&J, idx);
-  SC__TN(sc__execute)(&J, g, 0, lossv);
-  if (J.x_bad) return 1;
-  if (train) ws->drop_step++;
-  return 0;
-}
-
-/* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
- * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
-static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                    const SC__T *x, const size_t *idx, const void *target,
-                                    size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
-                                    size_t *lo, size_t *hi, double *slice_loss) {
-  SC__TT(sc__job) J;
-  SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
-  J.loss = loss;
-  J.target = target;
-  J.idx = idx;
-  J.want_g = 1;
-  J.train = 1;
-  J.drop_seed = ws->drop_seed;
-  J.drop_step = ws->drop_step;
-  J.own_slices = 1;
-  SC__TN(sc__job_tiles)(&J, idx);
-  J.dist_rank = rank;
-  J.dist_ranks = ranks;
-  SC__TN(sc__execute)(&J, NULL, 0, NULL);
-  *ns = J.nslices;
-  *lo = J.slice_lo;
-  *hi = J.slice_hi;
-  for (size_t s = J.slice_lo; s < J.slice_hi; s++) slice_loss[s] = J.slice_loss[s];
-  ws->drop_step++;
-}
-
-static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain, sc_loss loss,
-                                          const void *target, size_t batch) {
-  sc_status st = sc__loss_check(fn, chain, loss, target);
-  if (st) return st;
-  if (loss == SC_LOSS_LOGIT_CROSSENTROPY)
-    return sc__labels_check(fn, (const int32_t *)target, batch, chain->out);
-  return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
-}
-
-sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p, const SC__T *x,
-                              const void *target, size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
-                              sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
-  if (st) return st;
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
-  /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
-   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
-   * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
-   * either way an error names the first such element and nothing is written */
-  int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
-  int chk_x = !small && !gx;
-  if (!chk_x && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
-    return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  double l = 0;
-  if (small) {
-    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, g, gx, ws);
-    ws->drop_step++; /* as sc__valgrad_run's: no dropout layer here draws from it */
-  } else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1,
-                                     chk_x))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
-  if (lossv) *lossv = (SC__T)l;
-  return SC_OK;
-}
-
-sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                 const SC__T *x, const void *target, size_t batch, SC__T *lossv,
-                                 sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
-  if (st) return st;
-  if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
-  int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 0);
-  if (small && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
-    return st; /* (else the gathers check x, as in sc_valgrad) */
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  double l = 0;
-  if (small)
-    SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, NULL, NULL, ws);
-  else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0,
-                                   1))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
-  *lossv = (SC__T)l;
-  return SC_OK;
-}
-
-sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const int32_t *labels, size_t n, double *loss, double *accuracy,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
-  if (st) return st;
-  if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
-  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
-  if (chain->out < 2)
-    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
-                    chain->out);
-  if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, n, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  double lsum = 0, csum = 0;
-  for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
-    size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
-    SC__TT(sc__job) J;
-    SC__TN(sc__job_init)(&J, chain, ws, SC__LOSS, p, x + b0 * chain->in, nb);
-    J.loss = SC_LOSS_LOGIT_CROSSENTROPY;
-    J.target = labels + b0;
-    J.count_correct = 1;
-    double l = 0;
-    SC__TN(sc__execute)(&J, NULL, 0, &l);
-    lsum += l * (double)nb;
-    for (size_t s = 0; s < J.nslices; s++) csum += J.slice_correct[s];
-  }
-  if (loss) *loss = lsum / (double)n;
-  if (accuracy) *accuracy = csum / (double)n;
-  return SC_OK;
-}
-
-sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
-  if (st) return st;
-  if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
-    return st;
-  if (!g && !gx) return SC_OK;
-  if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
-    SC__TN(sc__small_grad)(chain, SC_LOSS_SQUARED, p, x, NULL, dy, batch, NULL, g, gx, ws);
-    return SC_OK;
-  }
-  SC__TT(sc__job) J;
-  SC__TN(sc__job_init)(&J, chain, ws, SC__PULLBACK, p, x, batch);
-  J.dy = dy;
-  J.gx = gx;
-  J.want_g = g != NULL;
-  SC__TN(sc__execute)(&J, g, 1, NULL);
-  return SC_OK;
-}
-
-/* ---------------------------------------------------------------- one state (API) */
-static sc_status SC__TN(sc__one_check)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                       const SC__T *u, const sc_workspace *ws) {
-  if (!chain) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
-  if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
-  if (!u) return sc__fail(SC_ERR_NULL, fn, "argument 'u' is NULL");
-  if (!ws) return sc__fail(SC_ERR_NULL, fn, "argument 'ws' is NULL");
-  if (ws->chain != chain)
-    return sc__fail(SC_ERR_ARG, fn, "the workspace was created for a different chain");
-  sc_status st = SC__TN(sc__finite_check)(fn, chain, "state u", u, 1, chain->in);
-  return st ? st : SC__TN(sc__param_check)(fn, chain, p);
-}
-
-static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC__T *u,
-                                const SC__T *v, const SC__T *w, SC__T *y, SC__T *du, SC__T *dp,
-                                SC__T *jw, sc_workspace *ws, int fwd) {
-  const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)chain->kf : (const void *)chain->kd;
-  kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
-}
-
-sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
-                            sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
-  if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
-  SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
-  return SC_OK;
-}
-
-sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *v,
-                          SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
-  if (st) return st;
-  if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
-  SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws, 1);
-  return SC_OK;
-}
-
-sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *w,
-                          SC__T *y, SC__T *jw, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
-  if (st) return st;
-  if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
-  if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
-  SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
-  return SC_OK;
-}
-
-#undef SC__PUB
-#endif /* !SC__KERNELS_ONLY */
+/* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
+ * that the next one (the other element type, another kernel set) starts clean. */
 #undef SC__K_FWD
 #undef SC__BFP
 #undef SC__K_DW
@@ -11774,5 +16298,9515 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #ifdef SC__POP_OPTIONS
 #pragma GCC pop_options
 #undef SC__POP_OPTIONS
+#endif
+#undef SC__T
+#undef SC__TN
+#undef SC__TT
+#undef SC__F32
+#undef SC__KSTATIC
+
+#define SC__T double
+#define SC__TN(name) name##_f64_avx2
+#define SC__TT(name) name##_f64
+#define SC__F32 0
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
+ * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
+ * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
+ * The translation unit defines those four, includes this file, the typed files it compiles, and
+ * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
+ * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
+ * leaves loops whose trip count is not a known multiple of the vector length: the portable
+ * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
+ * arithmetic is the same (no reassociation, no contraction is asked for), so are the results.
+ * Clang vectorises at -O2 already. SC_NO_O3_PRAGMA opts out. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
+    !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA) && !defined(SC__KERNELS_ONLY)
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+#define SC__POP_OPTIONS 1
+#endif
+#ifndef SC__OB
+#define SC__OB 4 /* output rows per register block; ISA files may raise it */
+#endif
+#define SC__IC 16 /* columns of the dW block */
+#ifndef SC__CW
+/* samples per column chunk of the portable dense forward and dx: their OB x CW accumulators
+ * stay in registers (OB x TW of them spilled: double on AVX2 needs 32 ymm for 4 x 32).
+ * Each sum keeps its order, so the chunking changes no bits. */
+#define SC__CW 8
+#endif
+#if SC__TW % SC__CW != 0
+#error "SC__CW must divide the tile width"
+#endif
+#ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
+#if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
+#define SC__KSTATIC static __attribute__((unused))
+#else
+#define SC__KSTATIC static
+#endif
+#endif
+/* src/typed/math.h — the element type's tanh (our own, in float and in double) and the libm
+ * functions the portable kernels call, as SC__TANH, SC__EXP, ... */
+#if SC__F32
+/* The float tanh, our own (vectorizable; kernels/vec_f32.h has the same steps on
+ * vectors). With a = 2 min(|x|, 9) and E = expm1(a),
+ *     tanh|x| = E / (E + 2)                      for |x| >= 0.35,
+ *     tanh|x| = |x| + |x|^3 P(x^2)               for |x| <  0.35,
+ * and the sign of x put back (so tanh is odd and +-0 maps to +-0). E is computed as
+ * 2^n expm1(r) + (2^n - 1), r = a - n ln2 (|r| <= ln2/2, ln2 split in two so that n ln2hi
+ * is exact), expm1(r) = r + r^2 q(r). E / (E + 2) has a relative condition number
+ * 2 / (E + 2) <= 1 in E, so the error of E is not amplified; for small |x| the odd
+ * polynomial avoids the rounding of E + 2. q and P are minimax-style fits of our own
+ * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
+ * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
+ * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
+ * tanh(+-inf) = +-1 and tanh(NaN) is NaN (the NaN propagates, as on the vector paths). */
+/* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
+static inline float SC__TN(sc__fsel)(int c, float a, float b) {
+  uint32_t m = (uint32_t)0 - (uint32_t)c;
+  return sc__fof((sc__fbits(a) & m) | (sc__fbits(b) & ~m));
+}
+static inline float SC__TN(sc__tanh)(float x) {
+  float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
+  float a = 2.0f * SC__TN(sc__fsel)(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
+  float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
+  float n = t - 12582912.0f;
+  float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
+  r = r - n * 1.42860677e-06f;    /* ln2 low part */
+  float q =
+      (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+      4.99999970e-1f;
+  float p = (r * r) * q + r;                             /* expm1(r) */
+  float s = sc__fof((sc__fbits(t) << 23) + 0x3f800000u); /* 2^n */
+  float E = s * p + (s - 1.0f);                          /* expm1(a) */
+  float y = E / (E + 2.0f);
+  float z = ax * ax;
+  float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = SC__TN(sc__fsel)(ax < 0.35f, ys, y);
+  return sc__fof(sc__fbits(y) | (sc__fbits(x) & 0x80000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 80.0f /* exp of this is finite in float */
+#define SC__EXP(v) expf(v)
+#define SC__EXPM1(v) expm1f(v)
+#define SC__LOG1P(v) log1pf(v)
+#define SC__LOG(v) logf(v)
+#define SC__FABS(v) fabsf(v)
+#else
+/* The double tanh, our own, the float one's method in double (vectorizable: the loops over
+ * it are auto-vectorized in the kernel-set builds). With a = 2 min(|x|, 19.1) and E =
+ * expm1(a): tanh|x| = E / (E + 2) for |x| >= 0.35, else x + x^3 P(x^2) (below 0.35 the
+ * quotient's roundings would reach 2.15 ULP). E = 2^n expm1(r) + (2^n - 1), r = a - n ln2
+ * (Cody-Waite, ln2 in two parts so that n ln2hi is exact), expm1(r) = r + r^2 q(r). q (degree
+ * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
+ * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
+ * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
+ * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
+ * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
+ * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
+ * [-1, 1]; max error 1.48 ULP measured, 2 bounded by tests/test_math.c (test_tanh_f64_ulp).
+ * make bench-tanh (AVX2, Zen 4) before the fits: 2.55 ns per element, against 5.40 for SLEEF's
+ * 1-ULP tanhd4_u10 (used here before) and 2.75 for its 3.5-ULP u35. Tried: correcting E / (E +
+ * 2) with its exact residual instead of the small-|x| polynomial (2.02 ns) reached 1.96 ULP
+ * near 0.2 and 2.8 near 19 (1 - y is inexact there). */
+static inline double SC__TN(sc__dsel)(int c, double a, double b) {
+  uint64_t m = (uint64_t)0 - (uint64_t)c;
+  return sc__dof((sc__dbits(a) & m) | (sc__dbits(b) & ~m));
+}
+static inline double SC__TN(sc__tanh)(double x) {
+  double ax = sc__dof(sc__dbits(x) & 0x7fffffffffffffffu);
+  double a = 2.0 * SC__TN(sc__dsel)(ax > 19.1, 19.1, ax); /* NaN stays NaN */
+  double t = a * 1.4426950408889634 + 6755399441055744.0; /* 1.5 2^52: round(a / ln2) */
+  double n = t - 6755399441055744.0;
+  double r = a - n * 0.6931471787393093; /* ln2 high part (28 bits): n ln2hi exact */
+  r = r - n * 1.8206359985041462e-09;    /* ln2 low part */
+  /* q by Estrin's scheme (a short dependency chain: the loop runs at its latency) */
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double q01 = 0.1666666666666667 * r + 0.5;
+  double q23 = 0.008333333333326084 * r + 0.04166666666666667;
+  double q45 = 0.0001984126987500228 * r + 0.0013888888888883711;
+  double q67 = 2.755725517000089e-06 * r + 2.480158732567746e-05;
+  double q89 = 2.5105312729622103e-08 * r + 2.755727347871858e-07;
+  double q0_3 = q23 * r2 + q01, q4_7 = q67 * r2 + q45;
+  double q8_10 = 2.09147553258932e-09 * r2 + q89;
+  double q = (q8_10 * r8 + q4_7 * r4) + q0_3;
+  double pm = r2 * q + r;                                          /* expm1(r) */
+  double sc = sc__dof((sc__dbits(t) << 52) + 0x3ff0000000000000u); /* 2^n */
+  double E = sc * pm + (sc - 1.0);                                 /* expm1(a) */
+  double y = E / (E + 2.0);
+  double z = ax * ax;
+  double P = -0.00019202753283131075;
+  P = P * z + 0.0005796641245845887;
+  P = P * z - 0.0014545775399280403;
+  P = P * z + 0.003592038401479678;
+  P = P * z - 0.00886323175761739;
+  P = P * z + 0.02186948844673358;
+  P = P * z - 0.053968253967190176;
+  P = P * z + 0.13333333333332845;
+  P = P * z - 0.33333333333333331;
+  double ys = (ax * z) * P + ax;
+  y = SC__TN(sc__dsel)(ax < 0.35, ys, y);
+  return sc__dof(sc__dbits(y) | (sc__dbits(x) & 0x8000000000000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 700.0
+#define SC__EXP(v) exp(v)
+#define SC__EXPM1(v) expm1(v)
+#define SC__LOG1P(v) log1p(v)
+#define SC__LOG(v) log(v)
+#define SC__FABS(v) fabs(v)
+#endif
+
+#define SC__GELU_K0 ((SC__T)0.7978845608028654) /* sqrt(2/pi) */
+#define SC__GELU_K1 ((SC__T)0.044715)
+/* src/typed/act.h — the activations, portable: forward over a row (with the pre-activation kept
+ * where the pullback needs it) and the pullback's derivative, by columns and by lanes. */
+#if defined(SC__KERNELS_ONLY) && defined(SC_HAVE_SLEEF)
+/* kernels/sleef.h — SLEEF's vector exp, expm1, log and log1p for the ISA builds.
+ *
+ * Included by simplechain.c's typed section when an ISA file is compiled with
+ * SC_HAVE_SLEEF (`make` defines it when libsleef-dev is installed). The activations
+ * sigmoid, softplus and gelu (float and double), forward and pullback, and the logit
+ * cross-entropy's softmax then run through SLEEF's 1-ULP (u10) functions, 4 to 16 lanes at a time,
+ * instead of one libm call per element. The tanh is our own in float and in double (see
+ * simplechain.c): the float one more accurate than SLEEF's u35 (1.5 against 2.49 ULP measured) and
+ * faster, the double one 1.9x faster than SLEEF's u10 (bench/RESULTS.md). Every helper accepts y ==
+ * x (in place). */
+#ifndef SC_KERNELS_SLEEF_H
+#define SC_KERNELS_SLEEF_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+
+/* y[k] = fn(x[k]): W lanes at a time, libm for the tail. Kept out of GCC's interprocedural
+ * analysis (noipa): with a tile row's constant n from its only caller, the tail loop drew a
+ * false -Waggressive-loop-optimizations error */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SC__SLEEF_ATTR __attribute__((noipa))
+#else
+#define SC__SLEEF_ATTR __attribute__((noinline))
+#endif
+#define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
+  static SC__SLEEF_ATTR void name(T *y, const T *x, size_t n) {                                    \
+    size_t k = 0;                                                                                  \
+    for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
+    for (; k < n; k++) y[k] = tail(x[k]);                                                          \
+  }
+
+#if defined(__AVX512F__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expf16_u10avx512f, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_log1pf16_u10avx512f, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expm1f16_u10avx512f, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_logf16_u10avx512f, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expd8_u10avx512f, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_log1pd8_u10avx512f, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expm1d8_u10avx512f, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_logd8_u10avx512f, log)
+#elif defined(__AVX2__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expf8_u10avx2, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_log1pf8_u10avx2, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expm1f8_u10avx2, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_logf8_u10avx2, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expd4_u10avx2, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_log1pd4_u10avx2, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expm1d4_u10avx2, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_logd4_u10avx2, log)
+#else
+#error "kernels/sleef.h needs AVX2 or AVX-512 flags"
+#endif
+#undef SC__SLEEF_DEF
+
+/* the float tanh on one native vector (used only with SC_TANH_SLEEF) */
+#if defined(__AVX512F__)
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf16_u35avx512f((__m512)(v)))
+#else
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf8_u35avx2((__m256)(v)))
+#endif
+
+#endif
+#define SC__SLEEF 1
+#endif
+
+/* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
+static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
+                                     size_t n, sc_act act) {
+  size_t t;
+  if (zs)
+    for (t = 0; t < n; t++) zs[t] = z[t];
+  switch (act) {
+  case SC_IDENTITY:
+    for (t = 0; t < n; t++) a[t] = z[t];
+    break;
+  case SC_RELU:
+    for (t = 0; t < n; t++) a[t] = z[t] < 0 ? 0 : z[t]; /* NaN stays NaN (max(0, z) in SIMD) */
+    break;
+  case SC_TANH:
+    for (t = 0; t < n; t++) a[t] = SC__TANH(z[t]);
+    break;
+  case SC_SIGMOID:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+#endif
+    break;
+  case SC_SOFTPLUS:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TN(sc__sleef_log1p)(a, a, n);
+    for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
+#else
+    for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+#endif
+    break;
+  case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) {
+      SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
+      a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
+    }
+#endif
+    break;
+  }
+}
+
+/* one tile row */
+static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
+                                       const SC__T *restrict z, sc_act act) {
+  SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
+}
+
+/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+ * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+ * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
+ * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
+#define SC__ACT_CHUNK 64
+SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
+                                     const SC__T *restrict z, size_t n, sc_act act) {
+  size_t k;
+  switch (act) {
+  case SC_IDENTITY: break;
+  case SC_RELU:
+    for (k = 0; k < n; k++) d[k] = a[k] <= 0 ? 0 : d[k]; /* a NaN output passes d on */
+    break;
+  case SC_TANH:
+    for (k = 0; k < n; k++) d[k] *= 1 - a[k] * a[k];
+    break;
+  case SC_SIGMOID:
+    for (k = 0; k < n; k++) d[k] *= a[k] * (1 - a[k]);
+    break;
+  case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
+#ifdef SC__SLEEF
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -a[k + j];
+      SC__TN(sc__sleef_expm1)(e, e, m);
+      for (j = 0; j < m; j++) d[k + j] *= -e[j];
+    }
+#else
+    for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
+#endif
+    break;
+  case SC_GELU: /* d/dz z s(2u) = s + z 2u' s (1 - s), with 1 - s = e s, e = exp(-2u) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v;
+        e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
+      }
+#ifdef SC__SLEEF
+      SC__TN(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
+        SC__T sg = 1 / (1 + e[j]);
+        SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
+        d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  }
+}
+
+/* sc__act_bwd with the bias gradient's lanes (bl: K rows of SC__TW) summed in the same pass
+ * over d: K channels of npos positions (a dense layer: K outputs, npos 1); each channel's sums
+ * in a local row (in registers; bl and d share the tile, so summed in place they were loaded and
+ * stored at every position). The same operations in the same order as act_bwd then the sums:
+ * the same bits. LeNet5's conv1, 20,000 images, 1 thread (Zen 4): the in-place sums took 9.5 of
+ * its 41-ms backward in bf16 */
+SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
+                                          const SC__T *restrict a, const SC__T *restrict z,
+                                          size_t K, size_t npos, sc_act act) {
+  int fused = act == SC_IDENTITY || act == SC_RELU || act == SC_TANH;
+  if (!fused) SC__TN(sc__act_bwd)(d, a, z, K * npos * SC__TW, act);
+  for (size_t k = 0; k < K; k++) {
+    SC__T sum[SC__TW];
+    memcpy(sum, bl + k * SC__TW, sizeof sum);
+    SC__T *dk = d + k * npos * SC__TW;
+    const SC__T *ak = a + k * npos * SC__TW;
+    for (size_t q = 0; q < npos * SC__TW; q += SC__TW)
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T v = dk[q + (size_t)t];
+        if (act == SC_RELU)
+          v = ak[q + (size_t)t] <= 0 ? 0 : v;
+        else if (act == SC_TANH)
+          v *= 1 - ak[q + (size_t)t] * ak[q + (size_t)t];
+        dk[q + (size_t)t] = v;
+        sum[t] += v;
+      }
+    memcpy(bl + k * SC__TW, sum, sizeof sum);
+  }
+}
+/* src/typed/dense.h — the dense layer's portable kernels: the fused forward (W x + b, then the
+ * activation), dW in dot form over a transposed tile, and dx. Dimension letters: O outputs,
+ * I inputs. */
+SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                       const SC__T *restrict W, const SC__T *restrict b,
+                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    SC__T acc[SC__OB][SC__TW];
+    const SC__T *w = W + o * I;
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T ac[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T bk = b ? b[o + k] : 0;
+        for (int t = 0; t < SC__CW; t++) ac[k][t] = bk;
+      }
+      for (size_t i = 0; i < I; i++) {
+        const SC__T *xi = x + i * SC__TW + t0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[(size_t)k * I + i];
+          for (int t = 0; t < SC__CW; t++) ac[k][t] += wk * xi[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t0 + t] = ac[k][t];
+    }
+    for (int k = 0; k < SC__OB; k++)
+      SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
+  }
+  for (; o < O; o++) { /* one row: TW accumulators fit, and more chains hide the latency */
+    SC__T acc[SC__TW];
+    const SC__T *w = W + o * I;
+    SC__T bo = b ? b[o] : 0;
+    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      SC__T wi = w[i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
+    }
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
+                                      const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__OB][SC__IC];
+      for (int k = 0; k < SC__OB; k++)
+        for (int c = 0; c < SC__IC; c++) acc[k][c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T d = dz[(o + k) * SC__TW + (size_t)t];
+          for (int c = 0; c < SC__IC; c++) acc[k][c] += d * xr[c];
+        }
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T *gr = gW + (o + k) * I + i0;
+        for (size_t c = 0; c < nc; c++) gr[c] += acc[k][c];
+      }
+    }
+  }
+  for (; o < O; o++) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__IC];
+      for (int c = 0; c < SC__IC; c++) acc[c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        SC__T d = dz[o * SC__TW + (size_t)t];
+        for (int c = 0; c < SC__IC; c++) acc[c] += d * xr[c];
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      SC__T *gr = gW + o * I + i0;
+      for (size_t c = 0; c < nc; c++) gr[c] += acc[c];
+    }
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                      const SC__T *restrict dz, size_t O, size_t I) {
+  size_t i = 0;
+  for (; i + SC__OB <= I; i += SC__OB)
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T acc[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        const SC__T *d = dz + o * SC__TW + t0;
+        const SC__T *w = W + o * I + i;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[k];
+          for (int t = 0; t < SC__CW; t++) acc[k][t] += wk * d[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) dx[(i + k) * SC__TW + (size_t)(t0 + t)] = acc[k][t];
+    }
+  for (; i < I; i++) { /* one row: TW accumulators */
+    SC__T acc[SC__TW];
+    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      SC__T wi = W[o * I + i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
+    }
+    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
+  }
+}
+/* src/typed/conv.h — the convolution and max-pool layers' portable kernels. */
+/* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
+ * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
+ * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
+SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  const size_t *roff = P->roff;
+  for (size_t k = 0; k < P->oc; k++) {
+    const SC__T *w = W + k * R;
+    SC__T bk = b ? b[k] : 0;
+    for (size_t u = 0; u < OH; u++)
+      for (size_t v = 0; v < OW; v++) {
+        SC__T acc[SC__TW];
+        const SC__T *base = x + (u * sh * WP + v * sw) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) acc[t] = bk;
+        for (size_t r = 0; r < R; r++) {
+          const SC__T *xr = base + roff[r] * SC__TW;
+          SC__T wr = w[r];
+          for (int t = 0; t < SC__TW; t++) acc[t] += wr * xr[t];
+        }
+        size_t o = (k * OH + u) * OW + v;
+        SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, P->spec.act);
+      }
+  }
+}
+
+/* conv dW in lane form: wl[(k*R + r)*TW + t] += sum_{u,v} dz[k][u][v][t] x[tap][t] */
+SC__KSTATIC void SC__TN(sc__conv_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                      const SC__T *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  for (size_t k = 0; k < P->oc; k++)
+    for (size_t r = 0; r < R; r++) {
+      SC__T acc[SC__TW];
+      SC__T *w = wl + (k * R + r) * SC__TW;
+      for (int t = 0; t < SC__TW; t++) acc[t] = w[t];
+      const SC__T *xr = x + P->roff[r] * SC__TW;
+      for (size_t u = 0; u < OH; u++)
+        for (size_t v = 0; v < OW; v++) {
+          const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+          const SC__T *xv = xr + (u * sh * WP + v * sw) * SC__TW;
+          for (int t = 0; t < SC__TW; t++) acc[t] += d[t] * xv[t];
+        }
+      for (int t = 0; t < SC__TW; t++) w[t] = acc[t];
+    }
+}
+
+/* conv input gradient (unpadded input layout): dx[c][y][x] = sum over the taps (k, i, j)
+ * with y + ph = u*sh + i and x + pw = v*sw + j of W[k][c][i][j] dz[k][u][v] */
+SC__KSTATIC void SC__TN(sc__conv_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      for (size_t xx = 0; xx < P->iw; xx++) {
+        SC__T acc[SC__TW];
+        for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+        for (size_t i = 0; i < KH; i++) {
+          size_t yy = y + ph;
+          if (yy < i || (yy - i) % sh) continue;
+          size_t u = (yy - i) / sh;
+          if (u >= OH) continue;
+          for (size_t j = 0; j < KW; j++) {
+            size_t xp = xx + pw;
+            if (xp < j || (xp - j) % sw) continue;
+            size_t v = (xp - j) / sw;
+            if (v >= OW) continue;
+            for (size_t k = 0; k < P->oc; k++) {
+              SC__T w = W[k * R + (c * KH + i) * KW + j];
+              const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+              for (int t = 0; t < SC__TW; t++) acc[t] += w * d[t];
+            }
+          }
+        }
+        SC__T *o = dx + ((c * P->ih + y) * P->iw + xx) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = acc[t];
+      }
+}
+
+/* zero-padded copy of a C x H x W tile into C x Hp x Wp */
+static void SC__TN(sc__pad)(SC__T *restrict xp, const SC__T *restrict x, const sc__lplan *P) {
+  size_t ph = P->spec.ph, pw = P->spec.pw;
+  memset(xp, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->ic; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      memcpy(xp + ((c * P->hp + y + ph) * P->wp + pw) * SC__TW,
+             x + ((c * P->ih + y) * P->iw) * SC__TW, P->iw * SC__TW * sizeof(SC__T));
+}
+
+SC__KSTATIC void SC__TN(sc__pool_fwd)(SC__T *restrict a, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        SC__T m[SC__TW];
+        const SC__T *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) m[t] = x0[t];
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            const SC__T *xi = x0 + (i * P->iw + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) m[t] = xi[t] > m[t] ? xi[t] : m[t];
+          }
+        SC__T *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = m[t];
+      }
+}
+
+/* the gradient goes to the first element of each window equal to its max */
+SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict x,
+                                      const SC__T *restrict a, const SC__T *restrict dz,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) /* rows/columns outside every window */
+    memset(dx, 0, P->in * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        SC__T taken[SC__TW];
+        for (int t = 0; t < SC__TW; t++) taken[t] = 0;
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) {
+              int hit = x[q + (size_t)t] == a[o + (size_t)t] && taken[t] == 0;
+              dx[q + (size_t)t] = hit ? dz[o + (size_t)t] : 0;
+              taken[t] = hit ? 1 : taken[t];
+            }
+          }
+      }
+}
+/* src/typed/lanes.h — dW in lane form (dense layers with few weights, every conv): accumulators of
+ * SC__TW lanes per weight, folded once per slice. */
+/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
+SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                       const SC__T *restrict x, size_t O, size_t I, int first) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      SC__T *w = wl + (o * I + i) * SC__TW;
+      if (first) /* the slice's first tile writes: no zeroing pass */
+        for (int t = 0; t < SC__TW; t++)
+          w[t] = dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      else
+        for (int t = 0; t < SC__TW; t++)
+          w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+    }
+}
+
+/* gw[k] += the TW lanes of wl[k], in a fixed order: 8 partial sums (lanes t = j mod 8, in
+ * lane order), then added pairwise. A single chain of TW dependent additions per weight
+ * was the slowest part of a small double-precision valgrad (the BNN of examples/bnn.c). */
+SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const SC__T *w = wl + k * SC__TW;
+    SC__T s[8];
+    for (int j = 0; j < 8; j++) s[j] = w[j];
+    for (int t = 8; t < SC__TW; t += 8)
+      for (int j = 0; j < 8; j++) s[j] += w[t + j];
+    gw[k] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+}
+/* kernels/x86/f64.h — the double vector kernels of an x86 kernel set: those that the sets take
+ * from explicit vector code instead of the portable source, only where the compiler's own
+ * vectorisation of the portable loop measured badly, or where another form measured faster for
+ * double. Included in a set's double instantiation, after the portable kernels. */
+/* kernels/x86/vone.h — the one-state dense kernels' parts that do not depend on the vector
+ * width, for vone_*_f64 (4 doubles, kernels/x86/f64.h) and vonef_* (8 floats, one_f32.h): T the
+ * element type, VT the vector type of W_ lanes, LD / ST its unaligned load and store, SPLAT its
+ * broadcast. */
+#ifndef SC__VONE_PARTS
+#define SC__VONE_PARTS 1
+/* dx[i] = sum_o W[o I + i] d[o] for 3 <= I (then dx[I..) padding = 0): column blocks of 2 W
+ * and W lanes, rows in pairs (four or two chains), the last columns as one vector */
+#define SC__VONE_DX_COLS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    size_t i = 0;                                                                                  \
+    for (; i + 2 * (W_) <= I; i += 2 * (W_)) {                                                     \
+      VT a0 = SPLAT(0), a1 = a0, b0 = a0, b1 = a0;                                                 \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        VT d0 = SPLAT(d[o]), d1 = SPLAT(d[o + 1]);                                                 \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+        b0 += LD(W + (o + 1) * I + i) * d1;                                                        \
+        b1 += LD(W + (o + 1) * I + i + (W_)) * d1;                                                 \
+      }                                                                                            \
+      if (o < O) {                                                                                 \
+        VT d0 = SPLAT(d[o]);                                                                       \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+      }                                                                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+      ST(dx + i + (W_)) = a1 + b1;                                                                 \
+    }                                                                                              \
+    for (; i + (W_) <= I; i += (W_)) {                                                             \
+      VT a0 = SPLAT(0), b0 = a0;                                                                   \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        a0 += LD(W + o * I + i) * SPLAT(d[o]);                                                     \
+        b0 += LD(W + (o + 1) * I + i) * SPLAT(d[o + 1]);                                           \
+      }                                                                                            \
+      if (o < O) a0 += LD(W + o * I + i) * SPLAT(d[o]);                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+    }                                                                                              \
+    if (i < I) {                                                                                   \
+      VT t = SPLAT(0);                                                                             \
+      for (size_t j = 0; i + j < I; j++) {                                                         \
+        T s = 0;                                                                                   \
+        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];                               \
+        t[j] = s;                                                                                  \
+      }                                                                                            \
+      ST(dx + i) = t;                                                                              \
+    }                                                                                              \
+  } while (0)
+/* gW[o I + i] += d[o] x[i] for the rows from o on, then gb[o] += d[o] for all (gb may be
+ * NULL); returns from the function */
+#define SC__VONE_DW_ROWS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    for (; o < O; o++) {                                                                           \
+      T *restrict g = gW + o * I;                                                                  \
+      VT dv = SPLAT(d[o]);                                                                         \
+      size_t i = 0;                                                                                \
+      for (; i + (W_) <= I; i += (W_)) ST(g + i) = LD(g + i) + dv * LD(x + i);                     \
+      for (; i < I; i++) g[i] += d[o] * x[i];                                                      \
+    }                                                                                              \
+    if (!gb) return;                                                                               \
+    for (o = 0; o + (W_) <= O; o += (W_)) ST(gb + o) = LD(gb + o) + LD(d + o);                     \
+    for (; o < O; o++) gb[o] += d[o];                                                              \
+  } while (0)
+#endif
+/* vec_dwl_fold_f64: gw[k] += the SC__TW lanes of wl[k]. The portable sc__dwl_fold is
+ * vectorised by GCC across k, with 4 x 4 transposes and spills (40 % of a batch-32
+ * valgrad of 1 -> 32 relu -> 1 on AVX2); here each weight's lanes are added as two 4-wide
+ * vectors, in exactly sc__dwl_fold's order (partial sums s_j over the lanes t = j mod 8, in
+ * lane order, then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))), so the bits are the
+ * scalar path's. */
+#if SC__TW % 8 != 0
+#error "vec_dwl_fold_f64 needs a tile width that is a multiple of 8"
+#endif
+
+typedef double sc_v4d __attribute__((vector_size(32), aligned(8), may_alias));
+
+static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const double *w = wl + k * SC__TW;
+    sc_v4d a = *(const sc_v4d *)(const void *)w, b = *(const sc_v4d *)(const void *)(w + 4);
+    for (int t = 8; t < SC__TW; t += 8) {
+      a += *(const sc_v4d *)(const void *)(w + t);
+      b += *(const sc_v4d *)(const void *)(w + t + 4);
+    }
+    gw[k] += ((a[0] + a[1]) + (a[2] + a[3])) + ((b[0] + b[1]) + (b[2] + b[3]));
+  }
+}
+
+/* The dense forward and dx of the batch paths in double, as explicit vector code of the ISA's
+ * width (8 doubles on AVX-512, 4 on AVX2), register blocks of DOB rows x 2 vectors. GCC's own
+ * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
+ * the rows of a register block, with vpermt2pd transposes into and out of it: on Zen 4 the
+ * BNN's gradient (1 -> 32 relu -> 1, batch 100) took 6.5 us on AVX-512 against 5.6 on AVX2
+ * (bench/RESULTS.md, session 25). Each output's sum is the portable one (the bias or 0, then
+ * the products in input order, each a multiply-add): the same bits. vec_dense_dx_act_f64
+ * also applies the activation pullback of the dense layer below (identity, relu, tanh,
+ * sigmoid: sc__act_bwd's operations) and adds its bias lanes, as vec_dense_dx_act_f32 does,
+ * so the pass of sc__act_bwd_lane over that layer is saved. */
+#if defined(SC__ISA_AVX512)
+#define DVW 8 /* doubles per vector */
+#define DOB 8 /* rows per register block: 8 x 2 accumulators */
+#else
+#define DVW 4
+#define DOB 4 /* 4 x 2 accumulators of 16 registers */
+#endif
+#define DNV (SC__TW / DVW) /* vectors per tile row */
+typedef double sc_vd __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
+typedef long long sc_vdl __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
+#define D_ROW(p, j) (((const sc_vd *)(const void *)(p))[j])
+#define D_ROWW(p, j) (((sc_vd *)(void *)(p))[j])
+#if DVW == 8
+#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s), (s), (s), (s), (s)})
+#else
+#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s)})
+#endif
+/* v where m is false, else 0 (m: a comparison's lanes, all ones or all zeros) */
+#define D_ZERO_IF(m, v) ((sc_vd)((sc_vdl)(v) & ~(sc_vdl)(m)))
+
+/* acc[k][j] (NB rows, NVB vectors from vector jc of a tile row) = INIT(k), then for each of
+ * the n steps s in order, += wp[s * ws + k * wk] times vector jc + j of tile row s of src: a
+ * dense layer's sums in register blocks (the forward: rows of W against x's rows; dx: columns
+ * of W against dz's rows) */
+#define D_ACC(NB, NVB, INIT, src, n, wp, ws, wk)                                                   \
+  sc_vd acc[NB][NVB];                                                                              \
+  _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                          \
+    sc_vd ik = INIT(k);                                                                            \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = ik;                          \
+  }                                                                                                \
+  for (size_t s = 0; s < (n); s++) {                                                               \
+    sc_vd sv[NVB];                                                                                 \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) sv[j] =                                  \
+        D_ROW((src) + s * SC__TW, jc + j);                                                         \
+    const double *w = (wp) + s * (ws);                                                             \
+    _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                        \
+      sc_vd wv = D_SPLAT(w[(size_t)k * (wk)]);                                                     \
+      _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wv * sv[j];               \
+    }                                                                                              \
+  }
+#define D_BIAS(k) D_SPLAT(b ? b[o + (size_t)(k)] : 0.0)
+#define D_ZERO(k) D_SPLAT(0.0)
+
+/* rows o..o+NB of a = act(W x + b), NVB vectors of the tile at a time; identity and relu are
+ * applied as the sums are stored (sc__act_n's operations), the other activations by
+ * sc__act_row from tmp */
+#define D_FWD_BODY(NB, NVB)                                                                        \
+  {                                                                                                \
+    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
+      D_ACC(NB, NVB, D_BIAS, x, I, W + o * I, 1, I)                                                \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
+        sc_vd v = acc[k][j];                                                                       \
+        size_t r = (o + (size_t)k) * SC__TW;                                                       \
+        if (act == SC_IDENTITY || act == SC_RELU) {                                                \
+          if (z) D_ROWW(z + r, jc + j) = v;                                                        \
+          D_ROWW(a + r, jc + j) = act == SC_RELU ? D_ZERO_IF(v < 0.0, v) : v;                      \
+        } else                                                                                     \
+          D_ROWW(tmp + (size_t)k * SC__TW, jc + j) = v;                                            \
+      }                                                                                            \
+    }                                                                                              \
+    if (act != SC_IDENTITY && act != SC_RELU)                                                      \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) SC__TN(sc__act_row)(                   \
+          a + (o + (size_t)k) * SC__TW, z ? z + (o + (size_t)k) * SC__TW : NULL,                   \
+          tmp + (size_t)k * SC__TW, act);                                                          \
+    o += NB;                                                                                       \
+  }
+
+static void vec_dense_fwd_f64(double *restrict a, double *restrict z, const double *restrict W,
+                              const double *restrict b, const double *restrict x, size_t O,
+                              size_t I, sc_act act) {
+  double tmp[DOB * SC__TW] __attribute__((aligned(64)));
+  size_t o = 0;
+  while (o + DOB <= O) D_FWD_BODY(DOB, 2)
+#if DOB > 4
+  if (o + 4 <= O) D_FWD_BODY(4, 2)
+#endif
+  while (o < O) D_FWD_BODY(1, DNV) /* one row: the whole tile's vectors hide the latency */
+}
+
+/* rows i..i+NB of dx = W^T dz, then the layer below's pullback and bias lanes */
+#define D_DX_BODY(NB, NVB)                                                                         \
+  {                                                                                                \
+    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
+      D_ACC(NB, NVB, D_ZERO, dz, O, W + i, I, 1)                                                   \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
+        sc_vd v = acc[k][j];                                                                       \
+        size_t r = (i + (size_t)k) * SC__TW;                                                       \
+        if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
+          sc_vd av = D_ROW(xa + r, jc + j);                                                        \
+          if (act == SC_RELU)                                                                      \
+            v = D_ZERO_IF(av <= 0.0, v);                                                           \
+          else if (act == SC_TANH)                                                                 \
+            v *= 1.0 - av * av;                                                                    \
+          else                                                                                     \
+            v *= av * (1.0 - av);                                                                  \
+        }                                                                                          \
+        D_ROWW(dx + r, jc + j) = v;                                                                \
+        if (bl) D_ROWW(bl + r, jc + j) = D_ROW(bl + r, jc + j) + v;                                \
+      }                                                                                            \
+    }                                                                                              \
+    i += NB;                                                                                       \
+  }
+
+static inline __attribute__((always_inline)) void
+vec_dense_dx_body_f64(double *restrict dx, const double *restrict W, const double *restrict dz,
+                      size_t O, size_t I, sc_act act, const double *restrict xa,
+                      double *restrict bl) {
+  size_t i = 0;
+  while (i + DOB <= I) D_DX_BODY(DOB, 2)
+#if DOB > 4
+  if (i + 4 <= I) D_DX_BODY(4, 2)
+#endif
+  while (i < I) D_DX_BODY(1, DNV)
+}
+static void vec_dense_dx_f64(double *restrict dx, const double *restrict W,
+                             const double *restrict dz, size_t O, size_t I) {
+  vec_dense_dx_body_f64(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL);
+}
+static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
+                                 const double *restrict dz, size_t O, size_t I, sc_act act,
+                                 const double *restrict xa, double *restrict bl) {
+  vec_dense_dx_body_f64(dx, W, dz, O, I, act, xa, bl);
+}
+#undef D_FWD_BODY
+#undef D_DX_BODY
+#undef D_ACC
+#undef D_BIAS
+#undef D_ZERO
+#undef D_ZERO_IF
+#undef D_SPLAT
+#undef D_ROWW
+#undef D_ROW
+#undef DNV
+#undef DOB
+#undef DVW
+
+/* The one-state path's dense layers (sc_apply_f64, sc_vjp_f64, sc_jvp_f64: one sample, a
+ * neural ODE's right-hand side), as explicit 4-wide code. The portable versions (sc__one_*
+ * below) are plain loops the compiler vectorises with a scalar tail, a runtime alias check
+ * and, for 2 inputs, strided column sums: for the ODE net 2 -> 50 tanh -> 2 that fixed cost
+ * was most of the call (bench/RESULTS.md, session 12). Here W is read in its row-major
+ * layout only (no reads past a row's or the matrix's end; a tail of fewer than 4 rows or
+ * columns goes element by element) and every output is written up to a multiple of 4, the
+ * padding with zeros, so that the activation loops that follow run on whole vectors. The
+ * sums are in another order than the portable ones: results agree to the last bits only. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define SC__SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+typedef long long sc__v4l __attribute__((vector_size(32)));
+#define SC__SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (sc__v4l){i0, i1, i2, i3})
+#endif
+#define SC__LD4(ptr) (*(const sc_v4d *)(const void *)(ptr))
+#define SC__ST4(ptr) (*(sc_v4d *)(void *)(ptr))
+
+static inline sc_v4d vone_splat(double v) { return (sc_v4d){v, v, v, v}; }
+
+/* the four sums of r0..r3's lanes: (sum r0, sum r1, sum r2, sum r3) */
+static inline sc_v4d vone_hsum4(sc_v4d r0, sc_v4d r1, sc_v4d r2, sc_v4d r3) {
+  sc_v4d t0 = SC__SHUF4(r0, r1, 0, 4, 2, 6) + SC__SHUF4(r0, r1, 1, 5, 3, 7);
+  sc_v4d t1 = SC__SHUF4(r2, r3, 0, 4, 2, 6) + SC__SHUF4(r2, r3, 1, 5, 3, 7);
+  return SC__SHUF4(t0, t1, 0, 1, 4, 5) + SC__SHUF4(t0, t1, 2, 3, 6, 7);
+}
+
+/* dW of a small dense layer in dot form: gW[o*I + i] += the sum over the tile's SC__TW
+ * samples of dz[o][t] x[i][t], as two 4-wide partial sums (lanes t mod 8 < 4 and >= 4,
+ * samples in order), added as ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) +
+ * (s0[3] + s1[3])). On the double paths it replaces the lane form, whose read-modify-write
+ * of O x I x SC__TW accumulators per tile (and their fold per slice) was the largest cost
+ * of a small double valgrad; for float the lane form stays (twice the lanes per vector).
+ * Four weights at a time (consecutive o*I + i): their four lane sums s0 + s1 are reduced
+ * together by vone_hsum4's shuffles, which add them in the same pairs (the same bits as one
+ * at a time); one at a time, the horizontal sums were a quarter of the BNN's gradient. */
+static inline sc_v4d vec_dwd_lanes(const double *restrict d, const double *restrict xi) {
+  sc_v4d s0 = SC__LD4(d) * SC__LD4(xi), s1 = SC__LD4(d + 4) * SC__LD4(xi + 4);
+  for (int t = 8; t < SC__TW; t += 8) {
+    s0 += SC__LD4(d + t) * SC__LD4(xi + t);
+    s1 += SC__LD4(d + t + 4) * SC__LD4(xi + t + 4);
+  }
+  return s0 + s1; /* (s0[j] + s1[j]) */
+}
+static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
+                                     const double *restrict x, size_t O, size_t I) {
+  size_t n = O * I, f = 0, o = 0, i = 0; /* (o, i): the weight f's row and column */
+  for (; f + 4 <= n; f += 4) {
+    sc_v4d u[4];
+    for (int q = 0; q < 4; q++) {
+      u[q] = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
+      if (++i == I) i = 0, o++;
+    }
+    SC__ST4(gW + f) = SC__LD4(gW + f) + vone_hsum4(u[0], u[1], u[2], u[3]);
+  }
+  for (; f < n; f++) {
+    sc_v4d u = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
+    gW[f] += (u[0] + u[1]) + (u[2] + u[3]);
+    if (++i == I) i = 0, o++;
+  }
+}
+
+/* the sum over the inputs of row r (W + r I) times x, 4 lanes then the tail */
+static inline double vone_rowdot(const double *restrict w, const double *restrict x, size_t I) {
+  sc_v4d s0 = vone_splat(0), s1 = s0, s2 = s0, s3 = s0; /* four chains: it is latency-bound */
+  size_t i = 0;
+  for (; i + 16 <= I; i += 16) {
+    s0 += SC__LD4(w + i) * SC__LD4(x + i);
+    s1 += SC__LD4(w + i + 4) * SC__LD4(x + i + 4);
+    s2 += SC__LD4(w + i + 8) * SC__LD4(x + i + 8);
+    s3 += SC__LD4(w + i + 12) * SC__LD4(x + i + 12);
+  }
+  for (; i + 4 <= I; i += 4) s0 += SC__LD4(w + i) * SC__LD4(x + i);
+  s0 = (s0 + s1) + (s2 + s3);
+  double s = (s0[0] + s0[1]) + (s0[2] + s0[3]);
+  for (; i < I; i++) s += w[i] * x[i];
+  return s;
+}
+
+/* pre[o] = b[o] + sum_i W[o I + i] x[i] for o < O (b may be NULL); pre[O..O4) = 0 */
+static void vone_fwd_f64(double *restrict pre, const double *restrict W, const double *restrict b,
+                         const double *restrict x, size_t O, size_t I) {
+  size_t o = 0;
+  if (I == 1) {
+    sc_v4d xv = vone_splat(x[0]);
+    for (; o + 4 <= O; o += 4)
+      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + SC__LD4(W + o) * xv;
+  } else if (I == 2) { /* four rows are two vectors (w00 w01 w10 w11), (w20 w21 w30 w31) */
+    sc_v4d xx = {x[0], x[1], x[0], x[1]};
+    for (; o + 4 <= O; o += 4) {
+      sc_v4d p0 = SC__LD4(W + 2 * o) * xx, p1 = SC__LD4(W + 2 * o + 4) * xx;
+      sc_v4d s = SC__SHUF4(p0, p1, 0, 2, 4, 6) + SC__SHUF4(p0, p1, 1, 3, 5, 7);
+      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + s;
+    }
+  } else if (I >= 4) {
+    for (; o + 4 <= O; o += 4) {
+      const double *w0 = W + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
+      sc_v4d r0 = vone_splat(0), r1 = r0, r2 = r0, r3 = r0;
+      size_t i = 0;
+      for (; i + 4 <= I; i += 4) {
+        sc_v4d xv = SC__LD4(x + i);
+        r0 += SC__LD4(w0 + i) * xv;
+        r1 += SC__LD4(w1 + i) * xv;
+        r2 += SC__LD4(w2 + i) * xv;
+        r3 += SC__LD4(w3 + i) * xv;
+      }
+      sc_v4d s = vone_hsum4(r0, r1, r2, r3);
+      for (; i < I; i++) s += (sc_v4d){w0[i], w1[i], w2[i], w3[i]} * vone_splat(x[i]);
+      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + s;
+    }
+  }
+  /* the rows left (all of them for I = 3), 4 at a time, the last vector with the padding (the
+   * loads that follow read it so) */
+  for (; o < O; o += 4) {
+    sc_v4d t = vone_splat(0);
+    for (size_t j = 0; j < 4 && o + j < O; j++)
+      t[j] = (b ? b[o + j] : 0) + vone_rowdot(W + (o + j) * I, x, I);
+    SC__ST4(pre + o) = t;
+  }
+}
+
+/* dx[i] = sum_o W[o I + i] d[o] for i < I; dx[I..I4) = 0 */
+static void vone_dx_f64(double *restrict dx, const double *restrict W, const double *restrict d,
+                        size_t O, size_t I) {
+  if (I == 1) {
+    SC__ST4(dx) = (sc_v4d){vone_rowdot(W, d, O), 0, 0, 0};
+  } else if (I == 2) { /* (w00 w01 w10 w11) (d0 d0 d1 d1): lanes 0, 2 go to dx0, 1, 3 to dx1 */
+    sc_v4d a0 = vone_splat(0), a1 = a0, a2 = a0, a3 = a0;
+    size_t o = 0;
+    for (; o + 8 <= O; o += 8) {
+      sc_v4d dv = SC__LD4(d + o), dw = SC__LD4(d + o + 4);
+      a0 += SC__LD4(W + 2 * o) * SC__SHUF4(dv, dv, 0, 0, 1, 1);
+      a1 += SC__LD4(W + 2 * o + 4) * SC__SHUF4(dv, dv, 2, 2, 3, 3);
+      a2 += SC__LD4(W + 2 * o + 8) * SC__SHUF4(dw, dw, 0, 0, 1, 1);
+      a3 += SC__LD4(W + 2 * o + 12) * SC__SHUF4(dw, dw, 2, 2, 3, 3);
+    }
+    if (o + 4 <= O) {
+      sc_v4d dv = SC__LD4(d + o);
+      a0 += SC__LD4(W + 2 * o) * SC__SHUF4(dv, dv, 0, 0, 1, 1);
+      a1 += SC__LD4(W + 2 * o + 4) * SC__SHUF4(dv, dv, 2, 2, 3, 3);
+      o += 4;
+    }
+    a0 = (a0 + a1) + (a2 + a3);
+    double s0 = a0[0] + a0[2], s1 = a0[1] + a0[3];
+    for (; o < O; o++) s0 += W[2 * o] * d[o], s1 += W[2 * o + 1] * d[o];
+    SC__ST4(dx) = (sc_v4d){s0, s1, 0, 0};
+  } else
+    SC__VONE_DX_COLS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
+}
+
+/* gW[o I + i] += d[o] x[i], gb[o] += d[o] (gb may be NULL) */
+static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *restrict d,
+                        const double *restrict x, size_t O, size_t I) {
+  size_t o = 0;
+  if (I == 1) {
+    sc_v4d xv = vone_splat(x[0]);
+    for (; o + 4 <= O; o += 4) SC__ST4(gW + o) = SC__LD4(gW + o) + SC__LD4(d + o) * xv;
+  } else if (I == 2) {
+    sc_v4d xx = {x[0], x[1], x[0], x[1]};
+    for (; o + 4 <= O; o += 4) {
+      sc_v4d dv = SC__LD4(d + o);
+      SC__ST4(gW + 2 * o) = SC__LD4(gW + 2 * o) + SC__SHUF4(dv, dv, 0, 0, 1, 1) * xx;
+      SC__ST4(gW + 2 * o + 4) = SC__LD4(gW + 2 * o + 4) + SC__SHUF4(dv, dv, 2, 2, 3, 3) * xx;
+    }
+  }
+  SC__VONE_DW_ROWS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
+}
+#define SC__K_FOLD_TW vec_dwl_fold_f64
+#define SC__K_DWD vec_dense_dwd_f64 /* small dense layers: dW in dot form, not lane form */
+#define SC__K_FWD vec_dense_fwd_f64
+#define SC__K_DX vec_dense_dx_f64
+#define SC__K_DX_ACT vec_dense_dx_act_f64
+#define SC__DX_ACT_OK(act)                                                                         \
+  ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
+#define SC__DWD_DENSE 1
+/* src/typed/choice.h — which kernel each step of the slice pipeline (src/typed/slice.h) calls: a
+ * kernel set's vector kernels define the SC__K_* they take over (kernels/x86/f32.h, f64.h, included
+ * before this file); the portable kernels of this element type take the rest. */
+#ifndef SC__K_FWD
+#define SC__K_FWD SC__TN(sc__dense_fwd)
+#endif
+#ifndef SC__BFP
+#define SC__BFP(name) sc__bf16_##name
+#endif
+#ifndef SC__K_DW
+#define SC__K_DW SC__TN(sc__dense_dw)
+#endif
+#ifndef SC__K_DX
+#define SC__K_DX SC__TN(sc__dense_dx)
+#endif
+#ifndef SC__K_DWL
+#define SC__K_DWL SC__TN(sc__dense_dwl)
+#endif
+/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
+ * paths) */
+#ifndef SC__K_FOLD_TW
+#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
+#endif
+#ifndef SC__K_DWL_FOLD
+#define SC__K_DWL_FOLD SC__K_FOLD_TW
+#endif
+#ifndef SC__DWL_LANES
+#define SC__DWL_LANES SC__TW
+#endif
+#ifndef SC__DWD_DENSE
+#define SC__DWD_DENSE 0
+#endif
+#define SC__K_ACTB SC__TN(sc__act_bwd)
+#ifndef SC__K_CONV_FWD
+#define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
+#define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
+#define SC__K_CONV_DX SC__TN(sc__conv_dx)
+#define SC__K_POOL_FWD SC__TN(sc__pool_fwd)
+#define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
+#endif
+/* src/typed/slice.h — the per-slice pipeline of sc_forward, sc_valgrad and sc_pullback: a tile's
+ * input and target gathered, every layer's forward, the loss and its gradient, every layer's
+ * pullback (activation derivative, dW, db, dx), the slice's gradient; the NaN scan and the float
+ * ADAM step of the kernel table. Compiled once per element type and kernel set. */
+#ifndef SC__BUILTIN_PASS /* the built-in passes use the types of the first pass */
+typedef struct SC__TT(sc__job) {
+  const sc_chain *c;
+  const SC__TT(sc__kt) * kt;
+  sc_workspace *ws;
+  int mode;
+  sc_loss loss;
+  const SC__T *p, *x, *dy;
+  const size_t *idx; /* sample order (NULL: 0..batch-1) */
+  const void *target;
+  size_t batch, ntiles, nslices;
+  SC__T *y, *gx;
+  int want_g;
+  SC__T scale;       /* 1 / batch */
+  int train;         /* dropout active (sc_valgrad, sc_train) */
+  int count_correct; /* cross-entropy: count argmax == label (sc_evaluate) */
+  uint64_t drop_seed, drop_step;
+  double slice_loss[SC__MAX_SLICES];
+  double slice_correct[SC__MAX_SLICES];
+  int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
+  size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
+  int dist_rank, dist_ranks;
+  int bf16;  /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
+  int bf16k; /* and the dense and conv layers' products by the bf16 kernels (ws->bf16k) */
+  int chk_x; /* the input's NaN / Inf check done by the gathers (sc__gather): a slice that finds
+              * one stops and sets slice_bad[s]; sc__execute then writes nothing and sets x_bad */
+  int x_bad;
+  unsigned char slice_bad[SC__MAX_SLICES];
+  /* the batch's input and target tiles made beforehand (ws->tiles_x, ws->tiles_t: tile k at
+   * k in SC__TW and k out SC__TW), read in place instead of gathered; NULL: gathered */
+  const SC__T *tiles_x, *tiles_t;
+} SC__TT(sc__job);
+#endif
+
+static inline size_t SC__TN(sc__row)(const SC__TT(sc__job) * J, size_t b) {
+  return J->idx ? J->idx[b] : b;
+}
+
+/* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array. With chk, returns
+ * whether any of the rows' values is NaN or Inf (else 0): the vector gathers check what they
+ * load, the portable one checks the tile after */
+static int SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
+                              const SC__TT(sc__job) * J, size_t b0, size_t n, int chk) {
+#if SC__F32 && defined(SC__VEC_GATHER)
+  int bad = 0;
+  if (vec_gather_f32(tile, src, cols, J->idx, b0, n, chk ? &bad : NULL)) return bad;
+#endif
+  if (cols == 1) /* one feature (a 1-D regression, a scalar target) */
+    for (size_t t = 0; t < n; t++) tile[t] = src[SC__TN(sc__row)(J, b0 + t)];
+  else
+    for (size_t t = 0; t < n; t++) {
+      const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
+      for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
+    }
+  for (size_t t = n; t < SC__TW; t++)
+    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = 0;
+  return chk && J->kt->find_nonfinite(tile, cols * SC__TW) != cols * SC__TW;
+}
+
+/* rows b0..b0+n of a row-major array <- tile */
+static void SC__TN(sc__scatter)(SC__T *restrict dst, const SC__T *restrict tile, size_t cols,
+                                size_t b0, size_t n) {
+  for (size_t t = 0; t < n; t++) {
+    SC__T *r = dst + (b0 + t) * cols;
+    for (size_t i = 0; i < cols; i++) r[i] = tile[i * SC__TW + t];
+  }
+}
+
+/* xT (SC__TW x ld, sample-major, zero-padded to ld) <- x (I x SC__TW) */
+static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, size_t I,
+                                         size_t ld) {
+  for (int t = 0; t < SC__TW; t++) {
+    SC__T *r = xT + (size_t)t * ld;
+    for (size_t i = 0; i < I; i++) r[i] = x[i * SC__TW + (size_t)t];
+    for (size_t i = I; i < ld; i++) r[i] = 0;
+  }
+}
+
+/* the exp and log of a tile row in place, for the logit cross-entropy */
+#ifdef SC__SLEEF
+#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#else
+#define SC__CE_EXP_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
+#define SC__CE_LOG_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__LOG((r)[q_])
+#endif
+/* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
+static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lanes,
+                                  SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
+                                  size_t b0, size_t n) {
+  const sc_chain *c = J->c;
+  size_t O = c->out;
+  SC__T s = J->scale;
+  if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
+     * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
+     * session 26). Per sample the same operations in the same order as one sample at a time
+     * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
+     * on every lane; the padding lanes' results are dropped. */
+    const int32_t *lab = J->target;
+    SC__T m[SC__TW], se[SC__TW], e[SC__TW];
+    int32_t am[SC__TW], y[SC__TW];
+    int t;
+    for (t = 0; t < SC__TW; t++) {
+      y[t] = (size_t)t < n ? lab[SC__TN(sc__row)(J, b0 + (size_t)t)] : -1;
+      m[t] = yhat[t], am[t] = 0, se[t] = 1;
+    }
+    for (size_t o = 1; o < O; o++)
+      for (t = 0; t < SC__TW; t++) {
+        SC__T v = yhat[o * SC__TW + (size_t)t];
+        int gt = v > m[t];
+        m[t] = gt ? v : m[t];
+        am[t] = gt ? (int32_t)o : am[t];
+      }
+    for (size_t o = 0; o < O; o++) {
+      for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - m[t];
+      SC__CE_EXP_ROW(e);
+      for (t = 0; t < SC__TW; t++) se[t] += am[t] == (int32_t)o ? 0 : e[t];
+    }
+    SC__CE_LOG_ROW(se);                         /* log(se) */
+    for (t = 0; t < SC__TW; t++) se[t] += m[t]; /* lse */
+    for (t = 0; t < (int)n; t++) {
+      lanes[t] += se[t] - yhat[(size_t)y[t] * SC__TW + (size_t)t];
+      if (J->count_correct) lanes[SC__TW + t] += am[t] == y[t] ? 1 : 0;
+    }
+    if (d)
+      for (size_t o = 0; o < O; o++) {
+        SC__T *dr = d + o * SC__TW;
+        for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - se[t];
+        SC__CE_EXP_ROW(e);
+        for (t = 0; t < SC__TW; t++)
+          dr[t] = (size_t)t < n ? s * (e[t] - (y[t] == (int32_t)o ? 1 : 0)) : 0;
+      }
+    return;
+  }
+  const SC__T *tt = tg; /* the targets' tile: made before the step, or gathered here */
+  if (J->tiles_t)
+    tt = J->tiles_t + b0 * O;
+  else
+    SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n, 0);
+  SC__T mask[SC__TW];
+  for (int t = 0; t < SC__TW; t++) mask[t] = (size_t)t < n ? 1 : 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *yr = yhat + o * SC__TW, *tr = tt + o * SC__TW;
+    SC__T *dr = d ? d + o * SC__TW : NULL;
+    if (J->loss == SC_LOSS_SQUARED) {
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += e * e;
+        if (dr) dr[t] = 2 * s * e;
+      }
+    } else { /* absolute */
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += SC__FABS(e);
+        /* sign(e) s, as a product: GCC 12 at -O2 with AVX2 enabled crashes (an internal
+         * compiler error in const_vector_mask_from_tree) on e > 0 ? s : (e < 0 ? -s : 0) */
+        if (dr) dr[t] = s * (SC__T)((e > 0) - (e < 0));
+      }
+    }
+  }
+}
+
+#if SC__F32
+/* a = act(a + b) in place after a bf16 GEMM wrote a = W x: K channels of npos tile rows each
+ * (a dense layer: npos = 1), channel k's bias b[k]; z as in the forward kernels */
+static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, const float *restrict b,
+                                      size_t K, size_t npos, sc_act act) {
+#if defined(SC__VEC_F32)
+  vec_conv_bias_act_f32(a, z, b, K, npos, act);
+#else
+  for (size_t k = 0; k < K; k++)
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      float tmp[SC__TW];
+      for (int t = 0; t < SC__TW; t++) tmp[t] = a[q * SC__TW + (size_t)t] + (b ? b[k] : 0.0f);
+      SC__TN(sc__act_row)(a + q * SC__TW, z ? z + q * SC__TW : NULL, tmp, act);
+    }
+#endif
+}
+#endif
+
+/* The slice's work, instantiated twice by sc__run_slice: with the profile clock reads
+ * (profiling = 1) and without (0: they compile away; read or not, they cost 9 % of a LeNet5
+ * epoch when merely present) */
+#if defined(__GNUC__)
+#define SC__ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SC__ALWAYS_INLINE inline
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+/* float conv layer l's forward with the 2 x 2 max-pool above it folded in (vec_conv_pool_fwd_f32:
+ * the conv's output area holds the pool's hits, a byte a lane), its pullback by
+ * vec_pool2_hits_bwd_f32; SC_POOL_FUSE=0 turns it off with the other fusion */
+#define SC__F32_POOL_FOLD(l) (!J->bf16 && sc__pool_fold_f32(c, l))
+#endif
+static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s, size_t area,
+                                                         const int profiling) {
+  const sc_chain *c = J->c;
+  sc_workspace *ws = J->ws;
+  /* the tile memory and the bf16 packing area are scratch, used only while the slice runs:
+   * those of area (the worker's, see sc__task), so that one thread's slices reuse memory
+   * already in its caches; the slice's gradient (gs) is its own */
+  SC__T *tm = (SC__T *)(void *)(ws->slices + area * ws->slice_bytes);
+  SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+  size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
+  size_t L = c->nlayers;
+  SC__T *lanes = tm + c->lossl_off;
+  int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
+  int want_g = backward && J->want_g;
+#if SC__F32
+  /* the bf16 kernels' packed operands (this slice's area) */
+  uint32_t *bfs = J->bf16k ? ws->bf_scr + area * ws->bf_scr_stride : NULL;
+  /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
+#define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
+#define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
+  /* its dW made whole by each tile (a dense layer's GEMM, a conv's dW^T in dwt), so stored
+   * rather than added by a slice's first tile, the slice's gradient not cleared there (LeNet5
+   * bf16: 3.5-4 of the 19-20 ms of the batch's row went to clearing 176 KB a slice) */
+#define SC__BF_DW_FIRST(l)                                                                         \
+  (SC__BFKB(l) && (c->L[l].spec.kind == SC_LAYER_DENSE ||                                          \
+                   (c->L[l].spec.kind == SC_LAYER_CONV2D && c->L[l].spec.sw == 1 &&                \
+                    !(ws->bf_nt && c->L[l].oc < 16) && (ws->bf_gemm_rows || ws->bf_gemm_grp))))
+  /* conv layer l's forward on pairs read in place with its epilogue, with the 2 x 2 max-pool
+   * above it folded in (ws->bf_pool_hits; its pullback then by bf_dz_pool_hits): the conv's
+   * output area holds the hits (a byte a lane, a sixteenth of it), then a 2-row scratch (room
+   * for both: oh >= 4) */
+#define SC__POOL_FOLD(l)                                                                           \
+  (ws->bf_pool_hits && SC__BFK(l) && SC__BFKB(l) && ws->bf_gemm_ep && ws->bf_dz_pool &&            \
+   c->L[l].spec.kind == SC_LAYER_CONV2D &&                                                         \
+   (c->L[l].spec.act == SC_RELU || c->L[l].spec.act == SC_IDENTITY) &&                             \
+   ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg)) && (l) + 1 < L &&            \
+   c->L[(l) + 1].spec.kind == SC_LAYER_MAXPOOL2D && c->L[(l) + 1].spec.kh == 2 &&                  \
+   c->L[(l) + 1].spec.kw == 2 && c->L[l].oh % 2 == 0 && c->L[l].ow % 2 == 0 && c->L[l].oh >= 4)
+#define SC__HITS_SCR(P) /* the scratch after the hits (oc npos TW / 4 bytes), 64-byte aligned */   \
+  (((P)->oc * (P)->oh * (P)->ow * SC__TW / 16 + 15) & ~(size_t)15)
+  /* rounding to bf16 in place: VCVTNEPS2BF16 with the native kernels, else the set's code */
+#define SC__BFROUND(x, n) (ws->bf_round ? ws->bf_round : SC__BFP(round_n))(x, n)
+#else
+#define SC__BFK(l) 0
+#define SC__BFKB(l) 0
+#define SC__BF_DW_FIRST(l) 0
+#endif
+  /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
+   * row (the batch gather, the loss, the folds) */
+  sc__pcount *pf = profiling ? ws->prof + s * ws->prof_stride : NULL; /* this slice's set */
+  uint64_t tq = pf ? sc__ns() : 0;
+#define SC__PROF(row, dir, samples)                                                                \
+  do {                                                                                             \
+    if (pf) {                                                                                      \
+      uint64_t t_ = sc__ns();                                                                      \
+      SC__PADD(pf[(row)*SC__P_W + (dir)], t_ - tq);                                                \
+      SC__PADD(pf[(row)*SC__P_W + (dir) + 2], (samples));                                          \
+      tq = t_;                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+  for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
+  if (want_g) {
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = SC__BF_DW_FIRST(l) ? P->np - (P->spec.bias ? P->oc : 0) : 0; /* kept */
+      memset(gs + P->poff + nw, 0, (P->np - nw) * sizeof(SC__T));
+      if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
+          !SC__BFKB(l)) /* dense: first */
+        memset(tm + P->dwl_off, 0,
+               (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
+    }
+  }
+  for (size_t tile = t0; tile < t1; tile++) {
+    size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+#ifdef SC__K_FWD_H
+    /* a batch's last tile of at most SC__TW / 2 samples (not with bf16 operands) goes through
+     * the dense kernels' half forms (SC__KH): the first half of each row computed, zeros stored
+     * in the second. The padding's activations are then zeros where the whole-tile kernels
+     * leave act(b); its dz is zeros either way, so the results are the same but for the sign
+     * of a sum that is zero. (The micro-benchmark's 200 samples end in a tile of 8.) */
+    const int half = n <= SC__TW / 2 && !J->bf16;
+#define SC__KH(k) (half ? k##_H : k)
+#else
+#define SC__KH(k) k
+#endif
+#ifdef SC__K_DWL2
+    /* pairs of consecutive tiles of this slice (a last odd tile goes alone); the second
+     * tile of a pair keeps its activations in the a_off2 buffers */
+    int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
+#define SC__AOFF(P) (pair_second ? (P)->a_off2 : (P)->a_off)
+    SC__T *Xg = tm + (pair_second ? c->x_off2 : c->x_off);
+#else
+#define SC__AOFF(P) ((P)->a_off)
+    SC__T *Xg = tm + c->x_off;
+#endif
+    const SC__T *X = Xg;
+    if (J->tiles_x) /* made before the step (sc__train_tiles), rounded there with bf16 */
+      X = J->tiles_x + tile * c->in * SC__TW;
+    else {
+      if (SC__TN(sc__gather)(Xg, J->x, c->in, J, b0, n, J->chk_x)) {
+        J->slice_bad[s] = 1; /* a NaN or Inf in the input: no result (sc__execute) */
+        return;
+      }
+#if SC__F32
+      if (J->bf16) SC__BFROUND(Xg, c->in * SC__TW);
+#endif
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    const SC__T *in = X;
+#if SC__F32
+    int pooled = 0; /* the layer above (a max-pool) was made by the conv's forward */
+#endif
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+#if SC__F32
+      /* bf16 native kernels: the bias, a relu or identity and the rounding of the layer's
+       * output done by the GEMM as it stores (ep: else NULL, and the passes after it) */
+      sc__bf16_ep epv = {NULL, P->spec.act == SC_RELU, l + 1 < L}, *ep = NULL;
+      if (J->bf16k && ws->bf_gemm_ep && (ws->bf_on[l] & 1) &&
+          (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY) &&
+          (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)) {
+        epv.bias = !P->spec.bias                     ? NULL
+                   : P->spec.kind == SC_LAYER_CONV2D ? W + P->oc * P->R
+                                                     : W + P->in * P->out;
+        ep = &epv;
+      }
+#endif
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        sc_act fa = P->spec.act;
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
+#endif
+#if SC__F32
+        if (SC__BFK(l)) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
+          size_t I2 = (P->in + 1) / 2;
+          SC__BFP(pack_rows)(bfs, in, P->in, SC__TW, SC__TW);
+          if (ep) {
+            ws->bf_gemm_ep(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW,
+                           I2, NULL, ep);
+            break;
+          }
+          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
+          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, 1, fa);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
+          P->xfwd(in, W, a);
+          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
+          break;
+        }
+#endif
+        SC__KH(SC__K_FWD)(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
+        break;
+      }
+      case SC_LAYER_CONV2D:
+        if (P->pad_off != SIZE_MAX) {
+          SC__TN(sc__pad)(tm + P->pad_off, in, P);
+          in = tm + P->pad_off;
+        }
+#if SC__F32
+        if (SC__BFK(l) && ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg))) {
+          /* the input tile packed once, B's row k read in place at brow[k]: bit 4 its pairs of
+           * neighbouring columns (the direct forward, cpoff), else (bit 16, AVX512_BF16 or its
+           * model) its channel pairs, the pair cp of tap (i, j) being row k = (cp kh + i) kw + j
+           * at roff[k] (roff's formula with cp for ci) */
+          int cols = ws->bf_on[l] & 4;
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, t = P->spec.kh * P->spec.kw;
+          size_t K2 = cols ? P->ic * ((t + 1) / 2) : (P->ic + 1) / 2 * t;
+          const uint32_t *wb = ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) +
+                               (cols ? 1 : 2) * P->R * ((P->oc + 1) / 2); /* wc or wh */
+          const size_t *brow = cols ? P->cpoff : P->roff;
+          int pc = ep && SC__POOL_FOLD(l);
+          float *s2 = pc ? a + SC__HITS_SCR(P) : NULL;
+          /* folded, a relu conv's GEMM adds the bias alone: the pool relu's and rounds */
+          sc__bf16_ep epr = {ep ? ep->bias : NULL, 0, 0};
+          if (cols)
+            sc__bf16_pack_colpairs(bfs, in, P);
+          else
+            sc__bf16_pack_chpairs(bfs, in, P);
+          /* the pooled: rows 2 q, 2 q + 1 made by chunks of wn windows (at most about 16 KB of
+           * the scratch, in L1), each chunk pooled as soon as it is made */
+          size_t PW = P->ow / 2, wn = P->oc >= 32 ? 1 : 32 / P->oc;
+          for (size_t q = 0; pc && q < P->oh / 2; q++)
+            for (size_t w0 = 0; w0 < PW; w0 += wn) {
+              size_t w1 = PW - w0 < wn ? PW : w0 + wn, n0 = 2 * w0 * SC__TW;
+              for (size_t u = 2 * q; u < 2 * q + 2; u++)
+                ws->bf_gemm_ep(s2 + (u % 2) * RW + n0, 2 * RW, wb, K2,
+                               bfs + u * P->spec.sh * P->wp * SC__TW + n0, SC__TW, P->oc,
+                               2 * (w1 - w0) * SC__TW, K2, brow, ep->relu ? &epr : ep);
+              ws->bf_pool_hits(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, s2, P->oc, q,
+                               P->oh / 2, PW, w0, w1, P->spec.act == SC_RELU);
+              pooled = 1;
+            }
+          for (size_t u = 0; !pc && u < P->oh; u++) {
+            const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, brow, ep);
+            else
+              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, 0, NULL,
+                               NULL, 0, brow);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l) && (ws->bf_on[l] & 16)) { /* AMX: the input's channel pairs in place */
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, kw = P->spec.kw;
+          size_t CP = (P->ic + 1) / 2, KC = CP * P->spec.kh * kw;
+          const uint32_t *wh =
+              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + 2 * P->R * ((P->oc + 1) / 2);
+          sc__bf16_pack_chpairs(bfs, in, P);
+          for (size_t u = 0; u < P->oh; u++) /* group (cp, i): kw taps, B's rows TW apart */
+            ws->bf_gemm_sumg(a + u * RW, npos * SC__TW, wh, KC, (sc__grp_off){NULL, 0, 0, kw},
+                             bfs + u * P->spec.sh * P->wp * SC__TW, SC__TW,
+                             (sc__grp_off){P->roff, kw, SC__TW, 0}, P->oc, RW, kw, CP * P->spec.kh);
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
+          size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
+          for (size_t u = 0; u < P->oh; u++) {
+            SC__BFP(pack_taps)(bfs, in, P, u);
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW,
+                             P->oc, RW, R2, NULL, ep);
+            else
+              ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
+                          RW, R2, 0);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xconv) { /* libxsmm: im2col per output row, one GEMM per row, bias + act */
+          size_t OW = P->ow, RW = OW * SC__TW, step = P->spec.sw * SC__TW;
+          SC__T *col = tm + P->col_off;
+          for (size_t u = 0; u < P->oh; u++) {
+            const SC__T *row = in + u * P->spec.sh * P->wp * SC__TW;
+            for (size_t r = 0; r < P->R; r++) {
+              const SC__T *src = row + P->roff[r] * SC__TW;
+              if (P->spec.sw == 1)
+                memcpy(col + r * RW, src, RW * sizeof *col);
+              else
+                for (size_t v = 0; v < OW; v++)
+                  memcpy(col + r * RW + v * SC__TW, src + v * step, SC__TW * sizeof *col);
+            }
+            P->xconv(col, W, a + u * RW);
+          }
+          vec_conv_bias_act_f32(a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, P->oh * OW,
+                                P->spec.act);
+          break;
+        }
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+        if (SC__F32_POOL_FOLD(l)) {
+          SC__K_CONV_POOL_FWD(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, W,
+                              P->spec.bias ? W + P->oc * P->R : NULL, in, P->spec.act == SC_RELU,
+                              P);
+          pooled = 1;
+          break;
+        }
+#endif
+        SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (pooled) { /* by the conv below (SC__POOL_FOLD) */
+          pooled = 0;
+          break;
+        }
+#endif
+        SC__K_POOL_FWD(a, in, P);
+        break;
+      case SC_LAYER_FLATTEN: break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          uint32_t *mask = (uint32_t *)(void *)(tm + P->mask_off);
+          uint32_t thr = (uint32_t)(P->spec.rate * 4294967296.0);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++) {
+            uint32_t m = mask[f] = sc__drop_word(J->drop_seed, J->drop_step, b0, f, thr);
+            for (int t = 0; t < SC__TW; t++)
+              a[f * SC__TW + (size_t)t] = (m >> t & 1u) ? in[f * SC__TW + (size_t)t] * keep : 0;
+          }
+        } else
+          memcpy(a, in, P->out * SC__TW * sizeof(SC__T));
+        break;
+      }
+      in = tm + SC__AOFF(P);
+#if SC__F32
+      /* bf16: a layer's output is the next matrix product's operand; the last one's is not */
+      if (J->bf16 && l + 1 < L && !ep && P->spec.kind != SC_LAYER_FLATTEN &&
+          P->spec.kind != SC_LAYER_MAXPOOL2D) /* (those two pick rounded inputs) */
+        SC__BFROUND(tm + SC__AOFF(P), P->out * SC__TW);
+#endif
+      SC__PROF(l, SC__P_FNS, n);
+    }
+    const SC__T *yhat = in;
+    /* dz ping-pongs between two buffers: a layer reads cur and writes the dz of the layer below
+     * into nxt, the other one. On the first tile of a pair, a dense layer that holds its dz for
+     * the pair's dW (hold_off) gets it written there directly instead (no copy); its dx then
+     * goes to a ping-pong buffer again */
+    SC__T *const pp0 = tm + c->d0_off, *const pp1 = tm + c->d1_off;
+#ifdef SC__K_DWL2
+#define SC__HOLDS(Q) (pair_first && (Q)->hold_off != SIZE_MAX)
+#else
+#define SC__HOLDS(Q) 0
+#endif
+    SC__T *cur = pp0, *nxt = pp1;
+    if (backward && SC__HOLDS(&c->L[L - 1])) cur = tm + c->L[L - 1].hold_off;
+    if (J->mode == SC__FORWARD) {
+      SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
+      continue;
+    }
+    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD) {
+      SC__T *dl = J->mode == SC__VALGRAD ? cur : NULL;
+      SC__TN(sc__loss_tile)(J, lanes, dl, yhat, tm + c->t_off, b0, n);
+    } else { /* pullback: the cotangent is given */
+      SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n, 0);
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    if (!backward) continue;
+    int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
+#if SC__F32
+    /* bf16 native: conv layer k's dz (k = 0: no dx) made with its dW's packing in one pass
+     * (ws->bf_dz_lanes), and with a max-pooling layer above it, that pool's pullback too
+     * (ws->bf_dz_pool, pool_fused: the pool left its dz in cur) */
+#define SC__DZ_FUSE(k)                                                                             \
+  ((k) == 0 && !J->gx && want_g && SC__BFKB(k) && ws->bf_dz_lanes && ws->bf_nt &&                  \
+   c->L[k].spec.kind == SC_LAYER_CONV2D && c->L[k].spec.sw == 1 && c->L[k].oc < 16 &&              \
+   (c->L[k].spec.act == SC_RELU || c->L[k].spec.act == SC_IDENTITY))
+    int pool_fused = 0;
+#endif
+#ifdef SC__DWL_BL
+    /* dense layer k's bias lanes are added by its lane-form dW (SC__DWL_BL, as it reads dz)
+     * where the dx pass of the layer above would have added them (d_ready); not with bf16
+     * operands, whose dz is rounded after the bias gradient is taken */
+#define SC__DWL_BIAS(k)                                                                            \
+  (want_g && !J->bf16 && c->L[k].spec.kind == SC_LAYER_DENSE && c->L[k].lane_off != SIZE_MAX &&    \
+   c->L[k].dwl_off != SIZE_MAX && !c->L[k].dw_dot && !SC__BFKB(k))
+#else
+#define SC__DWL_BIAS(k) 0
+#endif
+    for (size_t l = L; l-- > 0;) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      const SC__T *xin = l ? tm + SC__AOFF(&c->L[l - 1]) : X;
+      const SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      int need_dx = l > 0 || J->gx;
+      nxt = cur == pp0 ? pp1 : pp0;
+      if (l > 0 && SC__HOLDS(&c->L[l - 1])) nxt = tm + c->L[l - 1].hold_off;
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        /* this tile's bias lanes go with the dW below: the dx pass above left them, or the
+         * layer is an identity one whose pullback would only have added them */
+        SC__T *dwl_bl =
+            SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY) ? tm + P->lane_off : NULL;
+        if (d_ready)
+          d_ready = 0;
+        else if (dwl_bl) {
+          /* identity: dz is as given, and the dW below adds the bias lanes */
+        } else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
+        else
+          SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+        if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+        if (SC__BFKB(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+          size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
+          if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
+            uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
+            SC__BFP(pack_lanes)(dzb, cur, O, SC__TW, SC__TW);
+            SC__BFP(pack_lanes_t)(xtp, xin, I, SC__TW);
+            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2,
+                        tile > t0); /* (SC__BF_DW_FIRST) */
+          }
+          if (need_dx) { /* pairs of outputs (the packing reuses the area) */
+            SC__BFP(pack_rows)(bfs, cur, O, SC__TW, SC__TW);
+            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
+                        I, SC__TW, O2, 0);
+          }
+          break;
+        }
+#endif
+        if (want_g) {
+          if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
+            /* the first dW write of this slice for this layer stores instead of adding
+             * (every tile writes every accumulator; with pairs the first write is the
+             * second tile's, or the first's when the slice has one tile) */
+#if defined(SC__K_DWD)
+            SC__K_DWD(gs + P->poff, cur, xin, P->out, P->in);
+#elif defined(SC__K_DWL2)
+            int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
+            /* tiles in pairs: the first one's dz is held (its input stays in the a_off
+             * buffers, x_off for layer 0), the second's pass does both (the same FMAs on
+             * each accumulator in the same order: same bits) */
+            if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
+              SC__T *hd = tm + P->hold_off;
+              const SC__T *hx = l            ? tm + c->L[l - 1].a_off
+                                : J->tiles_x ? J->tiles_x + (tile - 1) * c->in * SC__TW
+                                             : tm + c->x_off;
+              if (pair_first) {
+                if (cur != hd) /* (written there by the layer above, or not) */
+                  memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
+              } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl, half);
+            } else
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl, half);
+#elif defined(SC__DWL_BL)
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl, half);
+#else
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
+#endif
+          } else {
+            size_t ld = (P->in + 15) & ~(size_t)15;
+            SC__T *xT = tm + c->xT_off;
+#ifdef SC__K_TRANSPOSE
+            SC__K_TRANSPOSE(xT, xin, P->in, ld);
+#else
+            SC__TN(sc__transpose)(xT, xin, P->in, ld);
+#endif
+            SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+          }
+        }
+        if (need_dx) {
+#ifdef SC__K_DX_ACT
+          /* a dense layer below with a cheap derivative: its activation pullback (and
+           * bias lanes) is applied as dx is stored, and its own pass is skipped */
+          const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
+          if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
+            SC__KH(SC__K_DX_ACT)
+            (nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+             want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1) ? tm + Q->lane_off : NULL);
+            d_ready = 1;
+          } else
+#endif
+            SC__KH(SC__K_DX)(nxt, W, cur, P->out, P->in);
+        }
+        break;
+      }
+      case SC_LAYER_CONV2D:
+#if SC__F32
+        if (SC__DZ_FUSE(l)) {
+          /* the dot-product form's dW alone: dz's pullback, bias lanes, rounding and lane
+           * pairs in one pass (sc__bf16_dz_lanes_native), then as below */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
+          uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
+          float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (pool_fused && SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(dzp, NULL, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else if (pool_fused) {
+            const sc__lplan *Q = &c->L[l + 1];
+            ws->bf_dz_pool(dzp, NULL, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          } else
+            ws->bf_dz_lanes(dzp, cur, bl, a, P->oc, npos, P->spec.act == SC_RELU);
+          SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+          ws->bf_nt(gs + P->poff, P->R, dzp, ld / 2, P->ow * (SC__TW / 2), xp, P->roff, SC__TW / 2,
+                    P->spec.sh * P->wp * (SC__TW / 2), P->oc, P->R, P->ow * (SC__TW / 2), P->oh);
+          break;
+        }
+#endif
+#if SC__F32
+        if (pool_fused) { /* the pool's and the activation's pullback, the lanes, the rounding */
+          float *bl = want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(NULL, nxt, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else
+            ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          SC__T *tmp = cur;
+          cur = nxt;
+          nxt = tmp;
+          pool_fused = 0;
+        } else
+#endif
+        {
+          if (d_ready) /* the max-pool above made dz with this layer's activation and lanes */
+            d_ready = 0;
+          else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+            SC__TN(sc__act_bwd_lane)
+          (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
+          else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+          if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
+        }
+#if SC__F32
+        if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
+          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+            /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
+             * read in place (dz packed once, the input tile packed once), over all rows */
+            uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
+            size_t hw = P->hp * P->wp * SC__TW;
+            SC__BFP(pack_lanes)(dzp, cur, K, ld, ld);
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            ws->bf_nt(gs + P->poff, R, dzp, ld / 2, RW / 2, xp, P->roff, SC__TW / 2,
+                      P->spec.sh * P->wp * (SC__TW / 2), K, R, RW / 2, P->oh);
+          } else if (want_g && P->spec.sw == 1 && (ws->bf_gemm_rows || ws->bf_gemm_grp)) {
+            /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
+             * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
+             * lane pairs transposed (dzt); the product accumulates in dwt (R x K). On AMX one
+             * group of kw taps (ci, i) is a GEMM of the grouped form (its rows of A one
+             * lane-pair row apart, overlapping) */
+            float *dwt = (float *)(void *)bfs;
+            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
+            size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
+            /* a 5 x 5 kernel: the whole tile's dz^T, then every tap row from each input row
+             * (sc__bf16_dwt5_native: the same sums in the same order) */
+            int dwt5 = ws->bf_dwt5 && P->spec.kh == 5 && kw == 5 && P->spec.sh == 1 && K <= 16 &&
+                       P->oh >= 4;
+            if (dwt5) xp = dzt + P->oh * (RW / 2) * K;
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            if (dwt5) {
+              SC__BFP(pack_lanes_ts)(dzt, cur, K, ld, ld);
+              ws->bf_dwt5(dwt, xp, dzt, K, P->ic, P->hp, P->wp, P->oh, P->ow);
+            }
+            for (size_t u = 0; !dwt5 && u < P->oh; u++) {
+              const uint32_t *xu = xp + u * P->spec.sh * P->wp * (SC__TW / 2);
+              SC__BFP(pack_lanes_ts)(dzt, cur + u * RW, K, RW, ld);
+              if (ws->bf_gemm_rows)
+                ws->bf_gemm_rows(dwt, K, xu, SC__TW / 2, dzt, K, R, K, RW / 2, u > 0, P->roff, NULL,
+                                 0, NULL);
+              else
+                ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K}, xu, SC__TW / 2,
+                                (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
+                                P->ic * P->spec.kh, u > 0);
+            }
+            float *gw = gs + P->poff;
+            if (tile == t0) /* (SC__BF_DW_FIRST) 0 + dwt: the bits of adding to a cleared gw */
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] = 0.0f + dwt[r * K + o];
+            else
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+          } else if (want_g)
+            for (size_t u = 0; u < P->oh; u++) {
+              uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
+              SC__BFP(pack_lanes)(dzb, cur + u * RW, K, RW, ld);
+              SC__BFP(pack_taps_t)(xt, xs, P, u);
+              ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
+            }
+          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            SC__BFP(pack_rows)(bfs, cur, K, ld, ld);
+            ws->bf_dx_corr(xg, wt, bfs, P->ic, K2, P->spec.kh, P->spec.kw, P->oh, P->ow);
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          } else if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            float *dcol = (float *)(void *)(bfs + K2 * RW);
+            memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            for (size_t u = 0; u < P->oh; u++) {
+              float *xu = xg + u * P->spec.sh * P->wp * SC__TW;
+              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+              if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
+                                                          are the input tile's, by tap groups */
+                ws->bf_gemm_rows(xu, SC__TW, wt, K2, bfs, RW, R, RW, K2, 1, P->tperm, P->troff,
+                                 P->ic, NULL);
+              else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
+                                            apart) a GEMM of the grouped form, A's rows permuted */
+                ws->bf_gemm_grp(xu, P->hp * P->wp * SC__TW,
+                                (sc__grp_off){P->troff, P->ic, SC__TW, 0}, wt + R * K2, K2,
+                                (sc__grp_off){NULL, 0, 0, P->ic * K2}, bfs, RW, P->ic, RW, K2,
+                                P->spec.kh * P->spec.kw, 1);
+              else { /* im2col: the taps' dx in dcol, then added into the tile */
+                ws->bf_gemm(dcol, RW, wt, K2, bfs, RW, R, RW, K2, 0);
+                sc__bf16_col2im(xg, dcol, P, u);
+              }
+            }
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          }
+          break;
+        }
+#endif
+        if (want_g)
+          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
+        if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (l >= 1 && ws->bf_dz_pool && c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            SC__BFKB(l - 1) &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* the conv below does this pullback (with its activation's) */
+          pool_fused = 1;
+          need_dx = 0; /* cur stays */
+          break;
+        }
+#endif
+#ifdef SC__K_POOL2_ACT_BWD
+        if (need_dx && l >= 1 && !J->bf16 && c->pool_fuse &&
+            c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* with the conv's activation pullback and bias lanes (d_ready: the conv skips them) */
+          const sc__lplan *Q = &c->L[l - 1];
+#ifdef SC__K_CONV_POOL_FWD
+          if (SC__F32_POOL_FOLD(l - 1)) {
+            SC__K_POOL2_HITS_BWD(nxt, (const uint8_t *)(const void *)(tm + SC__AOFF(Q)), cur,
+                                 want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL, P);
+            d_ready = 1;
+            break;
+          }
+#endif
+          /* dx over the conv's output, which nothing reads after this pass: the tile's
+           * working set at conv1's pullback 442 KB smaller (LeNet5's pool1 pullback 17.1 ->
+           * 12.5 ms per epoch at 1 thread, Zen 5) */
+          nxt = tm + SC__AOFF(Q);
+          SC__K_POOL2_ACT_BWD(nxt, xin, a, cur,
+                              want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL,
+                              Q->spec.act == SC_RELU, P);
+          d_ready = 1;
+          break;
+        }
+#endif
+        if (need_dx) SC__K_POOL_BWD(nxt, xin, a, cur, P);
+        break;
+      case SC_LAYER_FLATTEN:
+        need_dx = 0; /* the same rows: cur stays */
+        break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          const uint32_t *mask = (const uint32_t *)(const void *)(tm + P->mask_off);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++)
+            for (int t = 0; t < SC__TW; t++)
+              cur[f * SC__TW + (size_t)t] *= (mask[f] >> t & 1u) ? keep : 0;
+        }
+        need_dx = 0; /* in place */
+        break;
+      }
+      if (need_dx) cur = nxt;
+      SC__PROF(l, SC__P_BNS, n);
+    }
+    if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
+#undef SC__KH
+  }
+  /* fold the lane accumulators, in a fixed order */
+  /* the loss lanes in double, as eight running sums (lanes t = k mod 8) and a tree: one chain
+   * of 32 dependent adds at the end of each slice held 1.7 % of the micro-benchmark's samples
+   * (5.6 % at batch 32). The order sets the loss's last bits, not the gradient's. The counts
+   * only when they are counted. */
+  double ls, cs = 0;
+  {
+    double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = 0; t < SC__TW; t += 8)
+      for (int k = 0; k < 8; k++) q[k] += (double)lanes[t + k];
+    ls = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+  }
+  if (J->count_correct)
+    for (int t = 0; t < SC__TW; t++) cs += (double)lanes[SC__TW + t];
+  J->slice_loss[s] = ls;
+  J->slice_correct[s] = cs;
+  if (want_g)
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->dwl_off != SIZE_MAX && !SC__BFKB(l) &&
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
+        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
+      if (P->lane_off == SIZE_MAX) continue;
+      SC__T *bl = tm + P->lane_off;
+      SC__T *gb = gs + P->poff + nw;
+#if SC__F32 && defined(SC__VEC_F32)
+      /* each output's NV vectors added in order into one, stored in place as vector o (below
+       * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
+       * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
+       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+      for (size_t o = 0; o < P->oc; o++) {
+        sc_vf v = V_ROW(bl + o * SC__TW, 0);
+        for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
+        V_ROWW(bl + o * VW, 0) = v;
+      }
+      vec_dwl_fold_f32(gb, bl, P->oc);
+#else
+      SC__K_FOLD_TW(gb, bl, P->oc);
+#endif
+    }
+  SC__PROF(L, SC__P_BNS, 0);
+#undef SC__PROF
+}
+#undef SC__BFK
+#undef SC__BFKB
+#undef SC__BF_DW_FIRST
+#ifdef SC__DZ_FUSE
+#undef SC__DZ_FUSE
+#endif
+#undef SC__BFROUND
+
+static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s, size_t area) {
+  if (J->ws->prof)
+    SC__TN(sc__run_slice_body)(J, s, area, 1);
+  else
+    SC__TN(sc__run_slice_body)(J, s, area, 0);
+}
+
+#undef SC__AOFF
+#undef SC__HOLDS
+#undef SC__DWL_BIAS
+
+/* index of the first NaN/Inf in v[0..n), or n */
+SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+  /* v - v is +0 (all bits clear) exactly when v is finite, NaN when v is NaN or Inf: an OR
+   * of those bits is a reduction the compiler vectorises with no dependency chain (an
+   * integer OR reassociates), one subtract, one OR per element; 128 bytes of accumulators
+   * (four AVX2 vectors, two AVX-512) keep the loads going (64 bytes, one AVX-512 vector: 170 ns
+   * for 4,799 floats on Zen 4, 128 bytes: 132 ns; 32 bytes: 30 ns for 252 doubles, 64: 22) */
+#if SC__F32
+  typedef uint32_t sc__ubits;
+#else
+  typedef uint64_t sc__ubits;
+#endif
+  enum { NACC = 128 / sizeof(SC__T) };
+  sc__ubits accs[NACC] = {0}, acc = 0;
+  size_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (size_t j = 0; j < NACC; j++) {
+      SC__T d = v[k + j] - v[k + j];
+      sc__ubits u;
+      memcpy(&u, &d, sizeof u);
+      accs[j] |= u;
+    }
+  for (; k < n; k++) {
+    SC__T d = v[k] - v[k];
+    sc__ubits u;
+    memcpy(&u, &d, sizeof u);
+    acc |= u;
+  }
+  for (size_t j = 0; j < NACC; j++) acc |= accs[j];
+  if (acc == 0) return n;
+  for (size_t k = 0; k < n; k++)
+    if (!isfinite(v[k])) return k;
+  return n;
+}
+
+#if SC__F32
+/* one fused pass of ADAM/AdamW over p, m, v */
+SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, float *restrict m,
+                                  float *restrict v, size_t n, const sc__adam_coef *k) {
+  const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, step = k->step;
+  const float isb2 = k->isb2, eps = k->eps, decay = k->decay, l2 = k->l2;
+  for (size_t i = 0; i < n; i++) {
+    float gk = g[i] + l2 * p[i];
+    float mk = b1 * m[i] + omb1 * gk, vk = b2 * v[i] + omb2 * gk * gk;
+    m[i] = mk;
+    v[i] = vk;
+    p[i] = p[i] * decay - step * mk / (sqrtf(vk) * isb2 + eps);
+  }
+}
+#endif
+/* ---------------------------------------------------------------- one state */
+/* The single-state path (sc_apply, sc_vjp, sc_jvp): one sample, no tiles, so an ODE
+ * right-hand side costs a few matrix-vector products. Activations of layer l live at
+ * scratch + a_off (the first `out` elements of its tile area), gelu's pre-activations at
+ * z_off, the cotangent in the d0/d1 areas and the tangent in the xT area... all inside
+ * slice 0's tile memory, which is far larger than one sample needs.
+ *   forward always; with v: du += J_u^T v (du may be NULL), dp += J_p^T v (may be NULL);
+ *   with w: jw = J_u w. y (may be NULL) receives f(u). Dropout is the identity here. */
+/* y[k] = act'(.) * y[k] for k < n (the pullback's act_bwd, which is also the tangent's) */
+#if !SC__F32 && defined(SC__VEC_F64)
+#define SC__ONE_VEC 1 /* the dense layers by vone_*_f64 */
+#elif SC__F32 && defined(SC__VEC_F32)
+#define SC__ONE_VEC 2 /* by vonef_* */
+#else
+#define SC__ONE_VEC 0
+#endif
+#define SC__ONE_ACTD(buf, a, z, n, act) SC__TN(sc__act_bwd)((buf), (a), (z), (n), (act))
+
+/* The outputs u (of n_out) that tap i reaches inside an input of n_in with stride s and
+ * padding p: 0 <= u s + i - p < n_in for u in [*lo, *hi) */
+static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s, size_t p, size_t i,
+                                            size_t *lo, size_t *hi) {
+  size_t l = i >= p ? 0 : (p - i + s - 1) / s;
+  size_t h = n_in + p <= i ? 0 : (n_in - 1 + p - i) / s + 1;
+  if (h > n_out) h = n_out;
+  *lo = l;
+  *hi = h > l ? h : l;
+}
+
+/* conv over one sample: out[k][u][v] = b[k] + the sum over the taps (ci, i, j) in order of
+ * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
+ * each output took its taps one by one with two bounds checks each: every output gets the
+ * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
+ * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
+                                 const SC__T *restrict b, const SC__T *restrict in,
+                                 const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW;
+  for (size_t k = 0; k < P->oc; k++) {
+    SC__T *restrict o = out + k * npos, b0 = b ? b[k] : 0;
+    for (size_t q = 0; q < npos; q++) o[q] = b0;
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = 0; i < KH; i++) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = 0; j < KW; j++) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            const SC__T *restrict r = in + (ci * P->ih + u * sh + i - ph) * P->iw;
+            SC__T *restrict d = o + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v + j - pw];
+            else
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v * sw + j - pw];
+          }
+        }
+      }
+  }
+}
+
+/* The pullback of a conv layer over one sample, for d = dL/d(pre-activation) (oc x npos):
+ * dx (nxt, overwritten) and dp's weights and bias (added to). The same additions in the same
+ * order as the direct loop over (k, u, v, ci, i, j) it replaces: into dx[ci][y][x], k by k,
+ * and for each k the outputs (u, v) in raster order, which is the taps (i, j) in descending
+ * order; into each weight and bias, the outputs in raster order. dW goes 16 channels at a
+ * time along d transposed into dt (npos x KP, KP = oc rounded up to 16; free scratch). */
+static void SC__TN(sc__one_conv_bwd)(SC__T *restrict nxt, SC__T *restrict dpw, SC__T *restrict dpb,
+                                     SC__T *restrict dt, const SC__T *restrict d,
+                                     const SC__T *restrict W, const SC__T *restrict xin,
+                                     const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW, K = P->oc;
+  if (dpb)
+    for (size_t k = 0; k < K; k++) {
+      SC__T s = dpb[k];
+      for (size_t q = 0; q < npos; q++) s += d[k * npos + q];
+      dpb[k] = s;
+    }
+  if (dpw) {
+    size_t KP = (K + 15) & ~(size_t)15;
+    for (size_t q = 0; q < npos; q++)
+      for (size_t k = 0; k < KP; k++) dt[q * KP + k] = k < K ? d[k * npos + q] : 0;
+    for (size_t k0 = 0; k0 < K; k0 += 16)
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < KH; i++) {
+          size_t u0, u1;
+          SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+          for (size_t j = 0; j < KW; j++) {
+            size_t v0, v1, r = (ci * KH + i) * KW + j;
+            SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+            SC__T acc[16];
+            for (size_t t = 0; t < 16; t++) acc[t] = k0 + t < K ? dpw[(k0 + t) * P->R + r] : 0;
+            for (size_t u = u0; u < u1; u++) {
+              const SC__T *restrict xr = xin + (ci * P->ih + u * sh + i - ph) * P->iw;
+              for (size_t v = v0; v < v1; v++) {
+                SC__T x = xr[v * sw + j - pw];
+                const SC__T *restrict dq = dt + (u * OW + v) * KP + k0;
+                for (size_t t = 0; t < 16; t++) acc[t] += dq[t] * x;
+              }
+            }
+            for (size_t t = 0; t < 16 && k0 + t < K; t++) dpw[(k0 + t) * P->R + r] = acc[t];
+          }
+        }
+  }
+  if (!nxt) return;
+  for (size_t e = 0; e < P->in; e++) nxt[e] = 0;
+  for (size_t k = 0; k < K; k++)
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = KH; i-- > 0;) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = KW; j-- > 0;) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            SC__T *restrict nr = nxt + (ci * P->ih + u * sh + i - ph) * P->iw;
+            const SC__T *restrict dr = d + k * npos + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) nr[v + j - pw] += w * dr[v];
+            else
+              for (size_t v = v0; v < v1; v++) nr[v * sw + j - pw] += w * dr[v];
+          }
+        }
+      }
+}
+
+/* index of the first maximum of each pool window, for one sample */
+static size_t SC__TN(sc__one_argmax)(const SC__T *in, const sc__lplan *P, size_t c, size_t u,
+                                     size_t v) {
+  size_t best = (c * P->ih + u * P->spec.kh) * P->iw + v * P->spec.kw;
+  for (size_t i = 0; i < P->spec.kh; i++)
+    for (size_t j = 0; j < P->spec.kw; j++) {
+      size_t q = (c * P->ih + u * P->spec.kh + i) * P->iw + v * P->spec.kw + j;
+      if (in[q] > in[best]) best = q;
+    }
+  return best;
+}
+
+/* dot product with four partial sums (no long dependency chain; order fixed) */
+static inline SC__T SC__TN(sc__dot)(const SC__T *restrict a, const SC__T *restrict b, size_t n) {
+  SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  if (n < 8) {
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return s0;
+  }
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#if !SC__ONE_VEC /* else vone_*_f64 */
+/* dx = W^T d for a dense layer (W: O x I): narrow inputs column by column (four
+ * partial sums over o), wide ones row by row (vectorizable over i) */
+static void SC__TN(sc__one_dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict d, size_t O, size_t I) {
+  if (I < 16) {
+    for (size_t i = 0; i < I; i++) {
+      SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t o = 0;
+      for (; o + 4 <= O; o += 4) {
+        s0 += W[o * I + i] * d[o];
+        s1 += W[(o + 1) * I + i] * d[o + 1];
+        s2 += W[(o + 2) * I + i] * d[o + 2];
+        s3 += W[(o + 3) * I + i] * d[o + 3];
+      }
+      for (; o < O; o++) s0 += W[o * I + i] * d[o];
+      dx[i] = (s0 + s1) + (s2 + s3);
+    }
+    return;
+  }
+  for (size_t i = 0; i < I; i++) dx[i] = 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *restrict wr = W + o * I;
+    SC__T dv = d[o];
+    for (size_t i = 0; i < I; i++) dx[i] += wr[i] * dv;
+  }
+}
+
+/* a = b + W x for a dense layer (W: O x I, b may be NULL). Narrow inputs (I < 8, the first
+ * layer of an ODE right-hand side) go column by column, vectorizable over the outputs, with
+ * I a constant in each case; wide ones are one dot product per output. */
+static inline void SC__TN(sc__one_fwd_cols)(SC__T *restrict a, const SC__T *restrict W,
+                                            const SC__T *restrict b, const SC__T *restrict x,
+                                            size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++) {
+    SC__T s = 0; /* the order of sc__dot for n < 8, then the bias */
+    for (size_t i = 0; i < I; i++) s += W[o * I + i] * x[i];
+    a[o] = (b ? b[o] : 0) + s;
+  }
+}
+
+static void SC__TN(sc__one_dense_fwd)(SC__T *restrict a, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  switch (I) {
+  case 1: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 1); return;
+  case 2: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 2); return;
+  case 3: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 3); return;
+  case 4: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * I, x, I);
+}
+
+/* gW += d x^T (gW: O x I); narrow inputs with I a constant, vectorizable over the outputs */
+static inline void SC__TN(sc__one_dw_cols)(SC__T *restrict gW, const SC__T *restrict d,
+                                           const SC__T *restrict x, size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) gW[o * I + i] += d[o] * x[i];
+}
+
+/* gW += d x^T and gb += d (gb may be NULL) */
+static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
+                                      const SC__T *restrict d, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  if (gb)
+    for (size_t o = 0; o < O; o++) gb[o] += d[o];
+  switch (I) {
+  case 1: SC__TN(sc__one_dw_cols)(gW, d, x, O, 1); return;
+  case 2: SC__TN(sc__one_dw_cols)(gW, d, x, O, 2); return;
+  case 3: SC__TN(sc__one_dw_cols)(gW, d, x, O, 3); return;
+  case 4: SC__TN(sc__one_dw_cols)(gW, d, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) {
+    SC__T dv = d[o];
+    SC__T *restrict gr = gW + o * I;
+    for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
+  }
+}
+#endif           /* the portable dense kernels */
+
+/* the dense layers' kernels of this path, and the length their outputs are written to */
+#if SC__ONE_VEC == 1
+#define SC__ONE_PAD(n) (((n) + 3) & ~(size_t)3)
+#define SC__ONE_FWD vone_fwd_f64
+#define SC__ONE_DX vone_dx_f64
+#define SC__ONE_DW vone_dw_f64
+#elif SC__ONE_VEC == 2
+#define SC__ONE_PAD(n) (((n) + 7) & ~(size_t)7)
+#define SC__ONE_FWD vonef_fwd
+#define SC__ONE_DX vonef_dx
+#define SC__ONE_DW vonef_dw
+#else
+#define SC__ONE_PAD(n) (n)
+#define SC__ONE_FWD SC__TN(sc__one_dense_fwd)
+#define SC__ONE_DX SC__TN(sc__one_dense_dx)
+#define SC__ONE_DW SC__TN(sc__one_dense_dwb)
+#endif
+
+static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
+                            const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
+                            SC__T *scratch, int fwd) {
+  size_t L = c->nlayers;
+  SC__T *tm = scratch;
+  /* the tangent ping-pongs between two areas as large as the widest layer */
+  SC__T *ta = tm + c->d0_off, *tb = tm + c->d1_off;
+  const SC__T *in = u, *tin = w;
+  /* fwd = 0: the activations of this u and p are in scratch from the call before (a forward
+   * with v = NULL, w = NULL); only the pullback runs (y and jw must be NULL) */
+  for (size_t l = 0; fwd && l < L; l++) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    SC__T *tout = tin ? (tin == ta ? tb : ta) : NULL;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      int dense = P->spec.kind == SC_LAYER_DENSE;
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      const SC__T *b = P->spec.bias ? W + nw : NULL;
+      /* pre-activations go to z (gelu keeps them) or to the unused rest of this layer's tile
+       * area (out x SC__TW elements), then are activated into a; with no activation, straight
+       * into a. A dense layer's outputs are written up to no = SC__ONE_PAD(out) (zeros) */
+      size_t no = dense ? SC__ONE_PAD(P->out) : P->out;
+      SC__T *pre = P->spec.act == SC_IDENTITY ? a : z ? z : a + no;
+      if (dense)
+        SC__ONE_FWD(pre, W, b, in, P->out, P->in);
+      else
+        SC__TN(sc__one_conv)(pre, W, b, in, P);
+      if (pre != a) SC__TN(sc__act_n)(a, NULL, pre, no, P->spec.act);
+      if (tout) {
+        if (dense)
+          SC__ONE_FWD(tout, W, NULL, tin, P->out, P->in);
+        else
+          SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
+        SC__ONE_ACTD(tout, a, z, no, P->spec.act);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      for (size_t ch = 0; ch < P->oc; ch++)
+        for (size_t uu = 0; uu < P->oh; uu++)
+          for (size_t vv = 0; vv < P->ow; vv++) {
+            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv),
+                   o = (ch * P->oh + uu) * P->ow + vv;
+            a[o] = in[q];
+            if (tout) tout[o] = tin[q];
+          }
+      break;
+    case SC_LAYER_FLATTEN: /* a view: the same elements */
+      a = (SC__T *)in;
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    case SC_LAYER_DROPOUT:
+      if (a != in) memcpy(a, in, P->out * sizeof(SC__T));
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    }
+    in = P->spec.kind == SC_LAYER_FLATTEN ? in : a;
+    if (tout) tin = tout;
+  }
+  /* (loops, not memcpy: a few elements, where the library call costs more) */
+  if (y)
+    for (size_t k = 0; k < c->out; k++) y[k] = in[k];
+  if (jw)
+    for (size_t k = 0; k < c->out; k++) jw[k] = tin[k];
+  if (!v || (!du && !dp)) return;
+  /* pullback of v */
+  SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+  for (size_t k = 0; k < c->out; k++) cur[k] = v[k];
+  for (size_t l = L; l-- > 0;) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    const SC__T *xin = u;
+    for (size_t q = l; q-- > 0;) /* the input of layer l: the last non-flatten output */
+      if (c->L[q].spec.kind != SC_LAYER_FLATTEN) {
+        xin = tm + c->L[q].a_off;
+        break;
+      }
+    const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    int need_dx = l > 0 || du;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->spec.kind == SC_LAYER_DENSE) {
+        size_t no = SC__ONE_PAD(P->out);
+        for (size_t o = P->out; o < no; o++) cur[o] = 0; /* (from v or a non-dense layer) */
+        SC__ONE_ACTD(cur, a, z, no, P->spec.act);
+        if (dp)
+          SC__ONE_DW(dp + P->poff, P->spec.bias ? dp + P->poff + nw : NULL, cur, xin, P->out,
+                     P->in);
+        if (need_dx) SC__ONE_DX(nxt, W, cur, P->out, P->in);
+      } else {
+        SC__ONE_ACTD(cur, a, z, P->out, P->spec.act);
+        /* (dt: the free rest of this layer's tile area, out x (SC__TW - 1) elements) */
+        SC__TN(sc__one_conv_bwd)
+        (need_dx ? nxt : NULL, dp ? dp + P->poff : NULL,
+         dp && P->spec.bias ? dp + P->poff + nw : NULL, tm + P->a_off + P->out, cur, W, xin, P);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      if (need_dx) {
+        for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+        for (size_t ch = 0; ch < P->oc; ch++)
+          for (size_t uu = 0; uu < P->oh; uu++)
+            for (size_t vv = 0; vv < P->ow; vv++)
+              nxt[SC__TN(sc__one_argmax)(xin, P, ch, uu, vv)] = cur[(ch * P->oh + uu) * P->ow + vv];
+      }
+      break;
+    case SC_LAYER_FLATTEN:
+    case SC_LAYER_DROPOUT:
+      need_dx = 0; /* identity: cur stays */
+      break;
+    }
+    if (need_dx) {
+      SC__T *t = cur;
+      cur = nxt;
+      nxt = t;
+    }
+  }
+  if (du)
+    for (size_t i = 0; i < c->in; i++) du[i] += cur[i];
+}
+#undef SC__ONE_ACTD
+#undef SC__ONE_VEC
+#undef SC__ONE_PAD
+#undef SC__ONE_FWD
+#undef SC__ONE_DX
+#undef SC__ONE_DW
+/* src/typed/table.h — a kernel set's table (src/internal.h's sc__kt_f32 / sc__kt_f64): exported
+ * from its kernels/ file, static in a built-in set of the two drop-in files (SC__KT_LINKAGE), and
+ * the portable set's ("scalar", src/compute.c). */
+#ifdef SC__KERNELS_ONLY
+#ifndef SC__KT_LINKAGE
+#define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
+#endif
+#if SC__F32
+SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME,
+                                                     SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite),
+                                                     SC__TN(sc__adam),
+                                                     SC__TN(sc__one),
+#ifdef SC__VEC_CONV
+                                                     vec_conv_fwd_names,
+                                                     vec_conv_dw_names,
+                                                     V_CONV_DW_K6
+#else
+                                                     NULL,
+                                                     NULL,
+                                                     0
+#endif
+};
+#else
+SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
+#endif
+#else /* the portable set */
+#if SC__F32
+static const sc__kt_f32 sc__kt_ref_f32 = {
+    "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
+#else
+static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+                                          sc__one_f64};
+#endif
+#endif
+/* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
+ * that the next one (the other element type, another kernel set) starts clean. */
+#undef SC__K_FWD
+#undef SC__BFP
+#undef SC__K_DW
+#undef SC__K_TRANSPOSE
+#undef SC__K_DX
+#undef SC__K_DWL
+#undef SC__DWL_BL
+#undef SC__K_FWD_H
+#undef SC__K_DX_H
+#undef SC__K_DX_ACT_H
+#undef SC__K_DWL_FOLD
+#undef SC__K_FOLD_TW
+#undef SC__K_DWD
+#undef SC__DWD_DENSE
+#undef SC__K_DWL2
+#undef SC__K_DX_ACT
+#undef SC__DX_ACT_OK
+#undef SC__DWL_LANES
+#undef SC__K_ACTB
+#undef SC__K_CONV_FWD
+#undef SC__K_CONV_DWL
+#undef SC__K_CONV_DX
+#undef SC__K_POOL_FWD
+#undef SC__K_POOL_BWD
+#undef SC__K_POOL2_ACT_BWD
+#undef SC__K_CONV_POOL_FWD
+#undef SC__K_POOL2_HITS_BWD
+#undef SC__F32_POOL_FOLD
+
+#undef SC__TANH
+#undef SC__EXP
+#undef SC__EXPM1
+#undef SC__LOG1P
+#undef SC__LOG
+#undef SC__FABS
+#undef SC__GELU_K0
+#undef SC__GELU_K1
+#undef SC__EXPMAX
+#ifdef SC__POP_OPTIONS
+#pragma GCC pop_options
+#undef SC__POP_OPTIONS
+#endif
+#undef SC__T
+#undef SC__TN
+#undef SC__TT
+#undef SC__F32
+#undef SC__KSTATIC
+
+/* kernels/avx2/end.h — closes the AVX2 + FMA kernel set opened by kernels/avx2/begin.h. */
+/* kernels/x86/end.h — undefines the vector kernels' macros at the end of a kernel set, so that
+ * the next set (the AVX-512 one after the AVX2 one in the two drop-in files' built-in sets)
+ * defines them anew for its vector width. */
+#undef CDX_CB
+#undef NC
+#undef NV
+#undef NVB
+#undef NVBH
+#undef NVH
+#undef SC__LD4
+#undef SC__LD8
+#undef SC__SHUF4
+#undef SC__SHUF8
+#undef SC__ST4
+#undef SC__ST8
+#undef SC__VEC_CONV
+#undef SC__VEC_DWL2
+#undef SC__VEC_GATHER
+#undef SC__VONE_DW_ROWS
+#undef SC__VONE_DX_COLS
+#undef SC__VONE_PARTS
+#undef VW
+#undef V_BCAST
+#undef V_CDW_BLOCK
+#undef V_CDW_ROWS
+#undef V_CDX_POS
+#undef V_CDX_ROWS
+#undef V_CDX_XROWS
+#undef V_CONV_BLOCK
+#undef V_CONV_DW_BLOCKS
+#undef V_CONV_DW_FN
+#undef V_CONV_DW_K6
+#undef V_CONV_FWD_BLOCKS
+#undef V_CONV_FWD_FN
+#undef V_CONV_ROWS
+#undef V_FMA
+#undef V_RCP
+#undef V_ROW
+#undef V_ROWW
+#undef V_TANH
+#undef v_ge_sel
+#undef v_max
+#undef v_min
+#undef v_relu
+#undef v_tanh
+#undef SC__ISA_AVX2
+#undef SC__KERNELS_ONLY
+#undef SC__ISA_NAME
+#undef SC__VEC_F32
+#undef SC__VEC_F64
+#undef VOB
+#undef SC__OB
+#undef SC__KT_LINKAGE
+#undef SC__KT_EXPORT_F32
+#undef SC__KT_EXPORT_F64
+#ifdef SC__AVX2_POP
+#undef SC__AVX2_POP
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
+#endif
+#if SC__BUILTIN_AVX512
+/* kernels/avx512/avx512.c — the kernel set for CPUs with AVX-512 (F, BW, VL, DQ): the whole per-slice pipeline
+ * (input gather, fused layer kernels, loss, fused pullback) and the one-state path, compiled for
+ * this instruction set, with the float kernels from the vector kernels of kernels/x86/ (explicit
+ * vector code) and most double ones auto-vectorised from the portable source. The tables it
+ * exports are what src/dispatch.c picks when the CPU supports AVX-512 (SC_ISA=avx512 forces them). */
+/* kernels/avx512/begin.h — opens the AVX-512 kernel set (kernels/avx512/avx512.c): its target, its
+ * name, its register blocking; kernels/avx512/end.h closes it.
+ *
+ * The target comes from the compiler's flags where they were given (the Makefile's -mavx512f -mavx512bw
+ * -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast), else from these pragmas, for every function of the set: a drop-in build
+ * (cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c) needs no flags. The
+ * flags and the pragmas give the same code (floating-point contraction included, on which the
+ * vector kernels' multiply-adds rely; GCC also gets -O3 for the set when optimising at all: its -O2
+ * vectorises too little of these loops, 2.2x slower). In the two drop-in files' built-in set
+ * (SC__BUILTIN_PASS, src/builtin_sets.h) the pragmas always apply. */
+#ifdef SC__BUILTIN_PASS
+#if defined(__clang__)
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
+#pragma clang fp contract(fast)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512")
+#pragma GCC optimize("O3", "fp-contract=fast", "no-math-errno")
+#endif
+#define SC__AVX512_POP 1
+#define SC__KT_LINKAGE static
+#define SC__KT_EXPORT_F32 sc__kt_f32_avx512in
+#define SC__KT_EXPORT_F64 sc__kt_f64_avx512in
+/* kernels/avx512/names.h — the names the AVX-512 set's vector kernels take in a built-in set of
+ * the two drop-in files, where the AVX2 set, compiled first into the same translation unit, holds
+ * their plain names (types and functions that SC__TN does not name). A name missing here fails
+ * that build (redefinition): at once for a name that both sets define, and for an AVX-512-only
+ * one when AVX-512 flags (-march=native) make the AVX2 set define it too
+ * (test_dropin_avx512_flags builds that). */
+#define sc_vf sc_vf_avx512
+#define sc_vfu sc_vfu_avx512
+#define sc_vi sc_vi_avx512
+#define sc_vu sc_vu_avx512
+#define sc_vd sc_vd_avx512
+#define sc_vdl sc_vdl_avx512
+#define v_act_rows v_act_rows_avx512
+#define v_act_store v_act_store_avx512
+#define v_bf16_pack_lanes v_bf16_pack_lanes_avx512
+#define v_bf16_pack_lanes_t v_bf16_pack_lanes_t_avx512
+#define v_bf16_pack_lanes_ts v_bf16_pack_lanes_ts_avx512
+#define v_bf16_pack_rows v_bf16_pack_rows_avx512
+#define v_bf16_pack_taps v_bf16_pack_taps_avx512
+#define v_bf16_pack_taps_t v_bf16_pack_taps_t_avx512
+#define v_bf16_pairs16 v_bf16_pairs16_avx512
+#define v_bf16_pairs_ab v_bf16_pairs_ab_avx512
+#define v_bf16_pairs_t8 v_bf16_pairs_t8_avx512
+#define v_bf16_round_n v_bf16_round_n_avx512
+#define v_chk_acc v_chk_acc_avx512
+#define v_chk_any v_chk_any_avx512
+#define v_chk_run v_chk_run_avx512
+#define v_gather4x8 v_gather4x8_avx512
+#define v_8x16_store v_8x16_store_avx512
+#define v_gather8x16 v_gather8x16_avx512
+#define v_gather8x16p v_gather8x16p_avx512
+#define v_gather_cols8 v_gather_cols8_avx512
+#define v_gather_rows v_gather_rows_avx512
+#define v_quot v_quot_avx512
+#define v_sel v_sel_avx512
+#define v_tanh_inplace v_tanh_inplace_avx512
+#define v_tanh_q v_tanh_q_avx512
+#define v_tanh_rat v_tanh_rat_avx512
+#define v_tile_bad v_tile_bad_avx512
+#define v_transpose16 v_transpose16_avx512
+#define v_cdx_row v_cdx_row_avx512
+#define vec_transpose_f32 vec_transpose_f32_avx512
+#define v_transpose8 v_transpose8_avx512
+#define vec_bias_act_f32 vec_bias_act_f32_avx512
+#define vec_conv_bias_act_f32 vec_conv_bias_act_f32_avx512
+#define vec_conv_dw_names vec_conv_dw_names_avx512
+#define vec_conv_dwl0_f32 vec_conv_dwl0_f32_avx512
+#define vec_conv_dwl1_f32 vec_conv_dwl1_f32_avx512
+#define vec_conv_dwl2_f32 vec_conv_dwl2_f32_avx512
+#define vec_conv_dwl_f32 vec_conv_dwl_f32_avx512
+#define vec_conv_dx_f32 vec_conv_dx_f32_avx512
+#define vec_conv_fwd0_f32 vec_conv_fwd0_f32_avx512
+#define vec_conv_fwd1_f32 vec_conv_fwd1_f32_avx512
+#define vec_conv_fwd2_f32 vec_conv_fwd2_f32_avx512
+#define vec_conv_fwd_f32 vec_conv_fwd_f32_avx512
+#define vec_conv_fwd_names vec_conv_fwd_names_avx512
+#define vec_dense_dw_f32 vec_dense_dw_f32_avx512
+#define vec_dense_dwd_f64 vec_dense_dwd_f64_avx512
+#define vec_dwd_lanes vec_dwd_lanes_avx512
+#define vec_dense_dx_act_f64 vec_dense_dx_act_f64_avx512
+#define vec_dense_dx_body_f64 vec_dense_dx_body_f64_avx512
+#define vec_dense_dx_f64 vec_dense_dx_f64_avx512
+#define vec_dense_dwl_f32 vec_dense_dwl_f32_avx512
+#define vec_dense_dwl_n vec_dense_dwl_n_avx512
+#define vec_dense_dwl_sel vec_dense_dwl_sel_avx512
+#define vec_dense_dwl2_f32 vec_dense_dwl2_f32_avx512
+#define vec_dense_dx_act_f32 vec_dense_dx_act_f32_avx512
+#define vec_dense_dx_body vec_dense_dx_body_avx512
+#define vec_dense_dx_f32 vec_dense_dx_f32_avx512
+#define vec_dense_fwd_f32 vec_dense_fwd_f32_avx512
+#define vec_dense_fwd_body vec_dense_fwd_body_avx512
+#define vec_dense_fwd_h_f32 vec_dense_fwd_h_f32_avx512
+#define vec_dense_dx_h_f32 vec_dense_dx_h_f32_avx512
+#define vec_dense_dx_act_n vec_dense_dx_act_n_avx512
+#define vec_dense_dx_act_h_f32 vec_dense_dx_act_h_f32_avx512
+#define v_act_rows_h v_act_rows_h_avx512
+#define vec_dense_fwd_f64 vec_dense_fwd_f64_avx512
+#define vec_dwl_fold_f32 vec_dwl_fold_f32_avx512
+#define vec_dwl_fold_f64 vec_dwl_fold_f64_avx512
+#define vec_fold8 vec_fold8_avx512
+#define vec_fold8x8 vec_fold8x8_avx512
+#define vec_gather_f32 vec_gather_f32_avx512
+#define vec_pool_bwd_f32 vec_pool_bwd_f32_avx512
+#define vec_pool2_act_bwd_f32 vec_pool2_act_bwd_f32_avx512
+#define vec_pool2_hits_bwd_f32 vec_pool2_hits_bwd_f32_avx512
+#define vec_conv_pool_fwd_f32 vec_conv_pool_fwd_f32_avx512
+#define v_pool_hits_store v_pool_hits_store_avx512
+#define v_pool2_put v_pool2_put_avx512
+#define v_pool2_row2 v_pool2_row2_avx512
+#define v_pool2_bwd v_pool2_bwd_avx512
+#define vec_pool_fwd_f32 vec_pool_fwd_f32_avx512
+#define vone_dw_f64 vone_dw_f64_avx512
+#define vone_dx_f64 vone_dx_f64_avx512
+#define vone_fwd_f64 vone_fwd_f64_avx512
+#define vone_hsum4 vone_hsum4_avx512
+#define vone_rowdot vone_rowdot_avx512
+#define vone_splat vone_splat_avx512
+#define sc_v8f sc_v8f_avx512
+#define vonef_dw vonef_dw_avx512
+#define vonef_dx vonef_dx_avx512
+#define vonef_fwd vonef_fwd_avx512
+#define vonef_hsum8 vonef_hsum8_avx512
+#define vonef_rowdot vonef_rowdot_avx512
+#define vonef_splat vonef_splat_avx512
+#else
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) ||                   \
+    !defined(__AVX512DQ__)
+#if defined(__clang__)
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
+#pragma clang fp contract(fast)
+#define SC__AVX512_POP 1
+#elif defined(__GNUC__)
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512")
+#if defined(__OPTIMIZE__)
+#pragma GCC optimize("O3", "fp-contract=fast", "no-math-errno")
+#else
+#pragma GCC optimize("fp-contract=fast", "no-math-errno")
+#endif
+#endif
+#endif
+#define SC__KT_EXPORT_F32 sc__kt_f32_avx512
+#define SC__KT_EXPORT_F64 sc__kt_f64_avx512
+#endif
+#define SC__ISA_AVX512 1
+#define SC__KERNELS_ONLY 1
+#define SC__ISA_NAME "avx512"
+#define SC__VEC_F32 1 /* the float vector kernels (kernels/x86/f32.h) */
+#define SC__VEC_F64 1 /* the double vector kernels (kernels/x86/f64.h: lane fold, dot-form dW) */
+#define VOB 8         /* float rows per register block: 8 accumulators of 16 floats */
+#define SC__OB 8      /* the same for the portable (double) kernels */
+
+
+#define SC__T float
+#define SC__TN(name) name##_f32_avx512
+#define SC__TT(name) name##_f32
+#define SC__F32 1
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
+ * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
+ * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
+ * The translation unit defines those four, includes this file, the typed files it compiles, and
+ * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
+ * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
+ * leaves loops whose trip count is not a known multiple of the vector length: the portable
+ * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
+ * arithmetic is the same (no reassociation, no contraction is asked for), so are the results.
+ * Clang vectorises at -O2 already. SC_NO_O3_PRAGMA opts out. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
+    !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA) && !defined(SC__KERNELS_ONLY)
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+#define SC__POP_OPTIONS 1
+#endif
+#ifndef SC__OB
+#define SC__OB 4 /* output rows per register block; ISA files may raise it */
+#endif
+#define SC__IC 16 /* columns of the dW block */
+#ifndef SC__CW
+/* samples per column chunk of the portable dense forward and dx: their OB x CW accumulators
+ * stay in registers (OB x TW of them spilled: double on AVX2 needs 32 ymm for 4 x 32).
+ * Each sum keeps its order, so the chunking changes no bits. */
+#define SC__CW 8
+#endif
+#if SC__TW % SC__CW != 0
+#error "SC__CW must divide the tile width"
+#endif
+#ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
+#if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
+#define SC__KSTATIC static __attribute__((unused))
+#else
+#define SC__KSTATIC static
+#endif
+#endif
+/* src/typed/math.h — the element type's tanh (our own, in float and in double) and the libm
+ * functions the portable kernels call, as SC__TANH, SC__EXP, ... */
+#if SC__F32
+/* The float tanh, our own (vectorizable; kernels/vec_f32.h has the same steps on
+ * vectors). With a = 2 min(|x|, 9) and E = expm1(a),
+ *     tanh|x| = E / (E + 2)                      for |x| >= 0.35,
+ *     tanh|x| = |x| + |x|^3 P(x^2)               for |x| <  0.35,
+ * and the sign of x put back (so tanh is odd and +-0 maps to +-0). E is computed as
+ * 2^n expm1(r) + (2^n - 1), r = a - n ln2 (|r| <= ln2/2, ln2 split in two so that n ln2hi
+ * is exact), expm1(r) = r + r^2 q(r). E / (E + 2) has a relative condition number
+ * 2 / (E + 2) <= 1 in E, so the error of E is not amplified; for small |x| the odd
+ * polynomial avoids the rounding of E + 2. q and P are minimax-style fits of our own
+ * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
+ * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
+ * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
+ * tanh(+-inf) = +-1 and tanh(NaN) is NaN (the NaN propagates, as on the vector paths). */
+/* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
+static inline float SC__TN(sc__fsel)(int c, float a, float b) {
+  uint32_t m = (uint32_t)0 - (uint32_t)c;
+  return sc__fof((sc__fbits(a) & m) | (sc__fbits(b) & ~m));
+}
+static inline float SC__TN(sc__tanh)(float x) {
+  float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
+  float a = 2.0f * SC__TN(sc__fsel)(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
+  float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
+  float n = t - 12582912.0f;
+  float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
+  r = r - n * 1.42860677e-06f;    /* ln2 low part */
+  float q =
+      (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+      4.99999970e-1f;
+  float p = (r * r) * q + r;                             /* expm1(r) */
+  float s = sc__fof((sc__fbits(t) << 23) + 0x3f800000u); /* 2^n */
+  float E = s * p + (s - 1.0f);                          /* expm1(a) */
+  float y = E / (E + 2.0f);
+  float z = ax * ax;
+  float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = SC__TN(sc__fsel)(ax < 0.35f, ys, y);
+  return sc__fof(sc__fbits(y) | (sc__fbits(x) & 0x80000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 80.0f /* exp of this is finite in float */
+#define SC__EXP(v) expf(v)
+#define SC__EXPM1(v) expm1f(v)
+#define SC__LOG1P(v) log1pf(v)
+#define SC__LOG(v) logf(v)
+#define SC__FABS(v) fabsf(v)
+#else
+/* The double tanh, our own, the float one's method in double (vectorizable: the loops over
+ * it are auto-vectorized in the kernel-set builds). With a = 2 min(|x|, 19.1) and E =
+ * expm1(a): tanh|x| = E / (E + 2) for |x| >= 0.35, else x + x^3 P(x^2) (below 0.35 the
+ * quotient's roundings would reach 2.15 ULP). E = 2^n expm1(r) + (2^n - 1), r = a - n ln2
+ * (Cody-Waite, ln2 in two parts so that n ln2hi is exact), expm1(r) = r + r^2 q(r). q (degree
+ * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
+ * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
+ * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
+ * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
+ * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
+ * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
+ * [-1, 1]; max error 1.48 ULP measured, 2 bounded by tests/test_math.c (test_tanh_f64_ulp).
+ * make bench-tanh (AVX2, Zen 4) before the fits: 2.55 ns per element, against 5.40 for SLEEF's
+ * 1-ULP tanhd4_u10 (used here before) and 2.75 for its 3.5-ULP u35. Tried: correcting E / (E +
+ * 2) with its exact residual instead of the small-|x| polynomial (2.02 ns) reached 1.96 ULP
+ * near 0.2 and 2.8 near 19 (1 - y is inexact there). */
+static inline double SC__TN(sc__dsel)(int c, double a, double b) {
+  uint64_t m = (uint64_t)0 - (uint64_t)c;
+  return sc__dof((sc__dbits(a) & m) | (sc__dbits(b) & ~m));
+}
+static inline double SC__TN(sc__tanh)(double x) {
+  double ax = sc__dof(sc__dbits(x) & 0x7fffffffffffffffu);
+  double a = 2.0 * SC__TN(sc__dsel)(ax > 19.1, 19.1, ax); /* NaN stays NaN */
+  double t = a * 1.4426950408889634 + 6755399441055744.0; /* 1.5 2^52: round(a / ln2) */
+  double n = t - 6755399441055744.0;
+  double r = a - n * 0.6931471787393093; /* ln2 high part (28 bits): n ln2hi exact */
+  r = r - n * 1.8206359985041462e-09;    /* ln2 low part */
+  /* q by Estrin's scheme (a short dependency chain: the loop runs at its latency) */
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double q01 = 0.1666666666666667 * r + 0.5;
+  double q23 = 0.008333333333326084 * r + 0.04166666666666667;
+  double q45 = 0.0001984126987500228 * r + 0.0013888888888883711;
+  double q67 = 2.755725517000089e-06 * r + 2.480158732567746e-05;
+  double q89 = 2.5105312729622103e-08 * r + 2.755727347871858e-07;
+  double q0_3 = q23 * r2 + q01, q4_7 = q67 * r2 + q45;
+  double q8_10 = 2.09147553258932e-09 * r2 + q89;
+  double q = (q8_10 * r8 + q4_7 * r4) + q0_3;
+  double pm = r2 * q + r;                                          /* expm1(r) */
+  double sc = sc__dof((sc__dbits(t) << 52) + 0x3ff0000000000000u); /* 2^n */
+  double E = sc * pm + (sc - 1.0);                                 /* expm1(a) */
+  double y = E / (E + 2.0);
+  double z = ax * ax;
+  double P = -0.00019202753283131075;
+  P = P * z + 0.0005796641245845887;
+  P = P * z - 0.0014545775399280403;
+  P = P * z + 0.003592038401479678;
+  P = P * z - 0.00886323175761739;
+  P = P * z + 0.02186948844673358;
+  P = P * z - 0.053968253967190176;
+  P = P * z + 0.13333333333332845;
+  P = P * z - 0.33333333333333331;
+  double ys = (ax * z) * P + ax;
+  y = SC__TN(sc__dsel)(ax < 0.35, ys, y);
+  return sc__dof(sc__dbits(y) | (sc__dbits(x) & 0x8000000000000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 700.0
+#define SC__EXP(v) exp(v)
+#define SC__EXPM1(v) expm1(v)
+#define SC__LOG1P(v) log1p(v)
+#define SC__LOG(v) log(v)
+#define SC__FABS(v) fabs(v)
+#endif
+
+#define SC__GELU_K0 ((SC__T)0.7978845608028654) /* sqrt(2/pi) */
+#define SC__GELU_K1 ((SC__T)0.044715)
+/* src/typed/act.h — the activations, portable: forward over a row (with the pre-activation kept
+ * where the pullback needs it) and the pullback's derivative, by columns and by lanes. */
+#if defined(SC__KERNELS_ONLY) && defined(SC_HAVE_SLEEF)
+/* kernels/sleef.h — SLEEF's vector exp, expm1, log and log1p for the ISA builds.
+ *
+ * Included by simplechain.c's typed section when an ISA file is compiled with
+ * SC_HAVE_SLEEF (`make` defines it when libsleef-dev is installed). The activations
+ * sigmoid, softplus and gelu (float and double), forward and pullback, and the logit
+ * cross-entropy's softmax then run through SLEEF's 1-ULP (u10) functions, 4 to 16 lanes at a time,
+ * instead of one libm call per element. The tanh is our own in float and in double (see
+ * simplechain.c): the float one more accurate than SLEEF's u35 (1.5 against 2.49 ULP measured) and
+ * faster, the double one 1.9x faster than SLEEF's u10 (bench/RESULTS.md). Every helper accepts y ==
+ * x (in place). */
+#ifndef SC_KERNELS_SLEEF_H
+#define SC_KERNELS_SLEEF_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+
+/* y[k] = fn(x[k]): W lanes at a time, libm for the tail. Kept out of GCC's interprocedural
+ * analysis (noipa): with a tile row's constant n from its only caller, the tail loop drew a
+ * false -Waggressive-loop-optimizations error */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SC__SLEEF_ATTR __attribute__((noipa))
+#else
+#define SC__SLEEF_ATTR __attribute__((noinline))
+#endif
+#define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
+  static SC__SLEEF_ATTR void name(T *y, const T *x, size_t n) {                                    \
+    size_t k = 0;                                                                                  \
+    for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
+    for (; k < n; k++) y[k] = tail(x[k]);                                                          \
+  }
+
+#if defined(__AVX512F__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expf16_u10avx512f, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_log1pf16_u10avx512f, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expm1f16_u10avx512f, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_logf16_u10avx512f, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expd8_u10avx512f, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_log1pd8_u10avx512f, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expm1d8_u10avx512f, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_logd8_u10avx512f, log)
+#elif defined(__AVX2__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expf8_u10avx2, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_log1pf8_u10avx2, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expm1f8_u10avx2, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_logf8_u10avx2, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expd4_u10avx2, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_log1pd4_u10avx2, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expm1d4_u10avx2, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_logd4_u10avx2, log)
+#else
+#error "kernels/sleef.h needs AVX2 or AVX-512 flags"
+#endif
+#undef SC__SLEEF_DEF
+
+/* the float tanh on one native vector (used only with SC_TANH_SLEEF) */
+#if defined(__AVX512F__)
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf16_u35avx512f((__m512)(v)))
+#else
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf8_u35avx2((__m256)(v)))
+#endif
+
+#endif
+#define SC__SLEEF 1
+#endif
+
+/* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
+static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
+                                     size_t n, sc_act act) {
+  size_t t;
+  if (zs)
+    for (t = 0; t < n; t++) zs[t] = z[t];
+  switch (act) {
+  case SC_IDENTITY:
+    for (t = 0; t < n; t++) a[t] = z[t];
+    break;
+  case SC_RELU:
+    for (t = 0; t < n; t++) a[t] = z[t] < 0 ? 0 : z[t]; /* NaN stays NaN (max(0, z) in SIMD) */
+    break;
+  case SC_TANH:
+    for (t = 0; t < n; t++) a[t] = SC__TANH(z[t]);
+    break;
+  case SC_SIGMOID:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+#endif
+    break;
+  case SC_SOFTPLUS:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TN(sc__sleef_log1p)(a, a, n);
+    for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
+#else
+    for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+#endif
+    break;
+  case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) {
+      SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
+      a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
+    }
+#endif
+    break;
+  }
+}
+
+/* one tile row */
+static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
+                                       const SC__T *restrict z, sc_act act) {
+  SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
+}
+
+/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+ * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+ * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
+ * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
+#define SC__ACT_CHUNK 64
+SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
+                                     const SC__T *restrict z, size_t n, sc_act act) {
+  size_t k;
+  switch (act) {
+  case SC_IDENTITY: break;
+  case SC_RELU:
+    for (k = 0; k < n; k++) d[k] = a[k] <= 0 ? 0 : d[k]; /* a NaN output passes d on */
+    break;
+  case SC_TANH:
+    for (k = 0; k < n; k++) d[k] *= 1 - a[k] * a[k];
+    break;
+  case SC_SIGMOID:
+    for (k = 0; k < n; k++) d[k] *= a[k] * (1 - a[k]);
+    break;
+  case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
+#ifdef SC__SLEEF
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -a[k + j];
+      SC__TN(sc__sleef_expm1)(e, e, m);
+      for (j = 0; j < m; j++) d[k + j] *= -e[j];
+    }
+#else
+    for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
+#endif
+    break;
+  case SC_GELU: /* d/dz z s(2u) = s + z 2u' s (1 - s), with 1 - s = e s, e = exp(-2u) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v;
+        e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
+      }
+#ifdef SC__SLEEF
+      SC__TN(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
+        SC__T sg = 1 / (1 + e[j]);
+        SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
+        d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  }
+}
+
+/* sc__act_bwd with the bias gradient's lanes (bl: K rows of SC__TW) summed in the same pass
+ * over d: K channels of npos positions (a dense layer: K outputs, npos 1); each channel's sums
+ * in a local row (in registers; bl and d share the tile, so summed in place they were loaded and
+ * stored at every position). The same operations in the same order as act_bwd then the sums:
+ * the same bits. LeNet5's conv1, 20,000 images, 1 thread (Zen 4): the in-place sums took 9.5 of
+ * its 41-ms backward in bf16 */
+SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
+                                          const SC__T *restrict a, const SC__T *restrict z,
+                                          size_t K, size_t npos, sc_act act) {
+  int fused = act == SC_IDENTITY || act == SC_RELU || act == SC_TANH;
+  if (!fused) SC__TN(sc__act_bwd)(d, a, z, K * npos * SC__TW, act);
+  for (size_t k = 0; k < K; k++) {
+    SC__T sum[SC__TW];
+    memcpy(sum, bl + k * SC__TW, sizeof sum);
+    SC__T *dk = d + k * npos * SC__TW;
+    const SC__T *ak = a + k * npos * SC__TW;
+    for (size_t q = 0; q < npos * SC__TW; q += SC__TW)
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T v = dk[q + (size_t)t];
+        if (act == SC_RELU)
+          v = ak[q + (size_t)t] <= 0 ? 0 : v;
+        else if (act == SC_TANH)
+          v *= 1 - ak[q + (size_t)t] * ak[q + (size_t)t];
+        dk[q + (size_t)t] = v;
+        sum[t] += v;
+      }
+    memcpy(bl + k * SC__TW, sum, sizeof sum);
+  }
+}
+/* src/typed/dense.h — the dense layer's portable kernels: the fused forward (W x + b, then the
+ * activation), dW in dot form over a transposed tile, and dx. Dimension letters: O outputs,
+ * I inputs. */
+SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                       const SC__T *restrict W, const SC__T *restrict b,
+                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    SC__T acc[SC__OB][SC__TW];
+    const SC__T *w = W + o * I;
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T ac[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T bk = b ? b[o + k] : 0;
+        for (int t = 0; t < SC__CW; t++) ac[k][t] = bk;
+      }
+      for (size_t i = 0; i < I; i++) {
+        const SC__T *xi = x + i * SC__TW + t0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[(size_t)k * I + i];
+          for (int t = 0; t < SC__CW; t++) ac[k][t] += wk * xi[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t0 + t] = ac[k][t];
+    }
+    for (int k = 0; k < SC__OB; k++)
+      SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
+  }
+  for (; o < O; o++) { /* one row: TW accumulators fit, and more chains hide the latency */
+    SC__T acc[SC__TW];
+    const SC__T *w = W + o * I;
+    SC__T bo = b ? b[o] : 0;
+    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      SC__T wi = w[i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
+    }
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
+                                      const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__OB][SC__IC];
+      for (int k = 0; k < SC__OB; k++)
+        for (int c = 0; c < SC__IC; c++) acc[k][c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T d = dz[(o + k) * SC__TW + (size_t)t];
+          for (int c = 0; c < SC__IC; c++) acc[k][c] += d * xr[c];
+        }
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T *gr = gW + (o + k) * I + i0;
+        for (size_t c = 0; c < nc; c++) gr[c] += acc[k][c];
+      }
+    }
+  }
+  for (; o < O; o++) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__IC];
+      for (int c = 0; c < SC__IC; c++) acc[c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        SC__T d = dz[o * SC__TW + (size_t)t];
+        for (int c = 0; c < SC__IC; c++) acc[c] += d * xr[c];
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      SC__T *gr = gW + o * I + i0;
+      for (size_t c = 0; c < nc; c++) gr[c] += acc[c];
+    }
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                      const SC__T *restrict dz, size_t O, size_t I) {
+  size_t i = 0;
+  for (; i + SC__OB <= I; i += SC__OB)
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T acc[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        const SC__T *d = dz + o * SC__TW + t0;
+        const SC__T *w = W + o * I + i;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[k];
+          for (int t = 0; t < SC__CW; t++) acc[k][t] += wk * d[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) dx[(i + k) * SC__TW + (size_t)(t0 + t)] = acc[k][t];
+    }
+  for (; i < I; i++) { /* one row: TW accumulators */
+    SC__T acc[SC__TW];
+    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      SC__T wi = W[o * I + i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
+    }
+    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
+  }
+}
+/* src/typed/conv.h — the convolution and max-pool layers' portable kernels. */
+/* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
+ * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
+ * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
+SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  const size_t *roff = P->roff;
+  for (size_t k = 0; k < P->oc; k++) {
+    const SC__T *w = W + k * R;
+    SC__T bk = b ? b[k] : 0;
+    for (size_t u = 0; u < OH; u++)
+      for (size_t v = 0; v < OW; v++) {
+        SC__T acc[SC__TW];
+        const SC__T *base = x + (u * sh * WP + v * sw) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) acc[t] = bk;
+        for (size_t r = 0; r < R; r++) {
+          const SC__T *xr = base + roff[r] * SC__TW;
+          SC__T wr = w[r];
+          for (int t = 0; t < SC__TW; t++) acc[t] += wr * xr[t];
+        }
+        size_t o = (k * OH + u) * OW + v;
+        SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, P->spec.act);
+      }
+  }
+}
+
+/* conv dW in lane form: wl[(k*R + r)*TW + t] += sum_{u,v} dz[k][u][v][t] x[tap][t] */
+SC__KSTATIC void SC__TN(sc__conv_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                      const SC__T *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  for (size_t k = 0; k < P->oc; k++)
+    for (size_t r = 0; r < R; r++) {
+      SC__T acc[SC__TW];
+      SC__T *w = wl + (k * R + r) * SC__TW;
+      for (int t = 0; t < SC__TW; t++) acc[t] = w[t];
+      const SC__T *xr = x + P->roff[r] * SC__TW;
+      for (size_t u = 0; u < OH; u++)
+        for (size_t v = 0; v < OW; v++) {
+          const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+          const SC__T *xv = xr + (u * sh * WP + v * sw) * SC__TW;
+          for (int t = 0; t < SC__TW; t++) acc[t] += d[t] * xv[t];
+        }
+      for (int t = 0; t < SC__TW; t++) w[t] = acc[t];
+    }
+}
+
+/* conv input gradient (unpadded input layout): dx[c][y][x] = sum over the taps (k, i, j)
+ * with y + ph = u*sh + i and x + pw = v*sw + j of W[k][c][i][j] dz[k][u][v] */
+SC__KSTATIC void SC__TN(sc__conv_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      for (size_t xx = 0; xx < P->iw; xx++) {
+        SC__T acc[SC__TW];
+        for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+        for (size_t i = 0; i < KH; i++) {
+          size_t yy = y + ph;
+          if (yy < i || (yy - i) % sh) continue;
+          size_t u = (yy - i) / sh;
+          if (u >= OH) continue;
+          for (size_t j = 0; j < KW; j++) {
+            size_t xp = xx + pw;
+            if (xp < j || (xp - j) % sw) continue;
+            size_t v = (xp - j) / sw;
+            if (v >= OW) continue;
+            for (size_t k = 0; k < P->oc; k++) {
+              SC__T w = W[k * R + (c * KH + i) * KW + j];
+              const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+              for (int t = 0; t < SC__TW; t++) acc[t] += w * d[t];
+            }
+          }
+        }
+        SC__T *o = dx + ((c * P->ih + y) * P->iw + xx) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = acc[t];
+      }
+}
+
+/* zero-padded copy of a C x H x W tile into C x Hp x Wp */
+static void SC__TN(sc__pad)(SC__T *restrict xp, const SC__T *restrict x, const sc__lplan *P) {
+  size_t ph = P->spec.ph, pw = P->spec.pw;
+  memset(xp, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->ic; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      memcpy(xp + ((c * P->hp + y + ph) * P->wp + pw) * SC__TW,
+             x + ((c * P->ih + y) * P->iw) * SC__TW, P->iw * SC__TW * sizeof(SC__T));
+}
+
+SC__KSTATIC void SC__TN(sc__pool_fwd)(SC__T *restrict a, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        SC__T m[SC__TW];
+        const SC__T *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) m[t] = x0[t];
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            const SC__T *xi = x0 + (i * P->iw + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) m[t] = xi[t] > m[t] ? xi[t] : m[t];
+          }
+        SC__T *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = m[t];
+      }
+}
+
+/* the gradient goes to the first element of each window equal to its max */
+SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict x,
+                                      const SC__T *restrict a, const SC__T *restrict dz,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) /* rows/columns outside every window */
+    memset(dx, 0, P->in * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        SC__T taken[SC__TW];
+        for (int t = 0; t < SC__TW; t++) taken[t] = 0;
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) {
+              int hit = x[q + (size_t)t] == a[o + (size_t)t] && taken[t] == 0;
+              dx[q + (size_t)t] = hit ? dz[o + (size_t)t] : 0;
+              taken[t] = hit ? 1 : taken[t];
+            }
+          }
+      }
+}
+/* src/typed/lanes.h — dW in lane form (dense layers with few weights, every conv): accumulators of
+ * SC__TW lanes per weight, folded once per slice. */
+/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
+SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                       const SC__T *restrict x, size_t O, size_t I, int first) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      SC__T *w = wl + (o * I + i) * SC__TW;
+      if (first) /* the slice's first tile writes: no zeroing pass */
+        for (int t = 0; t < SC__TW; t++)
+          w[t] = dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      else
+        for (int t = 0; t < SC__TW; t++)
+          w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+    }
+}
+
+/* gw[k] += the TW lanes of wl[k], in a fixed order: 8 partial sums (lanes t = j mod 8, in
+ * lane order), then added pairwise. A single chain of TW dependent additions per weight
+ * was the slowest part of a small double-precision valgrad (the BNN of examples/bnn.c). */
+SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const SC__T *w = wl + k * SC__TW;
+    SC__T s[8];
+    for (int j = 0; j < 8; j++) s[j] = w[j];
+    for (int t = 8; t < SC__TW; t += 8)
+      for (int j = 0; j < 8; j++) s[j] += w[t + j];
+    gw[k] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+}
+/* kernels/x86/f32.h — the float vector kernels of an x86 kernel set, by layer family, and which
+ * step of the slice pipeline (src/typed/slice.h) each one takes over (SC__K_*; src/typed/choice.h
+ * gives the portable kernels the steps left). Included in a set's float instantiation, after the
+ * portable kernels. */
+/* kernels/x86/vec.h — the float vector kernels' types and operations (GCC/Clang vector
+ * extensions and intrinsics), for the x86 kernel sets: one source, compiled per set with its VW.
+ *
+ * Included by kernels/x86/f32.h in a kernel set's float instantiation (kernels/avx2/avx2.c,
+ * kernels/avx512/avx512.c; the built-in sets of the two drop-in files compile the same files).
+ * VW is the native vector width in floats (16 for AVX-512, 8 for AVX2); a tile row of SC__TW
+ * samples is NV = SC__TW / VW native vectors. VOB output rows are blocked so that their VOB x NV
+ * accumulators stay in registers. The sets compile with -ffp-contract=fast (or the pragma), so
+ * `acc += w * x` is one FMA.
+ *
+ * Dimension letters as in src/internal.h: O outputs, I inputs, ld transposed row length.
+ */
+
+#ifndef VOB
+#error "define VOB (rows per register block) before including vec_f32.h"
+#endif
+
+#if defined(__AVX512F__) || defined(SC__ISA_AVX512)
+#define VW 16
+#else
+#define VW 8
+#endif
+#define NV (SC__TW / VW) /* native vectors per tile row */
+#define NC (16 / VW)     /* native vectors per 16-column chunk of the dW block */
+/* forward and dx work on column chunks of NVB vectors (AVX-512: the whole 32-sample row;
+ * AVX2: 16 samples, so that VOB x NVB accumulators and the operands fit in 16 ymm) */
+#define NVB (NV < 2 ? NV : 2)
+/* a half tile (a batch's last tile of at most SC__TW / 2 samples): the dense kernels' _h forms
+ * compute the first NVH vectors of each row, in chunks of NVBH, and store zeros in the rest */
+#define NVH (NV / 2)
+#define NVBH (NVB < NVH ? NVB : NVH)
+#if SC__TW % VW != 0
+#error "the tile width must be a multiple of the vector width"
+#endif
+
+typedef float sc_vf __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+typedef float sc_vfu __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+typedef int32_t sc_vi __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+typedef uint32_t sc_vu __attribute__((vector_size(VW * 4), aligned(VW * 4)));
+
+/* one float in every lane: set1, not {0} + s, which is an add GCC must keep (-0 + 0
+ * is +0) and which stops it from folding the broadcast into the FMA's memory operand */
+#if VW == 16
+#define V_BCAST(s) ((sc_vf)_mm512_set1_ps((float)(s)))
+#else
+#define V_BCAST(s) ((sc_vf)_mm256_set1_ps((float)(s)))
+#endif
+#define V_ROW(ptr, j) (((const sc_vf *)(const void *)(ptr))[j])
+#define V_ROWW(ptr, j) (((sc_vf *)(void *)(ptr))[j])
+
+static inline __attribute__((always_inline)) sc_vf v_sel(sc_vi m, sc_vf a, sc_vf b) {
+  return (sc_vf)(((sc_vi)a & m) | ((sc_vi)b & ~m)); /* m ? a : b, per lane */
+}
+/* min / max as single instructions (a select costs a compare and two logic ops) */
+/* a * b + c as one FMA whatever the contraction pass would pick (it may fuse either
+ * product of a sum of two products, which changes the rounding) */
+#if VW == 16
+#define V_FMA(a, b, c) ((sc_vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#else
+#define V_FMA(a, b, c) ((sc_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#endif
+/* a reciprocal estimate: relative error <= 2^-14 (AVX-512), 1.5 x 2^-12 (AVX2) */
+#if VW == 16
+#define V_RCP(a) ((sc_vf)_mm512_rcp14_ps((__m512)(a)))
+#else
+#define V_RCP(a) ((sc_vf)_mm256_rcp_ps((__m256)(a)))
+#endif
+#if VW == 16
+#define v_min(a, b) ((sc_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))
+#define v_max(a, b) ((sc_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
+/* x >= t ? a : b */
+#define v_ge_sel(x, t, a, b)                                                                       \
+  ((sc_vf)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)(x), _mm512_set1_ps(t), _CMP_GE_OQ),     \
+                               (__m512)(b), (__m512)(a)))
+#else
+#define v_min(a, b) ((sc_vf)_mm256_min_ps((__m256)(a), (__m256)(b)))
+#define v_max(a, b) ((sc_vf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define v_ge_sel(x, t, a, b)                                                                       \
+  ((sc_vf)_mm256_blendv_ps((__m256)(b), (__m256)(a),                                               \
+                           _mm256_cmp_ps((__m256)(x), _mm256_set1_ps(t), _CMP_GE_OQ)))
+#endif
+/* relu as max(0, z): MAXPS returns its second operand when either is NaN, so a NaN stays
+ * NaN (as in the portable z < 0 ? 0 : z) */
+#define v_relu(z) v_max(V_BCAST(0.0f), (z))
+/* kernels/x86/act.h — the activations on float vectors: our tanh in four variants, and the
+ * forward's activation of a row or a tile after its sum (the dense and conv epilogues). */
+/* the float tanh of sc__tanh_f32 in simplechain.c, the same method and coefficients on
+ * vectors, with the dependency chain shortened: a tile's tanh pass is bound by the
+ * latency of each vector's chain of about 20 dependent operations (the scheduler fills
+ * with waiting operations), not by operation count. So: the factor 2 is folded into
+ * the log2(e) constant (t comes from min(|x|, 9) directly), the reduction r = a - n ln2
+ * is one FMA with ln2 rounded to float (its error, n 1.9e-9 absolute in r, stays below
+ * 0.03 ULP of tanh, because the condition number 2 / (E + 2) shrinks as n grows), and
+ * q(r) is evaluated in Estrin's form. make bench-tanh: 0.165 ns per element, against
+ * 0.180 for the plain transcription; the same 1.5-ULP bound (test_math; an exhaustive
+ * scan of [0, 9.5] gave 1.499). A reciprocal estimate plus a correction instead of the
+ * divide was measured slower: it lengthens the chain.
+ * var: the planner's tanh variant (SC__TANH_DIV .. SC__TANH_RATRCP): bit 0 the reciprocal
+ * form of the final quotient, bit 1 the rational form instead of expm1 (v_tanh_rat). */
+static inline __attribute__((always_inline)) sc_vf v_quot(sc_vf E, sc_vf d, int rcp) {
+  if (!rcp) return E / d;
+  /* y0 = E r, r ~ 1 / d; y = y0 + r (E - d y0): relative error about (d r - 1)^2 */
+  sc_vf r = V_RCP(d);
+#if VW != 16 /* AVX2's 12-bit estimate squared is 2^-22: one Newton step on r first */
+  r = V_FMA(r, V_FMA(-d, r, V_BCAST(1.0f)), r);
+#endif
+  sc_vf y0 = E * r;
+  return V_FMA(r, V_FMA(-d, y0, E), y0);
+}
+/* The rational tanh ("rat", opt-in: SC_TANH_VARIANT=rat|ratrcp|fast): with a = x clamped to
+ * [-9.125, 9.125] and s = a^2, tanh x ~ a P(s) / Q(s), P and Q of degree 4 with P(0) = Q(0)
+ * = 1 (our own fit: iteratively reweighted least squares on the relative error over [0, 9.1],
+ * 2.3e-8 before rounding), the result clamped to [-1, 1]. Odd by construction, exactly +-1
+ * from |x| = 9.125 on, 12 operations and one quotient against the expm1 form's 28: make
+ * bench-tanh 0.31 ns against 0.56 per element (AVX2, Zen 4). Its price is accuracy: the
+ * roundings of P, Q, a P and the quotient add up to 5.41 ULP (an exhaustive scan of [0, 9.5];
+ * tests/test_math.c bounds it by 6), above SLEEF's tanhf u35 (2.49), which is why it is never
+ * chosen unless asked for. */
+static inline __attribute__((always_inline)) sc_vf v_tanh_rat(sc_vf x, int rcp) {
+  sc_vf a = v_max(V_BCAST(-9.125f), v_min(V_BCAST(9.125f), x)); /* (a NaN stays NaN) */
+  sc_vf s = a * a;
+  sc_vf p =
+      (((1.317753462e-08f * s + 2.048119495e-05f) * s + 3.487811424e-03f) * s + 1.337447613e-01f) *
+          s +
+      1.0f;
+  sc_vf q =
+      (((7.704051086e-07f * s + 3.272921022e-04f) * s + 2.584739029e-02f) * s + 4.670778811e-01f) *
+          s +
+      1.0f;
+  sc_vf y = v_quot(a * p, q, rcp);
+  return v_max(V_BCAST(-1.0f), v_min(V_BCAST(1.0f), y));
+}
+static inline __attribute__((always_inline)) sc_vf v_tanh_q(sc_vf x, int var) {
+  if (var & 2) return v_tanh_rat(x, var & 1);
+  sc_vu sign = (sc_vu)x & 0x80000000u;
+  sc_vf ax = (sc_vf)((sc_vu)x & 0x7fffffffu);
+  sc_vf m = v_min(V_BCAST(9.125f), ax);    /* 9.125, not 9: tanh(9) must round to 1; NaN stays */
+  sc_vf t = m * 2.88539008f + 12582912.0f; /* 2 log2(e) m + 1.5 2^23 */
+  sc_vf a = m + m;
+  sc_vf n = t - 12582912.0f;
+  sc_vf r = a - n * 0.693147182f;
+  sc_vf r2 = r * r;
+  sc_vf qa = 1.66665435e-1f * r + 4.99999970e-1f;
+  sc_vf qb = 8.36654752e-3f * r + 4.16672006e-2f;
+  sc_vf q = (1.38825155e-3f * r2 + qb) * r2 + qa;
+  sc_vf p = r2 * q + r;
+  sc_vf s = (sc_vf)(((sc_vu)t << 23) + 0x3f800000u);
+  sc_vf E = s * p + (s - 1.0f);
+  sc_vf y = v_quot(E, E + 2.0f, var & 1);
+  sc_vf z = ax * ax;
+  sc_vf ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = v_ge_sel(ax, 0.35f, y, ys);
+  return (sc_vf)((sc_vu)y | sign);
+}
+
+#define v_tanh(x) v_tanh_q(x, 0)
+
+#if defined(SC_TANH_SLEEF) && defined(SC__SLEEF)
+/* opt-in (make SC_TANH=sleef): SLEEF's 3.5-ULP tanhf instead of ours */
+#define V_TANH(v) SC__SLEEF_TANHF(v)
+#else
+#define V_TANH(v) v_tanh(v)
+#endif
+
+/* a[k] = tanh(a[k]) for n native vectors: a tight loop, so that the polynomial's
+ * constants stay in registers (applied to a block's 16 accumulators at once, they
+ * spilled). var: the tanh variant (SC__TANH_*) */
+static void v_tanh_inplace(float *restrict a, size_t n, int var) {
+  sc_vf *A = (sc_vf *)(void *)a;
+  switch (var) {
+  case SC__TANH_RCP:
+    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], SC__TANH_RCP);
+    return;
+  case SC__TANH_RAT:
+    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], SC__TANH_RAT);
+    return;
+  case SC__TANH_RATRCP:
+    for (size_t k = 0; k < n; k++) A[k] = v_tanh_q(A[k], SC__TANH_RATRCP);
+    return;
+  default:
+    for (size_t k = 0; k < n; k++) A[k] = V_TANH(A[k]);
+  }
+}
+
+/* activation of one accumulated tile row (NV vectors), stored to a (and z if asked) */
+static inline __attribute__((always_inline)) void v_act_store(float *restrict a, float *restrict z,
+                                                              const sc_vf *acc, sc_act act) {
+  int j;
+  if (SC__IS_TANH_ACT(act)) {
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j]; /* (then in place, from L1) */
+    v_tanh_inplace(a, NV, (int)act - 32);
+    return;
+  }
+  switch (act) {
+  case SC_IDENTITY:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = acc[j];
+    return;
+  case SC_RELU:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = v_relu(acc[j]);
+    return;
+  case SC_TANH:
+    for (j = 0; j < NV; j++) V_ROWW(a, j) = V_TANH(acc[j]);
+    return;
+  default: { /* not hot: the portable row function */
+    float tmp[SC__TW] __attribute__((aligned(64)));
+    for (j = 0; j < NV; j++) V_ROWW(tmp, j) = acc[j];
+    SC__TN(sc__act_row)(a, z, tmp, act);
+    return;
+  }
+  }
+}
+
+/* pre-activations (relu applied: the other activations run afterwards as a pass over
+ * whole rows) of exactly NB output rows starting at o, column chunk by column chunk
+ * (NB x nvb_ accumulators in registers), the first nv_ vectors of each row (NV, or NVH for a
+ * half tile: the rest stored as zeros); o += NB */
+#define V_FWD_BODY(NB)                                                                             \
+  {                                                                                                \
+    const float *w = W + o * I;                                                                    \
+    for (int jc = 0; jc < nv_; jc += nvb_) {                                                       \
+      sc_vf acc[NB][NVB];                                                                          \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
+        sc_vf bk = V_BCAST(b ? b[o + k] : 0.0f);                                                   \
+        for (int j = 0; j < nvb_; j++) acc[k][j] = bk;                                             \
+      }                                                                                            \
+      for (size_t i = 0; i < I; i++) {                                                             \
+        sc_vf xv[NVB];                                                                             \
+        for (int j = 0; j < nvb_; j++) xv[j] = V_ROW(x + i * SC__TW, jc + j);                      \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf wk = V_BCAST(w[(size_t)k * I + i]);                                                \
+          for (int j = 0; j < nvb_; j++) acc[k][j] += wk * xv[j];                                  \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < nvb_; j++)          \
+          V_ROWW(a + (o + k) * SC__TW, jc + j) = act == SC_RELU ? v_relu(acc[k][j]) : acc[k][j];   \
+    }                                                                                              \
+    for (int k = 0; k < NB; k++) /* (a half tile's other half) */                                  \
+      for (int j = nv_; j < NV; j++) V_ROWW(a + (o + k) * SC__TW, j) = V_BCAST(0.0f);              \
+    o += NB;                                                                                       \
+  }
+
+/* the activation pass after the GEMM: tanh in place, the others (not hot) through the
+ * portable row function; identity and relu are done */
+static void v_act_rows(float *restrict a, float *restrict z, size_t O, sc_act act) {
+  if (act == SC_IDENTITY || act == SC_RELU) return;
+  if (act == SC_TANH || SC__IS_TANH_ACT(act)) {
+    v_tanh_inplace(a, O * NV, act == SC_TANH ? SC__TANH_DIV : (int)act - 32);
+    return;
+  }
+  for (size_t o = 0; o < O; o++) {
+    float tmp[SC__TW] __attribute__((aligned(64)));
+    for (int j = 0; j < NV; j++) V_ROWW(tmp, j) = V_ROW(a + o * SC__TW, j);
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, tmp, act);
+  }
+}
+
+/* the activation pass of a half tile: tanh on the first NVH vectors of each row (the rest
+ * are zeros, and tanh 0 = 0), the others as v_act_rows on whole rows */
+static void v_act_rows_h(float *restrict a, float *restrict z, size_t O, sc_act act) {
+  if (act == SC_TANH || SC__IS_TANH_ACT(act)) {
+    int var = act == SC_TANH ? SC__TANH_DIV : (int)act - 32;
+    for (size_t o = 0; o < O; o++) v_tanh_inplace(a + o * SC__TW, NVH, var);
+    return;
+  }
+  v_act_rows(a, z, O, act);
+}
+
+/* a = act(a + b) in place, row by row (after libxsmm's GEMM wrote a = W x); z as above */
+static void vec_bias_act_f32(float *restrict a, float *restrict z, const float *restrict b,
+                             size_t O, sc_act act) {
+  for (size_t o = 0; o < O; o++) {
+    sc_vf acc[NV], bk = V_BCAST(b ? b[o] : 0.0f);
+    for (int j = 0; j < NV; j++) acc[j] = V_ROW(a + o * SC__TW, j) + bk;
+    v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+/* a conv output's bias (per channel, over npos rows) and activation, in place */
+static void vec_conv_bias_act_f32(float *restrict a, float *restrict z, const float *restrict b,
+                                  size_t K, size_t npos, sc_act act) {
+  for (size_t k = 0; k < K; k++) {
+    sc_vf bk = V_BCAST(b ? b[k] : 0.0f);
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      sc_vf acc[NV];
+      for (int j = 0; j < NV; j++) acc[j] = V_ROW(a + q * SC__TW, j) + bk;
+      v_act_store(a + q * SC__TW, z ? z + q * SC__TW : NULL, acc, act);
+    }
+  }
+}
+/* kernels/x86/dense.h — the dense layer's float vector kernels: forward, dW (dot form and lane
+ * form, a pair of tiles at once), dx (with the activation's derivative of the layer below), and
+ * the lane accumulators' fold. */
+/* BODY(NB) for n rows cut into ceil(n / VOB) blocks of nearly equal size (BODY advances its
+ * own row counter): whole blocks of VOB rows when they fit exactly, else e.g. 84 rows as
+ * 7 x 8 + 4 x 7 and 10 as 2 x 5, so that no block is left with a few accumulators waiting on
+ * FMA latency */
+#if VOB > 4
+#define V_BLOCKS_5_8(BODY)                                                                         \
+  case 5: BODY(5) break;                                                                           \
+  case 6: BODY(6) break;                                                                           \
+  case 7: BODY(7) break;                                                                           \
+  case 8:                                                                                          \
+    BODY(8) break;
+#else
+#define V_BLOCKS_5_8(BODY)
+#endif
+#define V_BLOCKS(n, BODY)                                                                          \
+  do {                                                                                             \
+    size_t nb_ = ((n) + VOB - 1) / VOB, base_ = (n) / nb_, extra_ = (n) % nb_;                     \
+    if (extra_ == 0 && base_ == VOB) {                                                             \
+      for (size_t bi_ = 0; bi_ < nb_; bi_++) BODY(VOB)                                             \
+      break;                                                                                       \
+    }                                                                                              \
+    for (size_t bi_ = 0; bi_ < nb_; bi_++) {                                                       \
+      switch (base_ + (bi_ < extra_ ? 1 : 0)) {                                                    \
+      case 1: BODY(1) break;                                                                       \
+      case 2: BODY(2) break;                                                                       \
+      case 3: BODY(3) break;                                                                       \
+      case 4: BODY(4) break; V_BLOCKS_5_8(BODY)                                                    \
+      default: break; /* not reached: blocks hold 1..VOB rows */                                   \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+/* a = act(W x + b). The O rows are cut into ceil(O / VOB) blocks of nearly equal size
+ * (84 rows: 7 x 8 + 4 x 7, 10 rows: 2 x 5), so no block is left with a few accumulators
+ * waiting on FMA latency. Each output's sum runs over i in the same order whatever the
+ * blocking, so the results do not depend on it. */
+static inline __attribute__((always_inline)) void
+vec_dense_fwd_body(float *restrict a, const float *restrict W, const float *restrict b,
+                   const float *restrict x, size_t O, size_t I, sc_act act, const int nv_,
+                   const int nvb_) {
+  size_t o = 0;
+  V_BLOCKS(O, V_FWD_BODY);
+}
+static void vec_dense_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
+                              const float *restrict b, const float *restrict x, size_t O, size_t I,
+                              sc_act act) {
+  vec_dense_fwd_body(a, W, b, x, O, I, act, NV, NVB);
+  v_act_rows(a, z, O, act);
+}
+/* the same on a half tile: the first half of each row, the second stored as zeros */
+static void vec_dense_fwd_h_f32(float *restrict a, float *restrict z, const float *restrict W,
+                                const float *restrict b, const float *restrict x, size_t O,
+                                size_t I, sc_act act) {
+  vec_dense_fwd_body(a, W, b, x, O, I, act, NVH, NVBH);
+  v_act_rows_h(a, z, O, act);
+}
+
+/* gW[o][i] += sum_t dz[o][t] xT[t][i]: 16 columns of NB rows per register block, columns from
+ * i1 on (used for layers too large for the lane form below) */
+#define V_DW_COLS(NB, i1)                                                                          \
+  for (size_t i0 = (i1); i0 < I; i0 += 16) {                                                       \
+    sc_vf acc[NB][NC];                                                                             \
+    _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++) acc[k][j] =  \
+        V_BCAST(0.0f);                                                                             \
+    const float *d = dz + o * SC__TW;                                                              \
+    for (int t = 0; t < SC__TW; t++) {                                                             \
+      sc_vf xv[NC];                                                                                \
+      for (int j = 0; j < NC; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);                     \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                       \
+        sc_vf dk = V_BCAST(d[k * SC__TW + t]);                                                     \
+        for (int j = 0; j < NC; j++) acc[k][j] += dk * xv[j];                                      \
+      }                                                                                            \
+    }                                                                                              \
+    if (i0 + 16 <= I) {                                                                            \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < NC; j++)(           \
+          (sc_vfu *)(void *)(gW + (o + k) * I + i0))[j] += acc[k][j];                              \
+    } else {                                                                                       \
+      for (int k = 0; k < NB; k++) {                                                               \
+        float tmp[16] __attribute__((aligned(64)));                                                \
+        for (int j = 0; j < NC; j++) V_ROWW(tmp, j) = acc[k][j];                                   \
+        for (size_t c = 0; c < I - i0; c++) gW[(o + k) * I + i0 + c] += tmp[c];                    \
+      }                                                                                            \
+    }                                                                                              \
+  }
+#define V_DW_BLOCK(NB)                                                                             \
+  for (; o + NB <= O; o += NB) V_DW_COLS(NB, 0)
+
+static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const float *restrict xT,
+                             size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+#if VW == 16
+  /* 6 rows x 64 columns (24 zmm): per t 4 loads of xT and 6 broadcasts of dz feed 24 FMAs,
+   * where 8 x 16 took 1 load and 8 broadcasts for 8 (the loads the bound); the columns past
+   * the last 64 by 16 as below. Each gW element's sum runs over t in the same order: the same
+   * bits. LeNet5's dense layers alone (one tile, operands hot, Zen 5): 256 -> 120 9.4 -> 7.5 us,
+   * 120 -> 84 3.4 -> 3.0 us (session 36) */
+  for (size_t i64 = I / 64 * 64; i64 && o + 6 <= O; o += 6) {
+    for (size_t i0 = 0; i0 < i64; i0 += 64) {
+      sc_vf acc[6][4];
+      for (int k = 0; k < 6; k++)
+        for (int j = 0; j < 4; j++) acc[k][j] = V_BCAST(0.0f);
+      const float *d = dz + o * SC__TW;
+      for (int t = 0; t < SC__TW; t++) {
+        sc_vf xv[4];
+        for (int j = 0; j < 4; j++) xv[j] = V_ROW(xT + (size_t)t * ld + i0, j);
+        for (int k = 0; k < 6; k++) {
+          sc_vf dk = V_BCAST(d[k * SC__TW + t]);
+          for (int j = 0; j < 4; j++) acc[k][j] += dk * xv[j];
+        }
+      }
+      for (int k = 0; k < 6; k++)
+        for (int j = 0; j < 4; j++) ((sc_vfu *)(void *)(gW + (o + k) * I + i0))[j] += acc[k][j];
+    }
+    V_DW_COLS(6, i64)
+  }
+#endif
+  V_DW_BLOCK(VOB)
+#if VOB > 4
+  V_DW_BLOCK(4)
+#endif
+  V_DW_BLOCK(1)
+}
+
+/* dx[i][t] = sum_o W[o][i] dz[o][t]: exactly NB input rows starting at i, NVB vectors per
+ * register block, the first nv_ vectors of each row (NV, or NVH for a half tile: the rest
+ * stored as zeros); i += NB */
+#define V_DX_BODY(NB)                                                                              \
+  {                                                                                                \
+    for (int jc = 0; jc < nv_; jc += nvb_) {                                                       \
+      sc_vf acc[NB][NVB];                                                                          \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < nvb_; j++)          \
+          acc[k][j] = V_BCAST(0.0f);                                                               \
+      for (size_t o = 0; o < O; o++) {                                                             \
+        sc_vf dv[NVB];                                                                             \
+        for (int j = 0; j < nvb_; j++) dv[j] = V_ROW(dz + o * SC__TW, jc + j);                     \
+        const float *w = W + o * I + i;                                                            \
+        _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) {                                     \
+          sc_vf wk = V_BCAST(w[k]);                                                                \
+          for (int j = 0; j < nvb_; j++) acc[k][j] += wk * dv[j];                                  \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 8") for (int k = 0; k < NB; k++) for (int j = 0; j < nvb_; j++) {        \
+        sc_vf v = acc[k][j];                                                                       \
+        if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
+          sc_vf av = V_ROW(xa + (i + k) * SC__TW, jc + j);                                         \
+          if (act == SC_RELU)                                                                      \
+            v = v_sel((sc_vi)(av <= 0.0f), V_BCAST(0.0f), v);                                      \
+          else if (act == SC_TANH)                                                                 \
+            v = v * (1.0f - av * av);                                                              \
+          else                                                                                     \
+            v = v * (av * (1.0f - av));                                                            \
+        }                                                                                          \
+        V_ROWW(dx + (i + k) * SC__TW, jc + j) = v;                                                 \
+        if (bl) V_ROWW(bl + (i + k) * SC__TW, jc + j) = V_ROW(bl + (i + k) * SC__TW, jc + j) + v;  \
+      }                                                                                            \
+    }                                                                                              \
+    for (int k = 0; k < NB; k++) /* (a half tile's other half) */                                  \
+      for (int j = nv_; j < NV; j++) V_ROWW(dx + (i + k) * SC__TW, j) = V_BCAST(0.0f);             \
+    i += NB;                                                                                       \
+  }
+
+/* dx = W^T dz, then, for the dense layer below whose output xa is this layer's input,
+ * its activation pullback dx *= act'(xa) (identity, relu, tanh, sigmoid: the same
+ * operations as sc__act_bwd) and its bias lanes bl += dx (bl may be NULL): the pullback
+ * of one layer and the activation step of the next in one sweep */
+static inline __attribute__((always_inline)) void
+vec_dense_dx_body(float *restrict dx, const float *restrict W, const float *restrict dz, size_t O,
+                  size_t I, sc_act act, const float *restrict xa, float *restrict bl, const int nv_,
+                  const int nvb_) {
+  /* the I rows in ceil(I / VOB) blocks of nearly equal size, as in vec_dense_fwd_f32 (32
+   * rows on AVX2: 6 6 5 5 5 5, not 6 6 6 6 6 1 1, whose one-row blocks wait on FMA latency);
+   * each sum runs over o in the same order whatever the blocking: the same bits */
+  size_t i = 0;
+  V_BLOCKS(I, V_DX_BODY);
+}
+static void vec_dense_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
+                             size_t O, size_t I) {
+  vec_dense_dx_body(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL, NV, NVB);
+}
+static void vec_dense_dx_h_f32(float *restrict dx, const float *restrict W,
+                               const float *restrict dz, size_t O, size_t I) {
+  vec_dense_dx_body(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL, NVH, NVBH);
+}
+static inline __attribute__((always_inline)) void
+vec_dense_dx_act_n(float *restrict dx, const float *restrict W, const float *restrict dz, size_t O,
+                   size_t I, sc_act act, const float *restrict xa, float *restrict bl, const int nv,
+                   const int nvb) {
+  /* tanh and relu with the activation and whether there are bias lanes as constants: with them
+   * known only at run time, GCC tested both for every stored vector (the toy's dx 1.5 % slower) */
+#define V_DX_ACT_CASE(A)                                                                           \
+  case A:                                                                                          \
+    if (bl)                                                                                        \
+      vec_dense_dx_body(dx, W, dz, O, I, A, xa, bl, nv, nvb);                                      \
+    else                                                                                           \
+      vec_dense_dx_body(dx, W, dz, O, I, A, xa, NULL, nv, nvb);                                    \
+    return;
+  switch (act) {
+    V_DX_ACT_CASE(SC_TANH)
+    V_DX_ACT_CASE(SC_RELU)
+  default: vec_dense_dx_body(dx, W, dz, O, I, act, xa, bl, nv, nvb);
+  }
+#undef V_DX_ACT_CASE
+}
+static void vec_dense_dx_act_f32(float *restrict dx, const float *restrict W,
+                                 const float *restrict dz, size_t O, size_t I, sc_act act,
+                                 const float *restrict xa, float *restrict bl) {
+  vec_dense_dx_act_n(dx, W, dz, O, I, act, xa, bl, NV, NVB);
+}
+/* a half tile's (the first NVH vectors of each row; zeros in the rest) */
+static void vec_dense_dx_act_h_f32(float *restrict dx, const float *restrict W,
+                                   const float *restrict dz, size_t O, size_t I, sc_act act,
+                                   const float *restrict xa, float *restrict bl) {
+  vec_dense_dx_act_n(dx, W, dz, O, I, act, xa, bl, NVH, NVBH);
+}
+
+/* dW in lane form (small layers): wl[(o*I + i)*VW + lane] += sum over the tile's
+ * vectors j of dz[o][j*VW + lane] x[i][j*VW + lane]. Each accumulator is one native
+ * vector, loaded and stored once per tile for NV FMAs; four rows share each x load. */
+/* the lane-form dW over T tiles (1 or 2, a constant after inlining), tile 0 first: each
+ * accumulator gets its FMAs in the same order as from T one-tile calls; first: the slice's
+ * first write, which stores the products instead of adding them to the accumulator.
+ * With bias (a constant), the layer's bias lanes bl[o][t] += dz[o][t] too, tile 0 first:
+ * the additions vec_dense_dx_act_f32 would have made as it stored each dz (the same bits),
+ * with one load and store of a lane vector per T tiles instead of per tile, and none of
+ * the dx pass's (the toy, 1 thread: those loads and stores were 4.7 % of its time) */
+static inline __attribute__((always_inline)) void
+vec_dense_dwl_n(float *restrict wl, const float *const dz[2], const float *const x[2], int T,
+                size_t O, size_t I, int first, const int bias, float *restrict bl, const int nvl) {
+  sc_vf *A = (sc_vf *)(void *)wl;
+  /* the products: tile 0's NV vectors, then (T = 2) tile 1's; the last tile's first nvl only
+   * (NV, or NVH for a half tile, whose other half of dz is zeros: the products left out would
+   * add zeros) */
+  const int M = (T - 1) * NV + nvl;
+  /* R rows from o share each x load (4 at a time, then the last 1-3 as one block: the
+   * micro-benchmark's 2-output layer had gone row by row, reloading dz and x for every weight) */
+#define V_DWL_ROWS(R)                                                                              \
+  {                                                                                                \
+    sc_vf d[R][2 * NV];                                                                            \
+    for (int k = 0; k < R; k++)                                                                    \
+      for (int m = 0; m < M; m++) d[k][m] = V_ROW(dz[m / NV] + (o + k) * SC__TW, m % NV);          \
+    if (bias)                                                                                      \
+      for (int k = 0; k < R; k++)                                                                  \
+        for (int j = 0; j < NV; j++) {                                                             \
+          sc_vf v = V_ROW(bl + (o + k) * SC__TW, j);                                               \
+          for (int t = 0; t < T; t++)                                                              \
+            if (t * NV + j < M) v += d[k][t * NV + j];                                             \
+          V_ROWW(bl + (o + k) * SC__TW, j) = v;                                                    \
+        }                                                                                          \
+    for (size_t i = 0; i < I; i++) {                                                               \
+      sc_vf xv[2 * NV];                                                                            \
+      for (int m = 0; m < M; m++) xv[m] = V_ROW(x[m / NV] + i * SC__TW, m % NV);                   \
+      for (int k = 0; k < R; k++) {                                                                \
+        sc_vf acc = first ? d[k][0] * xv[0] : V_FMA(d[k][0], xv[0], A[(o + k) * I + i]);           \
+        for (int m = 1; m < M; m++) acc = V_FMA(d[k][m], xv[m], acc);                              \
+        A[(o + k) * I + i] = acc;                                                                  \
+      }                                                                                            \
+    }                                                                                              \
+  }
+  size_t o = 0;
+  for (; o + 4 <= O; o += 4) V_DWL_ROWS(4)
+  switch (O - o) {
+  case 3: V_DWL_ROWS(3) break;
+  case 2: V_DWL_ROWS(2) break;
+  case 1: V_DWL_ROWS(1) break;
+  default: break;
+  }
+#undef V_DWL_ROWS
+}
+
+/* vec_dense_dwl_n with whether there are bias lanes and whether the last tile is a half tile
+ * as constants (one copy each) */
+static inline __attribute__((always_inline)) void
+vec_dense_dwl_sel(float *restrict wl, const float *const dz[2], const float *const x[2], int T,
+                  size_t O, size_t I, int first, float *restrict bl, int half) {
+  if (half) {
+    if (bl)
+      vec_dense_dwl_n(wl, dz, x, T, O, I, first, 1, bl, NVH);
+    else
+      vec_dense_dwl_n(wl, dz, x, T, O, I, first, 0, NULL, NVH);
+  } else if (bl)
+    vec_dense_dwl_n(wl, dz, x, T, O, I, first, 1, bl, NV);
+  else
+    vec_dense_dwl_n(wl, dz, x, T, O, I, first, 0, NULL, NV);
+}
+
+/* bl: the layer's bias lanes, or NULL (see vec_dense_dwl_n); half: a half tile */
+static void vec_dense_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
+                              size_t O, size_t I, int first, float *restrict bl, int half) {
+  const float *const dzs[2] = {dz, dz}, *const xs[2] = {x, x};
+  vec_dense_dwl_sel(wl, dzs, xs, 1, O, I, first, bl, half);
+}
+
+#if VW == 16
+#define SC__VEC_DWL2 1
+/* two tiles in one pass (A, then B): one accumulator load and store per 4 FMAs instead of
+ * 2; the zmm store (one per cycle) is what bounds the one-tile form. Same bits as two
+ * vec_dense_dwl_f32 calls. */
+static void vec_dense_dwl2_f32(float *restrict wl, const float *restrict dzA,
+                               const float *restrict xA, const float *restrict dzB,
+                               const float *restrict xB, size_t O, size_t I, int first,
+                               float *restrict bl, int half) { /* half: tile B is a half tile */
+  const float *const dzs[2] = {dzA, dzB}, *const xs[2] = {xA, xB};
+  vec_dense_dwl_sel(wl, dzs, xs, 2, O, I, first, bl, half);
+}
+#endif
+
+/* gw[k] += the VW lanes of wl[k] (once per slice), summed as a fixed tree: on AVX-512 lane l
+ * and lane l + 8 first, then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). Eight weights
+ * at a time with horizontal adds (no transposes), the rest one by one with the same sums,
+ * so the result does not depend on where a weight falls. The lane-order chain it replaces
+ * took 947 ns for the toy's 752 weights on the AVX2 host (16 slices a step: 1.7 % of it). */
+static inline float vec_fold8(const float *l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+static inline __m256 vec_fold8x8(const __m256 *v) {
+  __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
+}
+static void vec_dwl_fold_f32(float *restrict gw, const float *restrict wl, size_t n) {
+  size_t k = 0;
+#if VW == 16
+  /* sixteen weights at a time in 512-bit registers, the same sums in the same tree: lanes
+   * l + (l + 8) for two weights per register (two 256-bit halves shuffled together), then
+   * three levels of even + odd lanes across register pairs (the micro-benchmark's fold:
+   * 48 operations for 16 weights against 72 with the 256-bit hadds) */
+  const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+#define V_EVOD(a, b)                                                                               \
+  _mm512_add_ps(_mm512_permutex2var_ps((a), ev, (b)), _mm512_permutex2var_ps((a), od, (b)))
+  for (; k + 16 <= n; k += 16) {
+    __m512 u[8], v[4], x[2];
+    for (int p = 0; p < 8; p++) { /* weights 2p, 2p + 1: their lanes l + (l + 8) */
+      __m512 a = _mm512_loadu_ps(wl + (k + 2 * (size_t)p) * VW),
+             b = _mm512_loadu_ps(wl + (k + 2 * (size_t)p + 1) * VW);
+      u[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    }
+    for (int q = 0; q < 4; q++) v[q] = V_EVOD(u[2 * q], u[2 * q + 1]); /* 4 pair sums a weight */
+    for (int r = 0; r < 2; r++) x[r] = V_EVOD(v[2 * r], v[2 * r + 1]); /* 2 quad sums */
+    _mm512_storeu_ps(gw + k, _mm512_add_ps(_mm512_loadu_ps(gw + k), V_EVOD(x[0], x[1])));
+  }
+#undef V_EVOD
+#endif
+  for (; k + 8 <= n; k += 8) {
+    __m256 v[8];
+    for (int j = 0; j < 8; j++) {
+      const float *w = wl + (k + (size_t)j) * VW;
+#if VW == 16
+      __m512 x = _mm512_loadu_ps(w);
+      v[j] = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+#else
+      v[j] = _mm256_loadu_ps(w);
+#endif
+    }
+    _mm256_storeu_ps(gw + k, _mm256_add_ps(_mm256_loadu_ps(gw + k), vec_fold8x8(v)));
+  }
+  for (; k < n; k++) {
+    const float *w = wl + k * VW;
+#if VW == 16
+    float u[8];
+    for (int l = 0; l < 8; l++) u[l] = w[l] + w[l + 8];
+    gw[k] += vec_fold8(u);
+#else
+    gw[k] += vec_fold8(w);
+#endif
+  }
+}
+
+#undef V_FWD_BODY
+#undef V_DW_BLOCK
+#undef V_DW_COLS
+#undef V_DX_BODY
+#undef V_BLOCKS
+#undef V_BLOCKS_5_8
+/* kernels/x86/conv.h — the convolution's float vector kernels: forward, dW in lane form, dx; each
+ * in SC__CONV_NV register-block variants where the planner may choose. */
+#define SC__VEC_CONV 1
+/* Blocking: CB output channels x XB output columns share each input load and each
+ * weight broadcast (AVX-512: 4 x 2 x 2 = 16 zmm accumulators; AVX2: 2 x 1 x 4). The
+ * backward: KB channels x RB taps of dW, CDX_CB input channels of dx per register block.
+ * AVX2 has 16 registers: 3 x 3 (9 accumulators + 3 dz rows + 1) and 3 x 4 lanes (12 + 4)
+ * measured best on LeNet5 (AVX2 EPYC, 1 thread, 3 alternating runs each): conv2's backward
+ * 142 -> 96 ms, conv1's 49 -> 30 ms, the epoch 0.33 -> 0.27 s; 2 x 2 and 4 x 4 had spilled
+ * (dx) or left the loads the bound (dW). The blocks only group weights and channels: every
+ * sum keeps its order, so the results do not change by a bit. */
+/* The forward and dW blocks are planner variants (see sc__variant_plan: SC_CONV_FWD,
+ * SC_CONV_DW, SC_PLAN=measure): index 0 is the rule's (the shapes measured best above),
+ * the others also fit the register file (a one-channel block can take its input rows as
+ * memory operands). */
+#if VW == 16
+#define V_CONV_FWD_BLOCKS(X) X(0, 4, 2) X(1, 6, 2) X(2, 8, 1)
+#define V_CONV_DW_BLOCKS(X) X(0, 4, 4) X(1, 6, 4) X(2, 8, 2)
+/* 6 x 4 for 6 channels (LeNet5's first conv; Zen 4, 1 thread, 20,000 images: its backward
+ * 51.8 -> 47.0 ms, 4 runs; on 16 channels 4 x 4 stays faster: 125.4 against 131 ms) */
+#define V_CONV_DW_K6 1
+#define CDX_CB 6
+#else
+#define V_CONV_FWD_BLOCKS(X) X(0, 2, 1) X(1, 1, 3) X(2, 3, 1)
+#define V_CONV_DW_BLOCKS(X) X(0, 3, 3) X(1, 2, 4) X(2, 4, 2)
+#define V_CONV_DW_K6 0 /* 3 x 3 divides 6 already */
+#ifndef CDX_CB
+#define CDX_CB 3
+#endif
+#endif
+
+#define V_CONV_BLOCK(CB, XB)                                                                       \
+  for (; v + XB <= OW; v += XB) {                                                                  \
+    sc_vf acc[CB][XB][NV];                                                                         \
+    for (int cb = 0; cb < CB; cb++) {                                                              \
+      sc_vf bk = V_BCAST(b ? b[k + cb] : 0.0f);                                                    \
+      for (int xb = 0; xb < XB; xb++)                                                              \
+        for (int j = 0; j < NV; j++) acc[cb][xb][j] = bk;                                          \
+    }                                                                                              \
+    const float *base = x + (u * sh * WP + v * sw) * SC__TW;                                       \
+    for (size_t r = 0; r < R; r++) {                                                               \
+      const float *xr = base + roff[r] * SC__TW;                                                   \
+      sc_vf xv[XB][NV];                                                                            \
+      for (int xb = 0; xb < XB; xb++)                                                              \
+        for (int j = 0; j < NV; j++) xv[xb][j] = V_ROW(xr + (size_t)xb * sw * SC__TW, j);          \
+      for (int cb = 0; cb < CB; cb++) {                                                            \
+        sc_vf w = V_BCAST(W[(k + cb) * R + r]);                                                    \
+        for (int xb = 0; xb < XB; xb++)                                                            \
+          for (int j = 0; j < NV; j++) acc[cb][xb][j] += w * xv[xb][j];                            \
+      }                                                                                            \
+    }                                                                                              \
+    for (int cb = 0; cb < CB; cb++)                                                                \
+      for (int xb = 0; xb < XB; xb++) {                                                            \
+        size_t o = ((k + cb) * OH + u) * OW + v + xb;                                              \
+        v_act_store(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc[cb][xb], P->spec.act);          \
+      }                                                                                            \
+  }
+
+#define V_CONV_ROWS(CB, XB)                                                                        \
+  for (; k + CB <= K; k += CB)                                                                     \
+    for (size_t u = 0; u < OH; u++) {                                                              \
+      size_t v = 0;                                                                                \
+      V_CONV_BLOCK(CB, XB)                                                                         \
+      V_CONV_BLOCK(CB, 1)                                                                          \
+    }
+
+/* one forward per block shape: CB channels x XB columns, then 2 and 1 channel(s) */
+#define V_CONV_FWD_FN(I, CB, XB)                                                                   \
+  static void vec_conv_fwd##I##_f32(float *restrict a, float *restrict z, const float *restrict W, \
+                                    const float *restrict b, const float *restrict x,              \
+                                    const sc__lplan *P) {                                          \
+    size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;         \
+    size_t K = P->oc, k = 0;                                                                       \
+    const size_t *roff = P->roff;                                                                  \
+    V_CONV_ROWS(CB, XB)                                                                            \
+    if (CB > 2) {                                                                                  \
+      V_CONV_ROWS(2, XB)                                                                           \
+    }                                                                                              \
+    V_CONV_ROWS(1, XB)                                                                             \
+  }
+V_CONV_FWD_BLOCKS(V_CONV_FWD_FN)
+
+static void vec_conv_fwd_f32(float *restrict a, float *restrict z, const float *restrict W,
+                             const float *restrict b, const float *restrict x, const sc__lplan *P) {
+  switch (P->conv_fwd) {
+  case 1: vec_conv_fwd1_f32(a, z, W, b, x, P); break;
+  case 2: vec_conv_fwd2_f32(a, z, W, b, x, P); break;
+  default: vec_conv_fwd0_f32(a, z, W, b, x, P);
+  }
+}
+
+/* conv dW in lane form: one native-vector accumulator per weight; KB channels x RB taps
+ * per register block, the sum running over every output position of the tile */
+#define V_CDW_BLOCK(KB, RB)                                                                        \
+  for (; r + RB <= R; r += RB) {                                                                   \
+    sc_vf acc[KB][RB];                                                                             \
+    for (int kb = 0; kb < KB; kb++)                                                                \
+      for (int rb = 0; rb < RB; rb++) acc[kb][rb] = A[(k + kb) * R + r + rb];                      \
+    for (size_t u = 0; u < OH; u++)                                                                \
+      for (size_t v = 0; v < OW; v++) {                                                            \
+        const float *xp = x + (u * sh * WP + v * sw) * SC__TW;                                     \
+        const float *dp = dz + (u * OW + v) * SC__TW;                                              \
+        for (int j = 0; j < NV; j++) {                                                             \
+          sc_vf d[KB];                                                                             \
+          for (int kb = 0; kb < KB; kb++) d[kb] = V_ROW(dp + (k + kb) * NPOS * SC__TW, j);         \
+          for (int rb = 0; rb < RB; rb++) {                                                        \
+            sc_vf xv = V_ROW(xp + roff[r + rb] * SC__TW, j);                                       \
+            for (int kb = 0; kb < KB; kb++) acc[kb][rb] += d[kb] * xv;                             \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    for (int kb = 0; kb < KB; kb++)                                                                \
+      for (int rb = 0; rb < RB; rb++) A[(k + kb) * R + r + rb] = acc[kb][rb];                      \
+  }
+
+#define V_CDW_ROWS(KB, RB)                                                                         \
+  for (; k + KB <= K; k += KB) {                                                                   \
+    size_t r = 0;                                                                                  \
+    V_CDW_BLOCK(KB, RB)                                                                            \
+    V_CDW_BLOCK(KB, 1)                                                                             \
+  }
+
+/* one dW per block shape: KB channels x RB taps, then 2 and 1 channel(s) */
+#define V_CONV_DW_FN(I, KB, RB)                                                                    \
+  static void vec_conv_dwl##I##_f32(float *restrict wl, const float *restrict dz,                  \
+                                    const float *restrict x, const sc__lplan *P) {                 \
+    size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;         \
+    size_t K = P->oc, k = 0, NPOS = OH * OW;                                                       \
+    const size_t *roff = P->roff;                                                                  \
+    sc_vf *A = (sc_vf *)(void *)wl;                                                                \
+    V_CDW_ROWS(KB, RB)                                                                             \
+    if (KB > 2) {                                                                                  \
+      V_CDW_ROWS(2, RB)                                                                            \
+    }                                                                                              \
+    V_CDW_ROWS(1, RB)                                                                              \
+  }
+V_CONV_DW_BLOCKS(V_CONV_DW_FN)
+
+static void vec_conv_dwl_f32(float *restrict wl, const float *restrict dz, const float *restrict x,
+                             const sc__lplan *P) {
+  switch (P->conv_dw) {
+  case 1: vec_conv_dwl1_f32(wl, dz, x, P); break;
+  case 2: vec_conv_dwl2_f32(wl, dz, x, P); break;
+  default: vec_conv_dwl0_f32(wl, dz, x, P);
+  }
+}
+
+/* the block names, for the planner (index = variant) */
+#define V_CONV_NAME(I, A, B) #A "x" #B,
+static const char *const vec_conv_fwd_names[SC__CONV_NV + 1] = {V_CONV_FWD_BLOCKS(V_CONV_NAME)
+                                                                    NULL};
+static const char *const vec_conv_dw_names[SC__CONV_NV + 1] = {V_CONV_DW_BLOCKS(V_CONV_NAME) NULL};
+#undef V_CONV_NAME
+
+/* conv input gradient, gathered per input position: CB input channels share each dz
+ * load; the taps that reach position (y, x) depend only on (y, x) */
+/* whether kernel row i reaches input row y (padding ph, stride sh), and the output row u */
+static inline __attribute__((always_inline)) int v_cdx_row(size_t y, size_t i, size_t ph, size_t sh,
+                                                           size_t OH, size_t *u) {
+  size_t yy = y + ph;
+  if (yy < i || (yy - i) % sh) return 0;
+  *u = (yy - i) / sh;
+  return *u < OH;
+}
+#define V_CDX_POS(CB, xx)                                                                          \
+  {                                                                                                \
+    sc_vf acc[CB][NV];                                                                             \
+    for (int cb = 0; cb < CB; cb++)                                                                \
+      for (int j = 0; j < NV; j++) acc[cb][j] = V_BCAST(0.0f);                                     \
+    for (size_t i = 0, u; i < KH; i++) {                                                           \
+      if (!v_cdx_row(y, i, ph, sh, OH, &u)) continue;                                              \
+      for (size_t jj = 0; jj < KW; jj++) {                                                         \
+        size_t xp = (xx) + pw;                                                                     \
+        if (xp < jj || (xp - jj) % sw) continue;                                                   \
+        size_t v = (xp - jj) / sw;                                                                 \
+        if (v >= OW) continue;                                                                     \
+        const float *dp = dz + (u * OW + v) * SC__TW;                                              \
+        const float *wp = W + (c * KH + i) * KW + jj;                                              \
+        for (size_t k = 0; k < K; k++) {                                                           \
+          sc_vf d[NV];                                                                             \
+          for (int j = 0; j < NV; j++) d[j] = V_ROW(dp + k * NPOS * SC__TW, j);                    \
+          for (int cb = 0; cb < CB; cb++) {                                                        \
+            sc_vf w = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);                                   \
+            for (int j = 0; j < NV; j++) acc[cb][j] += w * d[j];                                   \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int cb = 0; cb < CB; cb++)                                                                \
+      for (int j = 0; j < NV; j++)                                                                 \
+        V_ROWW(dx + (((c + cb) * IH + y) * IW + (xx)) * SC__TW, j) = acc[cb][j];                   \
+  }
+#define V_CDX_ROWS(CB)                                                                             \
+  for (; c + CB <= C; c += CB)                                                                     \
+    for (size_t y = 0; y < IH; y++)                                                                \
+      for (size_t xx = 0; xx < IW; xx++) V_CDX_POS(CB, xx)
+
+#if VW == 16
+/* the same sums for XB neighbouring positions of a row at once (stride 1 across) where every
+ * tap of the kernel reaches all of them (in LeNet5's conv2, 12 x 12 positions from an 8 x 8
+ * output, the middle 4 of each row): CB x XB x NV accumulators (6 x 2 x 2 = 24 zmm), each
+ * (tap, k) step's CB weights broadcast once for the XB positions, 10 loads per 24 FMAs against
+ * 8 per 12; every other position as V_CDX_POS. Each sum gets the same FMAs in the same order:
+ * the same bits. LeNet5's conv2 dx alone (one tile, operands hot, Zen 5): 52.9 -> 40.3 us; its
+ * pullback in the epoch (1 thread, Fashion-MNIST, 3 alternating runs) 165.7 -> 146.0 ms. Blocks
+ * of 3 channels x 4 positions (the same 24 accumulators, 11 loads per 24 FMAs) took 80 us, and
+ * blocks that also took the positions a tap misses (a branch per position in the k loop, or a
+ * k loop per position inside the block) 49-76 us (session 36). */
+#define V_CDX_XROWS(CB, XB)                                                                        \
+  for (; sw == 1 && c + CB <= C; c += CB)                                                          \
+    for (size_t y = 0; y < IH; y++)                                                                \
+      for (size_t xx = 0; xx < IW; xx++) {                                                         \
+        if (xx + pw + 1 < KW || xx + pw + XB > OW || xx + XB > IW) {                               \
+          V_CDX_POS(CB, xx) /* a tap of the kernel's misses a position of the block */             \
+          continue;                                                                                \
+        }                                                                                          \
+        sc_vf acc[CB][XB][NV];                                                                     \
+        for (int cb = 0; cb < CB; cb++)                                                            \
+          for (int xb = 0; xb < XB; xb++)                                                          \
+            for (int j = 0; j < NV; j++) acc[cb][xb][j] = V_BCAST(0.0f);                           \
+        for (size_t i = 0, u; i < KH; i++) {                                                       \
+          if (!v_cdx_row(y, i, ph, sh, OH, &u)) continue;                                          \
+          for (size_t jj = 0; jj < KW; jj++) {                                                     \
+            const float *dp = dz + (u * OW + xx + pw - jj) * SC__TW;                               \
+            const float *wp = W + (c * KH + i) * KW + jj;                                          \
+            for (size_t k = 0; k < K; k++) {                                                       \
+              sc_vf w[CB];                                                                         \
+              for (int cb = 0; cb < CB; cb++) w[cb] = V_BCAST(wp[k * R + (size_t)cb * KH * KW]);   \
+              for (int xb = 0; xb < XB; xb++) {                                                    \
+                sc_vf d[NV];                                                                       \
+                for (int j = 0; j < NV; j++)                                                       \
+                  d[j] = V_ROW(dp + ((size_t)xb + k * NPOS) * SC__TW, j);                          \
+                for (int cb = 0; cb < CB; cb++)                                                    \
+                  for (int j = 0; j < NV; j++) acc[cb][xb][j] += w[cb] * d[j];                     \
+              }                                                                                    \
+            }                                                                                      \
+          }                                                                                        \
+        }                                                                                          \
+        for (int cb = 0; cb < CB; cb++)                                                            \
+          for (int xb = 0; xb < XB; xb++)                                                          \
+            for (int j = 0; j < NV; j++)                                                           \
+              V_ROWW(dx + (((c + cb) * IH + y) * IW + xx + (size_t)xb) * SC__TW, j) =              \
+                  acc[cb][xb][j];                                                                  \
+        xx += XB - 1;                                                                              \
+      }
+#endif
+static void vec_conv_dx_f32(float *restrict dx, const float *restrict W, const float *restrict dz,
+                            const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  size_t IH = P->ih, IW = P->iw, K = P->oc, NPOS = OH * OW, c = 0;
+#if VW == 16
+  V_CDX_XROWS(6, 2)
+#endif
+#if CDX_CB >= 6
+  V_CDX_ROWS(6)
+#endif
+#if CDX_CB >= 4
+  V_CDX_ROWS(4)
+#endif
+#if CDX_CB >= 3
+  V_CDX_ROWS(3)
+#endif
+  V_CDX_ROWS(2)
+  V_CDX_ROWS(1)
+}
+/* kernels/x86/pool.h — the max-pool layer's float vector kernels: forward, pullback, the 2 x 2
+ * pullback fused with a relu conv's, and a conv's forward with a 2 x 2 max-pool folded in. */
+static void vec_pool_fwd_f32(float *restrict a, const float *restrict x, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        const float *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        sc_vf m[NV];
+        for (int j = 0; j < NV; j++) m[j] = V_ROW(x0, j);
+        for (size_t i = 0; i < KH; i++)
+          for (size_t jj = 0; jj < KW; jj++) {
+            const float *xi = x0 + (i * P->iw + jj) * SC__TW;
+            for (int j = 0; j < NV; j++) {
+              sc_vf xv = V_ROW(xi, j);
+              m[j] = v_sel(xv > m[j], xv, m[j]);
+            }
+          }
+        float *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int j = 0; j < NV; j++) V_ROWW(o, j) = m[j];
+      }
+}
+
+static void vec_pool_bwd_f32(float *restrict dx, const float *restrict x, const float *restrict a,
+                             const float *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) memset(dx, 0, P->in * SC__TW * sizeof(float));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int j = 0; j < NV; j++) {
+          sc_vf av = V_ROW(a + o, j), dv = V_ROW(dz + o, j);
+          sc_vi taken = (sc_vi){0};
+          for (size_t i = 0; i < KH; i++)
+            for (size_t jj = 0; jj < KW; jj++) {
+              size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + jj) * SC__TW;
+              sc_vi hit = (V_ROW(x + q, j) == av) & ~taken;
+              V_ROWW(dx + q, j) = v_sel(hit, dv, V_BCAST(0.0f));
+              taken |= hit;
+            }
+        }
+      }
+}
+
+/* the 2 x 2 pool pullbacks' tail (vec_pool2_act_bwd_f32, vec_pool2_hits_bwd_f32): a window's
+ * four dx vectors (lanes j of positions e, e + 1 of rows d0, d1) stored, and with bias lanes the
+ * first row's two added to s[j] */
+static inline __attribute__((always_inline)) void v_pool2_put(float *d0, float *d1, size_t e, int j,
+                                                              sc_vf e0, sc_vf e1, sc_vf e2,
+                                                              sc_vf e3, sc_vf *s, int bl) {
+  V_ROWW(d0 + e, j) = e0, V_ROWW(d0 + e + SC__TW, j) = e1;
+  V_ROWW(d1 + e, j) = e2, V_ROWW(d1 + e + SC__TW, j) = e3;
+  if (bl) s[j] += e0, s[j] += e1;
+}
+/* then row 2u + 1's IW stored positions added to s, in order */
+static inline __attribute__((always_inline)) void v_pool2_row2(sc_vf *s, const float *d1,
+                                                               size_t IW) {
+  for (size_t k = 0; k < IW; k++)
+    for (int j = 0; j < NV; j++) s[j] += V_ROW(d1 + k * SC__TW, j);
+}
+
+/* A 2 x 2 max-pool's pullback (windows tiling the input exactly) with the pullback of the relu or
+ * identity conv below it and that conv's bias-gradient lanes, in one pass: dx at the window's
+ * first maximum (row-major, as vec_pool_bwd_f32) is dz, elsewhere 0; then, with relu, 0 where
+ * the conv's output x <= 0 (sc__act_bwd_lane's rule); and bl (K rows of SC__TW, or NULL) adds
+ * dx over each channel's positions in row-major order (row 2u in the window loop, row 2u + 1
+ * after it, from the stored rows). The same operations in the same order as vec_pool_bwd_f32
+ * then sc__act_bwd_lane: the same bits, without that pass over the conv's output and dz
+ * (LeNet5's conv1: 442 KB each a tile). dx may be x (the engine writes dx over the conv's
+ * output, read only here: each window's four values are read before its dx is stored) */
+/* the body of both (hits NULL: vec_pool2_act_bwd_f32's compares on x and a; else the bytes of
+ * vec_conv_pool_fwd_f32), each wrapper's choice a constant once inlined */
+static inline __attribute__((always_inline)) void
+v_pool2_bwd(float *dx, const float *x, const float *a, const uint8_t *hits,
+            const float *restrict dz, float *restrict bl, int relu, const sc__lplan *P) {
+  size_t IW = P->iw, OW = P->ow, RW = IW * SC__TW;
+  const sc_vf zero = V_BCAST(0.0f);
+  for (size_t c = 0; c < P->oc; c++) {
+    sc_vf s[NV];
+    for (int j = 0; j < NV; j++) s[j] = bl ? V_ROW(bl + c * SC__TW, j) : zero;
+    for (size_t u = 0; u < P->oh; u++) {
+      size_t r = (c * P->ih + 2 * u) * RW;
+      float *d0 = dx + r, *d1 = d0 + RW;
+      for (size_t v = 0; v < OW; v++) {
+        size_t o = ((c * P->oh + u) * OW + v) * SC__TW, e = 2 * v * SC__TW;
+        if (hits) {
+          sc_vi ix[NV];
+          for (int j = 0; j < NV; j++)
+#if VW == 16
+            ix[j] = (sc_vi)_mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(hits + o + (size_t)j * VW)));
+#else
+            ix[j] = (sc_vi)_mm256_cvtepu8_epi32(
+                _mm_loadl_epi64((const __m128i *)(const void *)(hits + o + (size_t)j * VW)));
+#endif
+          for (int j = 0; j < NV; j++) {
+            sc_vf dv = V_ROW(dz + o, j);
+            sc_vf e0 = v_sel(ix[j] == 0, dv, zero), e1 = v_sel(ix[j] == 1, dv, zero);
+            sc_vf e2 = v_sel(ix[j] == 2, dv, zero), e3 = v_sel(ix[j] == 3, dv, zero);
+            v_pool2_put(d0, d1, e, j, e0, e1, e2, e3, s, bl != NULL);
+          }
+          continue;
+        }
+        const float *x0 = x + r, *x1 = x0 + RW;
+        for (int j = 0; j < NV; j++) {
+          sc_vf av = V_ROW(a + o, j), dv = V_ROW(dz + o, j);
+          sc_vf q0 = V_ROW(x0 + e, j), q1 = V_ROW(x0 + e + SC__TW, j);
+          sc_vf q2 = V_ROW(x1 + e, j), q3 = V_ROW(x1 + e + SC__TW, j);
+          sc_vi h0 = q0 == av, taken = h0;
+          sc_vi h1 = (q1 == av) & ~taken;
+          taken |= h1;
+          sc_vi h2 = (q2 == av) & ~taken;
+          taken |= h2;
+          sc_vi h3 = (q3 == av) & ~taken;
+          sc_vf e0 = v_sel(h0, dv, zero), e1 = v_sel(h1, dv, zero);
+          sc_vf e2 = v_sel(h2, dv, zero), e3 = v_sel(h3, dv, zero);
+          if (relu) {
+            e0 = v_sel((sc_vi)(q0 <= 0.0f), zero, e0), e1 = v_sel((sc_vi)(q1 <= 0.0f), zero, e1);
+            e2 = v_sel((sc_vi)(q2 <= 0.0f), zero, e2), e3 = v_sel((sc_vi)(q3 <= 0.0f), zero, e3);
+          }
+          v_pool2_put(d0, d1, e, j, e0, e1, e2, e3, s, bl != NULL);
+        }
+      }
+      if (bl) v_pool2_row2(s, d1, IW); /* row 2u + 1, in order */
+    }
+    if (bl)
+      for (int j = 0; j < NV; j++) V_ROWW(bl + c * SC__TW, j) = s[j];
+  }
+}
+static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restrict a,
+                                  const float *restrict dz, float *restrict bl, int relu,
+                                  const sc__lplan *P) {
+  if (relu)
+    v_pool2_bwd(dx, x, a, NULL, dz, bl, 1, P);
+  else
+    v_pool2_bwd(dx, x, a, NULL, dz, bl, 0, P);
+}
+
+/* A conv's forward (any strides, relu or identity, no z) with the 2 x 2 max-pool above it
+ * folded in: blocks of CB channels x one window's four positions x one native vector of lanes
+ * (AVX-512: 6 x 4 = 24 accumulators; 4 input loads and CB broadcasts a tap), each sum the same
+ * FMAs in the same order as V_CONV_BLOCK (the bias first, then the taps), then the activation,
+ * the window's maximum as vec_pool_fwd_f32 takes it, into pa, and per lane a byte (hits: K x PH
+ * x PW windows x SC__TW lanes) naming the window's first position equal to it (0-3,
+ * row-major; NaN equals nothing), 4 where none is or where, with relu, the maximum is <= 0 (the
+ * relu's pullback there is 0: vec_pool2_act_bwd_f32's rule, the hit's value being the
+ * maximum). The conv's output is never stored (442 KB a tile for LeNet5's conv1) and the
+ * pool's forward pass is skipped; vec_pool2_hits_bwd_f32 reads the bytes: the same bits.
+ * LeNet5 fp32, Zen 5 (session 37), --profile at 1 thread: pool1's forward 7.6 ms an epoch
+ * -> 0 with conv1's forward unchanged (49-50 ms), pool1's pullback 12.5 -> 9.0 ms, pool2's
+ * 2.3 + 3.3 -> 0 + 2.9; epochs 0.450 -> 0.430 s at 1 thread, 0.233 -> 0.223 at 2 (medians
+ * of 5 alternating pairs). */
+#define V_CPOOL_BLOCK(CB)                                                                          \
+  for (; k + CB <= K; k += CB)                                                                     \
+    for (size_t q = 0; q < PH; q++)                                                                \
+      for (size_t w = 0; w < PW; w++)                                                              \
+        for (int j = 0; j < NV; j++) {                                                             \
+          sc_vf acc[CB][4];                                                                        \
+          for (int cb = 0; cb < CB; cb++) {                                                        \
+            sc_vf bk = V_BCAST(b ? b[k + cb] : 0.0f);                                              \
+            for (int e = 0; e < 4; e++) acc[cb][e] = bk;                                           \
+          }                                                                                        \
+          const float *p0 = x + (2 * q * sh * WP + 2 * w * sw) * SC__TW,                           \
+                      *p1 = p0 + sh * WP * SC__TW;                                                 \
+          for (size_t r = 0; r < R; r++) {                                                         \
+            size_t ro = roff[r] * SC__TW;                                                          \
+            sc_vf x0 = V_ROW(p0 + ro, j), x1 = V_ROW(p0 + ro + sw * SC__TW, j);                    \
+            sc_vf x2 = V_ROW(p1 + ro, j), x3 = V_ROW(p1 + ro + sw * SC__TW, j);                    \
+            for (int cb = 0; cb < CB; cb++) {                                                      \
+              sc_vf wv = V_BCAST(W[(k + cb) * R + r]);                                             \
+              acc[cb][0] += wv * x0, acc[cb][1] += wv * x1;                                        \
+              acc[cb][2] += wv * x2, acc[cb][3] += wv * x3;                                        \
+            }                                                                                      \
+          }                                                                                        \
+          for (int cb = 0; cb < CB; cb++) {                                                        \
+            sc_vf q0 = acc[cb][0], q1 = acc[cb][1], q2 = acc[cb][2], q3 = acc[cb][3];              \
+            if (relu) q0 = v_relu(q0), q1 = v_relu(q1), q2 = v_relu(q2), q3 = v_relu(q3);          \
+            sc_vf m = v_max(q3, v_max(q2, v_max(q1, q0))); /* (x > m ? x : m, in order) */         \
+            size_t o = ((k + (size_t)cb) * PH + q) * PW + w;                                       \
+            V_ROWW(pa + o * SC__TW, j) = m;                                                        \
+            v_pool_hits_store(hits + o * SC__TW + (size_t)j * VW, q0, q1, q2, q3, m, relu);        \
+          }                                                                                        \
+        }
+/* the bytes of a window's hits (see V_CPOOL_BLOCK) */
+static inline __attribute__((always_inline)) void
+v_pool_hits_store(uint8_t *h, sc_vf q0, sc_vf q1, sc_vf q2, sc_vf q3, sc_vf m, int relu) {
+#if VW == 16
+  __m512 mm = (__m512)m;
+  __m512i ix = _mm512_set1_epi32(4);
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q3, mm, _CMP_EQ_OQ),
+                             _mm512_set1_epi32(3));
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q2, mm, _CMP_EQ_OQ),
+                             _mm512_set1_epi32(2));
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q1, mm, _CMP_EQ_OQ),
+                             _mm512_set1_epi32(1));
+  ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask((__m512)q0, mm, _CMP_EQ_OQ),
+                             _mm512_setzero_si512());
+  if (relu)
+    ix = _mm512_mask_mov_epi32(ix, _mm512_cmp_ps_mask(mm, _mm512_setzero_ps(), _CMP_LE_OQ),
+                               _mm512_set1_epi32(4));
+  _mm_storeu_si128((__m128i *)(void *)h, _mm512_cvtepi32_epi8(ix));
+#else
+  sc_vi ix = (sc_vi){0} + 4;
+  ix = (sc_vi)v_sel(q3 == m, (sc_vf)((sc_vi){0} + 3), (sc_vf)ix);
+  ix = (sc_vi)v_sel(q2 == m, (sc_vf)((sc_vi){0} + 2), (sc_vf)ix);
+  ix = (sc_vi)v_sel(q1 == m, (sc_vf)((sc_vi){0} + 1), (sc_vf)ix);
+  ix = (sc_vi)v_sel(q0 == m, (sc_vf)((sc_vi){0}), (sc_vf)ix);
+  if (relu) ix = (sc_vi)v_sel(m <= 0.0f, (sc_vf)((sc_vi){0} + 4), (sc_vf)ix);
+  __m128i lo = _mm256_castsi256_si128((__m256i)ix), hi = _mm256_extracti128_si256((__m256i)ix, 1);
+  __m128i w16 = _mm_packus_epi32(lo, hi);
+  _mm_storel_epi64((__m128i *)(void *)h, _mm_packus_epi16(w16, w16));
+#endif
+}
+static void vec_conv_pool_fwd_f32(float *restrict pa, uint8_t *restrict hits,
+                                  const float *restrict W, const float *restrict b,
+                                  const float *restrict x, int relu, const sc__lplan *P) {
+  size_t R = P->R, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp, K = P->oc, k = 0;
+  size_t PH = P->oh / 2, PW = P->ow / 2;
+  const size_t *roff = P->roff;
+#if VW == 16
+  V_CPOOL_BLOCK(6)
+  V_CPOOL_BLOCK(4)
+#else
+  V_CPOOL_BLOCK(2)
+#endif
+  V_CPOOL_BLOCK(1)
+}
+#undef V_CPOOL_BLOCK
+/* vec_pool2_act_bwd_f32 with the hits of vec_conv_pool_fwd_f32 instead of the conv's output
+ * (its dz where the byte names the position, 0 elsewhere; the bias lanes in the same order):
+ * the same bits */
+static void vec_pool2_hits_bwd_f32(float *restrict dx, const uint8_t *restrict hits,
+                                   const float *restrict dz, float *restrict bl,
+                                   const sc__lplan *P) {
+  v_pool2_bwd(dx, NULL, NULL, hits, dz, bl, 0, P);
+}
+/* kernels/x86/gather.h — a tile's input gathered from row-major samples (with the NaN / Inf
+ * check), and the tile's transpose for the dot-form dW. */
+/* The gathers' NaN / Inf check (sc__gather's chk): x * 0 + a stays 0 while x is finite and is
+ * NaN from the first NaN or Inf on, one FMA per vector (the FMA pipes are idle in a gather) into
+ * 4 accumulators; v_chk_any says whether any lane of them is NaN. The accumulators are indexed
+ * by constants only, so that they stay in registers (a[k & 3] with k counted at run time put
+ * them in memory: the AVX2 micro-benchmark 3.0 -> 3.4 us). */
+static inline __attribute__((always_inline)) void v_chk_acc(sc_vf *a, sc_vf x, int k) {
+  a[k & 3] = V_FMA(x, V_BCAST(0.0f), a[k & 3]);
+}
+/* the check on n vectors at v, v + stride, .. (floats) */
+static inline __attribute__((always_inline)) void v_chk_run(sc_vf *a, const float *v, size_t n,
+                                                            size_t stride) {
+  sc_vf a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], z = V_BCAST(0.0f);
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    a0 = V_FMA(V_ROW(v + k * stride, 0), z, a0);
+    a1 = V_FMA(V_ROW(v + (k + 1) * stride, 0), z, a1);
+    a2 = V_FMA(V_ROW(v + (k + 2) * stride, 0), z, a2);
+    a3 = V_FMA(V_ROW(v + (k + 3) * stride, 0), z, a3);
+  }
+  for (; k < n; k++) a0 = V_FMA(V_ROW(v + k * stride, 0), z, a0);
+  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
+}
+static inline __attribute__((always_inline)) int v_chk_any(const sc_vf *a) {
+  sc_vf s = (a[0] + a[1]) + (a[2] + a[3]);
+#if VW == 16
+  return _mm512_cmp_ps_mask((__m512)s, (__m512)s, _CMP_UNORD_Q) != 0;
+#else
+  return _mm256_movemask_ps(_mm256_cmp_ps((__m256)s, (__m256)s, _CMP_UNORD_Q)) != 0;
+#endif
+}
+/* the check on a gathered tile of cols rows */
+static inline __attribute__((always_inline)) int v_tile_bad(const float *tile, size_t cols) {
+  sc_vf a[4] = {V_BCAST(0.0f), V_BCAST(0.0f), V_BCAST(0.0f), V_BCAST(0.0f)};
+  v_chk_run(a, tile, cols * NV, VW);
+  return v_chk_any(a);
+}
+
+/* Columns c0..c0 + 3 of 8 rows r[0..7] as 4 vectors of 8 samples, stored at o, o + SC__TW,
+ * o + 2 SC__TW, o + 3 SC__TW: the 128-bit pieces of rows k and k + 4 in the two lanes of register
+ * k (a load and an insert from memory), then a 4 x 4 transpose within the lanes (2 unpacks and
+ * 2 shuffles per 4 outputs). The gathers' fast path (bench/RESULTS.md, session 23). */
+static inline __attribute__((always_inline)) void v_gather4x8(float *restrict o,
+                                                              const float *const *r, size_t c0) {
+  __m256 A[4];
+  for (int k = 0; k < 4; k++)
+    A[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(r[k] + c0)),
+                                _mm_loadu_ps(r[k + 4] + c0), 1);
+  __m256 t0 = _mm256_unpacklo_ps(A[0], A[1]), t1 = _mm256_unpackhi_ps(A[0], A[1]);
+  __m256 t2 = _mm256_unpacklo_ps(A[2], A[3]), t3 = _mm256_unpackhi_ps(A[2], A[3]);
+  _mm256_store_ps(o, _mm256_shuffle_ps(t0, t2, 0x44));
+  _mm256_store_ps(o + SC__TW, _mm256_shuffle_ps(t0, t2, 0xEE));
+  _mm256_store_ps(o + 2 * SC__TW, _mm256_shuffle_ps(t1, t3, 0x44));
+  _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(t1, t3, 0xEE));
+}
+
+/* The gathers' G rows of the tile G j .. G j + G - 1: row[r] sample t = G j + r's row of src
+ * (idx[b0 + t] with idx, else b0 + t), NULL from t = n on (the padding); rr[r] the same with
+ * row 0 for the padding (read by v_gather4x8, cleared after). Returns 0, the group's columns
+ * stored as zeros, when all G are padding */
+static inline __attribute__((always_inline)) int
+v_gather_rows(const float **row, const float **rr, float *restrict tile, size_t G, size_t j,
+              const float *src, const size_t *idx, size_t b0, size_t n, size_t cols) {
+  if (G * j >= n) {
+    for (size_t k = 0; k < cols; k++) memset(tile + k * SC__TW + G * j, 0, G * sizeof *tile);
+    return 0;
+  }
+  for (size_t r = 0; r < G; r++) {
+    size_t t = G * j + r;
+    row[r] = t < n ? src + (idx ? idx[b0 + t] : b0 + t) * cols : NULL;
+  }
+  for (size_t r = 0; r < G; r++) rr[r] = row[r] ? row[r] : row[0];
+  return 1;
+}
+
+/* The first two stages of an 8 x 8 transpose within each 128-bit lane, on 8 registers r[0..7]
+ * of width W (256 or 512): unpack pairs of rows into t, shuffle pairs of those into u (u[k] then
+ * holds elements k % 4 .. of rows 0-3 and 4-7 in each lane's halves, as the lane swaps after
+ * expect). v_transpose8, v_transpose16 (twice) and v_gather8x16 finish it their own ways. */
+#define V_UNPACK_SHUF8(W, r, t, u)                                                                 \
+  do {                                                                                             \
+    for (int k_ = 0; k_ < 4; k_++) {                                                               \
+      (t)[2 * k_] = _mm##W##_unpacklo_ps((r)[2 * k_], (r)[2 * k_ + 1]);                            \
+      (t)[2 * k_ + 1] = _mm##W##_unpackhi_ps((r)[2 * k_], (r)[2 * k_ + 1]);                        \
+    }                                                                                              \
+    for (int k_ = 0; k_ < 2; k_++) {                                                               \
+      (u)[4 * k_] = _mm##W##_shuffle_ps((t)[4 * k_], (t)[4 * k_ + 2], 0x44);                       \
+      (u)[4 * k_ + 1] = _mm##W##_shuffle_ps((t)[4 * k_], (t)[4 * k_ + 2], 0xEE);                   \
+      (u)[4 * k_ + 2] = _mm##W##_shuffle_ps((t)[4 * k_ + 1], (t)[4 * k_ + 3], 0x44);               \
+      (u)[4 * k_ + 3] = _mm##W##_shuffle_ps((t)[4 * k_ + 1], (t)[4 * k_ + 3], 0xEE);               \
+    }                                                                                              \
+  } while (0)
+
+/* In-register transpose of 8 rows of 8 floats: r[k] becomes column k (unpack pairs, shuffle
+ * within 128-bit lanes, then swap the lanes) */
+static inline __attribute__((always_inline)) void v_transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  V_UNPACK_SHUF8(256, r, t, u);
+  for (int k = 0; k < 4; k++) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
+#if defined(__AVX512F__) || defined(SC__ISA_AVX512)
+#define SC__VEC_GATHER 1
+/* In-register transpose of 16 rows of 16 floats: r[k] becomes column k. Four stages:
+ * unpack pairs of rows, shuffle within 128-bit lanes, then two 128-bit lane shuffles. */
+static inline __attribute__((always_inline)) void v_transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  V_UNPACK_SHUF8(512, r, t, u);
+  V_UNPACK_SHUF8(512, r + 8, t + 8, u + 8);
+  for (int m = 0; m < 4; m++) {
+    __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
+    __m512 w0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+    __m512 v1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+    __m512 w1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+    r[m] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+    r[m + 8] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+    r[m + 4] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+    r[m + 12] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+  }
+}
+/* xT[t][i] = x[i][t] (t < SC__TW lanes, i < I), xT's rows ld >= I apart, zeros from I to ld:
+ * sc__transpose's result (a copy: the same bits), 16 x 16 blocks transposed in registers where
+ * that loop went element by element (LeNet5's 256-input dense layer: 2.3 -> 0.46 us a tile) */
+static void vec_transpose_f32(float *restrict xT, const float *restrict x, size_t I, size_t ld) {
+  size_t i = 0;
+  for (; i + 16 <= I; i += 16)
+    for (int h = 0; h < SC__TW / 16; h++) {
+      __m512 r[16];
+      for (int q = 0; q < 16; q++) r[q] = _mm512_loadu_ps(x + (i + (size_t)q) * SC__TW + 16 * h);
+      v_transpose16(r);
+      for (int q = 0; q < 16; q++) _mm512_storeu_ps(xT + (size_t)(16 * h + q) * ld + i, r[q]);
+    }
+  for (int t = 0; t < SC__TW; t++) {
+    for (size_t k = i; k < I; k++) xT[(size_t)t * ld + k] = x[k * SC__TW + (size_t)t];
+    for (size_t k = I; k < ld; k++) xT[(size_t)t * ld + k] = 0;
+  }
+}
+
+/* Columns c0..c0 + 7 of 16 consecutive rows b, b + cols, .. b + 15 cols as 8 vectors of 16
+ * samples, stored at o, o + SC__TW, .., o + 7 SC__TW: register k holds rows k and k + 8 (one
+ * 256-bit load each), an 8 x 8 transpose runs in both halves at once (unpacks and in-lane
+ * shuffles), and a two-table permute per output joins the halves' 128-bit pieces: an insert
+ * and 3 512-bit shuffles per output of 16 samples, the rows addressed from one pointer
+ * (v_gather4x8: 2 inserts and 4 256-bit shuffles per 16 samples, from 16 row pointers, which do
+ * not fit the integer registers). Alone, 6 tiles of 24 columns from L1 on Zen 5: 190 -> 100
+ * ns; the micro-benchmark 2.24 -> 2.08 us (session 29; not measured on Zen 4 or Intel, whose
+ * 512-bit shuffles cost more). */
+static inline __attribute__((always_inline)) void v_8x16_store(float *restrict o, __m512 r[8],
+                                                               sc_vf *chk) {
+  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+  const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  __m512 t[8], u[8];
+  if (chk) {
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) v_chk_acc(chk, (sc_vf)r[k], k);
+  }
+  V_UNPACK_SHUF8(512, r, t, u);
+  for (int k = 0; k < 4; k++) {
+    _mm512_store_ps(o + k * SC__TW, _mm512_permutex2var_ps(u[k], lo, u[4 + k]));
+    _mm512_store_ps(o + (k + 4) * SC__TW, _mm512_permutex2var_ps(u[k], hi, u[4 + k]));
+  }
+}
+static inline __attribute__((always_inline)) void
+v_gather8x16(float *restrict o, const float *b, size_t cols, size_t c0, sc_vf *chk, size_t nr) {
+  __m512 r[8];
+  /* nr rows only (a partial tile's last group, 1 <= nr <= 16): the others read as zeros */
+  for (int k = 0; k < 8; k++)
+    r[k] = _mm512_insertf32x8(
+        _mm512_castps256_ps512((size_t)k < nr ? _mm256_loadu_ps(b + k * cols + c0)
+                                              : _mm256_setzero_ps()),
+        (size_t)k + 8 < nr ? _mm256_loadu_ps(b + (k + 8) * cols + c0) : _mm256_setzero_ps(), 1);
+  v_8x16_store(o, r, chk);
+}
+/* the same from 16 row pointers rr (gathered rows: LeNet5's minibatches; the pointers are
+ * reloaded per block, 16 rows' addresses do not fit the integer registers) */
+static inline __attribute__((always_inline)) void
+v_gather8x16p(float *restrict o, const float *const *rr, size_t c0, sc_vf *chk) {
+  __m512 r[8];
+  for (int k = 0; k < 8; k++)
+    r[k] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(rr[k] + c0)),
+                              _mm256_loadu_ps(rr[k + 8] + c0), 1);
+  v_8x16_store(o, r, chk);
+}
+
+/* columns 0, 8, .. of nr rows (v_gather8x16) into the tile at o; returns the first column left */
+static inline __attribute__((always_inline)) size_t
+v_gather_cols8(float *restrict o, const float *b, size_t cols, sc_vf *chk, size_t nr) {
+  size_t c0 = 0;
+  for (; c0 + 8 <= cols; c0 += 8) v_gather8x16(o + c0 * SC__TW, b, cols, c0, chk, nr);
+  return c0;
+}
+
+/* tile (cols x SC__TW, feature-major) <- samples b0..b0+n (rows idx[b] or b) of a
+ * row-major array: 16 x 16 blocks loaded row by row (masked at the column tail),
+ * transposed in registers; padding samples become 0. bad: NULL, or set to whether a value
+ * gathered is NaN or Inf (checked as loaded by v_gather8x16, else in the tile after) */
+static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
+                          const size_t *idx, size_t b0, size_t n, int *bad) {
+  sc_vf chk[4] = {V_BCAST(0.0f), V_BCAST(0.0f), V_BCAST(0.0f), V_BCAST(0.0f)};
+  size_t from[SC__TW / 16] = {0}; /* group j's columns from[j].. are checked in the tile */
+  if (!idx && n == SC__TW && (cols == 2 || cols == 4)) {
+    /* a whole tile of consecutive rows with few columns (the toy's 4 inputs and 4
+     * targets): the block is 2 * cols vectors, and column c of 16 samples is picked out
+     * of them with two-table permutes (lane s takes element c + cols * s) instead of a
+     * 16 x 16 transpose that is mostly padding */
+    const float *blk = src + b0 * cols;
+    for (size_t j = 0; j < SC__TW / 16; j++) {
+      const float *g = blk + 16 * j * cols;
+      for (size_t c = 0; c < cols; c++) {
+        __m512 out;
+        if (cols == 2) {
+          __m512i ix = _mm512_add_epi32(
+              _mm512_set1_epi32((int)c),
+              _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+          out = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
+        } else { /* lanes 0..7 from the first two vectors, 8..15 from the last two */
+          __m512i ix = _mm512_add_epi32(
+              _mm512_set1_epi32((int)c),
+              _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+          __m512 lo = _mm512_permutex2var_ps(_mm512_loadu_ps(g), ix, _mm512_loadu_ps(g + 16));
+          __m512 hi = _mm512_permutex2var_ps(_mm512_loadu_ps(g + 32), ix, _mm512_loadu_ps(g + 48));
+          out = _mm512_mask_blend_ps((__mmask16)0xFF00u, lo, hi);
+        }
+        _mm512_store_ps(tile + c * SC__TW + 16 * j, out);
+        if (bad) v_chk_acc(chk, (sc_vf)out, 0);
+      }
+    }
+    if (bad) *bad = v_chk_any(chk);
+    return 1;
+  }
+  for (size_t j = 0; j < SC__TW / 16; j++) {
+    const float *row[16], *rr[16];
+    size_t c0 = 0;
+    if (!idx && 16 * j < n && cols >= 8) {
+      /* consecutive rows, 8 columns at a time: 16 rows, or fewer (a partial tile's last rows,
+       * the rest read as zeros: a batch of 200 ends in 8 rows, which took the micro-benchmark's
+       * 4 x 8 path 1.6 times as long as a whole tile's gather); chk or NULL passed as such (with
+       * the pointer chosen per call, bad ? chk : NULL, GCC kept chk in memory) */
+      const float *b = src + (b0 + 16 * j) * cols;
+      float *o = tile + 16 * j;
+      size_t nr = n - 16 * j;
+      if (nr >= 16)
+        c0 = bad ? v_gather_cols8(o, b, cols, chk, 16) : v_gather_cols8(o, b, cols, NULL, 16);
+      else
+        c0 = bad ? v_gather_cols8(o, b, cols, chk, nr) : v_gather_cols8(o, b, cols, NULL, nr);
+      from[j] = c0;
+      if (c0 == cols) continue;
+    }
+    if (!v_gather_rows(row, rr, tile, 16, j, src, idx, b0, n, cols)) continue; /* padding */
+    if (cols - c0 >= 8) {
+      /* gathered rows (idx), 8 columns at a time as above, checked as loaded (padding rows
+       * read row 0, checked with it, and are cleared below) */
+      float *o = tile + 16 * j;
+      if (bad)
+        for (; c0 + 8 <= cols; c0 += 8) v_gather8x16p(o + c0 * SC__TW, rr, c0, chk);
+      else
+        for (; c0 + 8 <= cols; c0 += 8) v_gather8x16p(o + c0 * SC__TW, rr, c0, NULL);
+      from[j] = c0;
+    }
+    if (cols - c0 >= 4) {
+      /* 4 columns at a time, 8 rows per 256-bit half (v_gather4x8): 2 shuffles per 8
+       * outputs, where the 16 x 16 transpose takes 4 per 16 (on cores whose 512-bit shuffles
+       * take two 256-bit pipes, as Zen 4's, the 256-bit form is 30 % faster). Padding rows
+       * read row 0 (rr) and are cleared after. */
+      for (; c0 + 4 <= cols; c0 += 4) {
+        v_gather4x8(tile + c0 * SC__TW + 16 * j, rr, c0);
+        v_gather4x8(tile + c0 * SC__TW + 16 * j + 8, rr + 8, c0);
+      }
+    }
+    if (16 * j + 16 > n) { /* the padding rows of the columns done from rr */
+      __mmask16 pad = (__mmask16)(0xFFFFu << (n - 16 * j));
+      for (size_t k = 0; k < c0; k++)
+        _mm512_mask_store_ps(tile + k * SC__TW + 16 * j, pad, _mm512_setzero_ps());
+    }
+    for (; c0 < cols; c0 += 16) {
+      size_t nc = cols - c0 < 16 ? cols - c0 : 16;
+      __mmask16 m = (__mmask16)(nc == 16 ? 0xFFFFu : (1u << nc) - 1u);
+      __m512 R[16];
+      for (int r = 0; r < 16; r++)
+        R[r] = row[r] ? _mm512_maskz_loadu_ps(m, row[r] + c0) : _mm512_setzero_ps();
+      v_transpose16(R);
+      for (size_t k = 0; k < nc; k++) _mm512_store_ps(tile + (c0 + k) * SC__TW + 16 * j, R[k]);
+    }
+  }
+  if (bad) { /* the columns not checked as loaded, in the tile (padding lanes are 0) */
+    for (size_t j = 0; j < SC__TW / 16; j++)
+      v_chk_run(chk, tile + from[j] * SC__TW + 16 * j, cols - from[j], SC__TW);
+    *bad = v_chk_any(chk);
+  }
+  return 1;
+}
+#else
+#define SC__VEC_GATHER 1
+
+/* AVX2: a whole tile of consecutive rows with 2 or 4 columns (the toy), 8 samples at a time
+ * with in-lane transposes; anything else (any width, gathered rows idx, a partial tile) in
+ * 8 x 8 blocks loaded row by row (masked at the column tail) and transposed in registers.
+ * Data movement only: the same tile as the portable loop. (It was 27 % of the micro
+ * benchmark's 24-column valgrad on the portable loop.) */
+static int vec_gather_f32(float *restrict tile, const float *restrict src, size_t cols,
+                          const size_t *idx, size_t b0, size_t n, int *bad) {
+  if (idx || n != SC__TW || (cols != 2 && cols != 4)) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t j = 0; j < SC__TW / 8; j++) {
+      const float *row[8], *rr[8];
+      if (!v_gather_rows(row, rr, tile, 8, j, src, idx, b0, n, cols)) continue; /* padding */
+      size_t c0 = 0;
+      if (cols >= 4) {
+        /* 4 columns at a time (v_gather4x8), as in the AVX-512 gather (alone, 1 thread, Zen 4:
+         * 6 tiles of 24 columns 300 -> 230 ns, of 12 columns 218 -> 129 ns). Padding rows read
+         * row 0 (rr) and are cleared after. */
+        for (; c0 + 4 <= cols; c0 += 4) v_gather4x8(tile + c0 * SC__TW + 8 * j, rr, c0);
+        if (8 * j + 8 > n) { /* lanes n - 8 j .. 7 */
+          __m256i pad = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)(n - 8 * j) - 1));
+          for (size_t k = 0; k < c0; k++)
+            _mm256_maskstore_ps(tile + k * SC__TW + 8 * j, pad, _mm256_setzero_ps());
+        }
+      }
+      for (; c0 < cols; c0 += 8) {
+        size_t nc = cols - c0 < 8 ? cols - c0 : 8;
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nc), lane);
+        __m256 R[8];
+        for (int r = 0; r < 8; r++)
+          R[r] = !row[r] ? _mm256_setzero_ps()
+                 : nc == 8 ? _mm256_loadu_ps(row[r] + c0)
+                           : _mm256_maskload_ps(row[r] + c0, m);
+        v_transpose8(R);
+        for (size_t k = 0; k < nc; k++) _mm256_store_ps(tile + (c0 + k) * SC__TW + 8 * j, R[k]);
+      }
+    }
+    if (bad) *bad = v_tile_bad(tile, cols);
+    return 1;
+  }
+  const float *blk = src + b0 * cols;
+  for (size_t j = 0; j < SC__TW / 8; j++) {
+    const float *g = blk + 8 * j * cols;
+    float *o = tile + 8 * j;
+    if (cols == 4) { /* Vk = rows k | k + 4; two unpack stages give the columns */
+      __m256 V[4], T[4];
+      for (int k = 0; k < 4; k++)
+        V[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(g + 4 * k)),
+                                    _mm_loadu_ps(g + 16 + 4 * k), 1);
+      T[0] = _mm256_unpacklo_ps(V[0], V[1]);
+      T[1] = _mm256_unpackhi_ps(V[0], V[1]);
+      T[2] = _mm256_unpacklo_ps(V[2], V[3]);
+      T[3] = _mm256_unpackhi_ps(V[2], V[3]);
+      _mm256_store_ps(o, _mm256_shuffle_ps(T[0], T[2], 0x44));
+      _mm256_store_ps(o + SC__TW, _mm256_shuffle_ps(T[0], T[2], 0xEE));
+      _mm256_store_ps(o + 2 * SC__TW, _mm256_shuffle_ps(T[1], T[3], 0x44));
+      _mm256_store_ps(o + 3 * SC__TW, _mm256_shuffle_ps(T[1], T[3], 0xEE));
+    } else { /* even / odd elements, then the 64-bit quarters put in order */
+      __m256 A = _mm256_loadu_ps(g), B = _mm256_loadu_ps(g + 8);
+      __m256 c0 = _mm256_shuffle_ps(A, B, 0x88), c1 = _mm256_shuffle_ps(A, B, 0xDD);
+      _mm256_store_ps(o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c0), 0xD8)));
+      _mm256_store_ps(o + SC__TW,
+                      _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c1), 0xD8)));
+    }
+  }
+  if (bad) *bad = v_tile_bad(tile, cols);
+  return 1;
+}
+#endif
+#undef V_UNPACK_SHUF8
+/* kernels/x86/bf16_pack.h — the bf16 precision's operand packers on vectors (the layouts of the
+ * portable sc__bf16_pack_* in src/internal.h, the same bits). */
+/* ---- the bf16 kernels' packers on vectors (the portable sc__bf16_pack_* in their layouts).
+ * Their operands are bf16 values already: the bf16 precision rounds the tile's input, every
+ * layer's output and every dz before they are packed (and the weights before they are paired),
+ * so the upper halves of their bits are those values exactly and the packers take them without
+ * rounding again; the portable packers round all the same (the identity on such values), which
+ * is what the tests compare these with, bit for bit. Written with 256-bit integer operations,
+ * which both x86 vector sets have. Unaligned loads and stores: rows of pairs are R words apart. */
+/* 16 floats -> their 8 pairs, (f[2k], f[2k + 1]) in word k */
+static inline __attribute__((always_inline)) __m256i v_bf16_pairs16(const float *p) {
+  __m256i a = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p), 16);
+  __m256i b = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p + 8)), 16);
+  /* packus: a0..3 b0..3 | a4..7 b4..7 (the halves fit in 16 bits: no saturation) */
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+}
+/* 8 floats of row a and 8 of row b -> the 8 pairs (a[t], b[t]); b NULL: zeros */
+static inline __attribute__((always_inline)) __m256i v_bf16_pairs_ab(const float *a,
+                                                                     const float *b) {
+  __m256i lo = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)a), 16);
+  if (!b) return lo;
+  __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)b);
+  return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi32((int)0xffff0000u)));
+}
+/* up to 8 rows of SC__TW floats (rp[j], j < nr) paired along the lanes and transposed:
+ * dst[h ldd + j] = (rp[j][2h], rp[j][2h + 1]) for h < SC__TW / 2 */
+static inline __attribute__((always_inline)) void
+v_bf16_pairs_t8(uint32_t *restrict dst, size_t ldd, const float *const rp[8], size_t nr) {
+  for (int hb = 0; hb < SC__TW / 2; hb += 8) {
+    __m256 o[8];
+    for (size_t j = 0; j < 8; j++)
+      o[j] = _mm256_castsi256_ps(j < nr ? v_bf16_pairs16(rp[j] + 2 * hb) : _mm256_setzero_si256());
+    v_transpose8(o);
+    for (int h = 0; h < 8; h++) {
+      uint32_t *d = dst + (size_t)(hb + h) * ldd;
+      if (nr == 8)
+        _mm256_storeu_ps((float *)(void *)d, o[h]);
+      else {
+        uint32_t tmp[8] __attribute__((aligned(32)));
+        _mm256_store_ps((float *)(void *)tmp, o[h]);
+        memcpy(d, tmp, nr * sizeof *d);
+      }
+    }
+  }
+}
+/* sc__bf16_round_n on vectors: the same bits (round to nearest even; zeros and denormals to a
+ * zero of their sign; an infinity stays; a NaN keeps its upper bits with the quiet bit set) */
+static void v_bf16_round_n(float *restrict x, size_t n) {
+  size_t k = 0;
+#if VW == 8 /* AVX2: the selects as blends (GCC makes and-andnot-or of the generic form) */
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff), hi = _mm256_set1_epi32((int)0xffff0000u);
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+  const __m256i inf = _mm256_set1_epi32(0x7f800000), minn = _mm256_set1_epi32(0x00800000);
+  const __m256i quiet = _mm256_set1_epi32(0x00400000), sign = _mm256_set1_epi32((int)0x80000000u);
+  for (; k + 8 <= n; k += 8) {
+    __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + k));
+    __m256i a = _mm256_and_si256(u, abs);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, half), lsb), hi);
+    __m256i nan = _mm256_and_si256(_mm256_or_si256(u, quiet), hi);
+    r = _mm256_blendv_epi8(r, nan, _mm256_cmpgt_epi32(a, inf));
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(u, sign), _mm256_cmpgt_epi32(minn, a));
+    _mm256_storeu_si256((__m256i *)(void *)(x + k), r);
+  }
+#else
+  for (; k + VW <= n; k += VW) {
+    sc_vu u = (sc_vu)((sc_vfu *)(void *)(x + k))[0], a = u & 0x7fffffffu;
+    sc_vu r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    sc_vu nan = (sc_vu)((sc_vi)a > 0x7f800000), den = (sc_vu)((sc_vi)a < 0x00800000);
+    r = (r & ~nan) | ((u | 0x00400000u) & 0xffff0000u & nan);
+    r = (r & ~den) | (u & 0x80000000u & den);
+    ((sc_vfu *)(void *)(x + k))[0] = (sc_vf)r;
+  }
+#endif
+  sc__bf16_round_n(x + k, n - k);
+}
+/* sc__bf16_pack_rows: dst[k][t] = (src[2k][t], src[2k + 1][t]) */
+static void v_bf16_pack_rows(uint32_t *restrict dst, const float *restrict src, size_t R, size_t n,
+                             size_t lds) {
+  if (n % 8) {
+    sc__bf16_pack_rows(dst, src, R, n, lds);
+    return;
+  }
+  for (size_t k = 0; 2 * k < R; k++) {
+    const float *a = src + 2 * k * lds, *b = 2 * k + 1 < R ? a + lds : NULL;
+    for (size_t t = 0; t < n; t += 8)
+      _mm256_storeu_si256((__m256i *)(void *)(dst + k * n + t),
+                          v_bf16_pairs_ab(a + t, b ? b + t : NULL));
+  }
+}
+/* sc__bf16_pack_lanes: dst[o][k] = (src[o][2k], src[o][2k + 1]) */
+static void v_bf16_pack_lanes(uint32_t *restrict dst, const float *restrict src, size_t R, size_t n,
+                              size_t lds) {
+  if (n % 16) {
+    sc__bf16_pack_lanes(dst, src, R, n, lds);
+    return;
+  }
+  size_t n2 = n / 2;
+  for (size_t o = 0; o < R; o++)
+    for (size_t k = 0; k < n2; k += 8)
+      _mm256_storeu_si256((__m256i *)(void *)(dst + o * n2 + k),
+                          v_bf16_pairs16(src + o * lds + 2 * k));
+}
+/* sc__bf16_pack_lanes_t for n = SC__TW: dst[k][i] = (src[i][2k], src[i][2k + 1]) */
+static void v_bf16_pack_lanes_t(uint32_t *restrict dst, const float *restrict src, size_t R,
+                                size_t n) {
+  if (n != SC__TW) {
+    sc__bf16_pack_lanes_t(dst, src, R, n);
+    return;
+  }
+  for (size_t i = 0; i < R; i += 8) {
+    const float *rp[8];
+    size_t nr = R - i < 8 ? R - i : 8;
+    for (size_t j = 0; j < nr; j++) rp[j] = src + (i + j) * SC__TW;
+    v_bf16_pairs_t8(dst + i, R, rp, nr);
+  }
+}
+/* sc__bf16_pack_lanes_ts for n a multiple of SC__TW: blocks of 8 rows x SC__TW floats
+ * transposed in registers (the portable loop's stores were R words apart: 3-5 ms of LeNet5's
+ * conv2 pullback over 20,000 images, 1 thread, Zen 4) */
+static void v_bf16_pack_lanes_ts(uint32_t *restrict dst, const float *restrict src, size_t R,
+                                 size_t n, size_t lds) {
+  if (n % SC__TW) {
+    sc__bf16_pack_lanes_ts(dst, src, R, n, lds);
+    return;
+  }
+  for (size_t c = 0; c < n; c += SC__TW)
+    for (size_t o = 0; o < R; o += 8) {
+      const float *rp[8];
+      size_t nr = R - o < 8 ? R - o : 8;
+      for (size_t j = 0; j < nr; j++) rp[j] = src + (o + j) * lds + c;
+      v_bf16_pairs_t8(dst + (c / 2) * R + o, R, rp, nr);
+    }
+}
+/* sc__bf16_pack_taps: dst[k][v TW + t] = (tap 2k, tap 2k + 1) of output position (u, v) */
+static void v_bf16_pack_taps(uint32_t *restrict dst, const float *restrict x, const sc__lplan *P,
+                             size_t u) {
+  size_t R = P->R, OW = P->ow, sw = P->spec.sw, n = OW * SC__TW;
+  const float *row = x + u * P->spec.sh * P->wp * SC__TW;
+  for (size_t k = 0; 2 * k < R; k++) {
+    const float *a = row + P->roff[2 * k] * SC__TW;
+    const float *b = 2 * k + 1 < R ? row + P->roff[2 * k + 1] * SC__TW : NULL;
+    for (size_t v = 0; v < OW; v++) {
+      uint32_t *d = dst + k * n + v * SC__TW;
+      const float *av = a + v * sw * SC__TW, *bv = b ? b + v * sw * SC__TW : NULL;
+      for (int t = 0; t < SC__TW; t += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(d + t),
+                            v_bf16_pairs_ab(av + t, bv ? bv + t : NULL));
+    }
+  }
+}
+/* sc__bf16_pack_taps_t: dst[v TW / 2 + h][r] = (lane 2h, lane 2h + 1) of tap r at (u, v) */
+static void v_bf16_pack_taps_t(uint32_t *restrict dst, const float *restrict x, const sc__lplan *P,
+                               size_t u) {
+  size_t R = P->R, OW = P->ow, sw = P->spec.sw;
+  const float *row = x + u * P->spec.sh * P->wp * SC__TW;
+  for (size_t v = 0; v < OW; v++)
+    for (size_t r = 0; r < R; r += 8) {
+      const float *rp[8];
+      size_t nr = R - r < 8 ? R - r : 8;
+      for (size_t j = 0; j < nr; j++) rp[j] = row + (P->roff[r + j] + v * sw) * SC__TW;
+      v_bf16_pairs_t8(dst + v * (SC__TW / 2) * R + r, R, rp, nr);
+    }
+}
+#define SC__K_FWD vec_dense_fwd_f32
+#define SC__BFP(name) v_bf16_##name /* the bf16 packers */
+#define SC__K_DW vec_dense_dw_f32
+#if VW == 16
+#define SC__K_TRANSPOSE vec_transpose_f32
+#endif
+#define SC__K_DX vec_dense_dx_f32
+#define SC__K_DWL vec_dense_dwl_f32
+#define SC__DWL_BL 1 /* its dW kernels take the bias lanes (vec_dense_dwl_n) and a half flag */
+/* the dense kernels of a half tile (SC__KH in the slice's tile loop) */
+#define SC__K_FWD_H vec_dense_fwd_h_f32
+#define SC__K_DX_H vec_dense_dx_h_f32
+#define SC__K_DX_ACT_H vec_dense_dx_act_h_f32
+#define SC__K_DWL_FOLD vec_dwl_fold_f32
+#define SC__DWL_LANES VW /* lane-form accumulators hold one native vector */
+#if defined(SC__VEC_DWL2)
+#define SC__K_DWL2 vec_dense_dwl2_f32
+#endif
+#define SC__K_DX_ACT vec_dense_dx_act_f32
+#define SC__DX_ACT_OK(act)                                                                         \
+  ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
+#define SC__K_CONV_FWD vec_conv_fwd_f32
+#define SC__K_CONV_DWL vec_conv_dwl_f32
+#define SC__K_CONV_DX vec_conv_dx_f32
+#define SC__K_POOL_FWD vec_pool_fwd_f32
+#define SC__K_POOL_BWD vec_pool_bwd_f32
+#define SC__K_POOL2_ACT_BWD vec_pool2_act_bwd_f32
+#define SC__K_CONV_POOL_FWD vec_conv_pool_fwd_f32
+#define SC__K_POOL2_HITS_BWD vec_pool2_hits_bwd_f32
+/* src/typed/choice.h — which kernel each step of the slice pipeline (src/typed/slice.h) calls: a
+ * kernel set's vector kernels define the SC__K_* they take over (kernels/x86/f32.h, f64.h, included
+ * before this file); the portable kernels of this element type take the rest. */
+#ifndef SC__K_FWD
+#define SC__K_FWD SC__TN(sc__dense_fwd)
+#endif
+#ifndef SC__BFP
+#define SC__BFP(name) sc__bf16_##name
+#endif
+#ifndef SC__K_DW
+#define SC__K_DW SC__TN(sc__dense_dw)
+#endif
+#ifndef SC__K_DX
+#define SC__K_DX SC__TN(sc__dense_dx)
+#endif
+#ifndef SC__K_DWL
+#define SC__K_DWL SC__TN(sc__dense_dwl)
+#endif
+/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
+ * paths) */
+#ifndef SC__K_FOLD_TW
+#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
+#endif
+#ifndef SC__K_DWL_FOLD
+#define SC__K_DWL_FOLD SC__K_FOLD_TW
+#endif
+#ifndef SC__DWL_LANES
+#define SC__DWL_LANES SC__TW
+#endif
+#ifndef SC__DWD_DENSE
+#define SC__DWD_DENSE 0
+#endif
+#define SC__K_ACTB SC__TN(sc__act_bwd)
+#ifndef SC__K_CONV_FWD
+#define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
+#define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
+#define SC__K_CONV_DX SC__TN(sc__conv_dx)
+#define SC__K_POOL_FWD SC__TN(sc__pool_fwd)
+#define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
+#endif
+/* src/typed/slice.h — the per-slice pipeline of sc_forward, sc_valgrad and sc_pullback: a tile's
+ * input and target gathered, every layer's forward, the loss and its gradient, every layer's
+ * pullback (activation derivative, dW, db, dx), the slice's gradient; the NaN scan and the float
+ * ADAM step of the kernel table. Compiled once per element type and kernel set. */
+#ifndef SC__BUILTIN_PASS /* the built-in passes use the types of the first pass */
+typedef struct SC__TT(sc__job) {
+  const sc_chain *c;
+  const SC__TT(sc__kt) * kt;
+  sc_workspace *ws;
+  int mode;
+  sc_loss loss;
+  const SC__T *p, *x, *dy;
+  const size_t *idx; /* sample order (NULL: 0..batch-1) */
+  const void *target;
+  size_t batch, ntiles, nslices;
+  SC__T *y, *gx;
+  int want_g;
+  SC__T scale;       /* 1 / batch */
+  int train;         /* dropout active (sc_valgrad, sc_train) */
+  int count_correct; /* cross-entropy: count argmax == label (sc_evaluate) */
+  uint64_t drop_seed, drop_step;
+  double slice_loss[SC__MAX_SLICES];
+  double slice_correct[SC__MAX_SLICES];
+  int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
+  size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
+  int dist_rank, dist_ranks;
+  int bf16;  /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
+  int bf16k; /* and the dense and conv layers' products by the bf16 kernels (ws->bf16k) */
+  int chk_x; /* the input's NaN / Inf check done by the gathers (sc__gather): a slice that finds
+              * one stops and sets slice_bad[s]; sc__execute then writes nothing and sets x_bad */
+  int x_bad;
+  unsigned char slice_bad[SC__MAX_SLICES];
+  /* the batch's input and target tiles made beforehand (ws->tiles_x, ws->tiles_t: tile k at
+   * k in SC__TW and k out SC__TW), read in place instead of gathered; NULL: gathered */
+  const SC__T *tiles_x, *tiles_t;
+} SC__TT(sc__job);
+#endif
+
+static inline size_t SC__TN(sc__row)(const SC__TT(sc__job) * J, size_t b) {
+  return J->idx ? J->idx[b] : b;
+}
+
+/* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array. With chk, returns
+ * whether any of the rows' values is NaN or Inf (else 0): the vector gathers check what they
+ * load, the portable one checks the tile after */
+static int SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
+                              const SC__TT(sc__job) * J, size_t b0, size_t n, int chk) {
+#if SC__F32 && defined(SC__VEC_GATHER)
+  int bad = 0;
+  if (vec_gather_f32(tile, src, cols, J->idx, b0, n, chk ? &bad : NULL)) return bad;
+#endif
+  if (cols == 1) /* one feature (a 1-D regression, a scalar target) */
+    for (size_t t = 0; t < n; t++) tile[t] = src[SC__TN(sc__row)(J, b0 + t)];
+  else
+    for (size_t t = 0; t < n; t++) {
+      const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
+      for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
+    }
+  for (size_t t = n; t < SC__TW; t++)
+    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = 0;
+  return chk && J->kt->find_nonfinite(tile, cols * SC__TW) != cols * SC__TW;
+}
+
+/* rows b0..b0+n of a row-major array <- tile */
+static void SC__TN(sc__scatter)(SC__T *restrict dst, const SC__T *restrict tile, size_t cols,
+                                size_t b0, size_t n) {
+  for (size_t t = 0; t < n; t++) {
+    SC__T *r = dst + (b0 + t) * cols;
+    for (size_t i = 0; i < cols; i++) r[i] = tile[i * SC__TW + t];
+  }
+}
+
+/* xT (SC__TW x ld, sample-major, zero-padded to ld) <- x (I x SC__TW) */
+static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, size_t I,
+                                         size_t ld) {
+  for (int t = 0; t < SC__TW; t++) {
+    SC__T *r = xT + (size_t)t * ld;
+    for (size_t i = 0; i < I; i++) r[i] = x[i * SC__TW + (size_t)t];
+    for (size_t i = I; i < ld; i++) r[i] = 0;
+  }
+}
+
+/* the exp and log of a tile row in place, for the logit cross-entropy */
+#ifdef SC__SLEEF
+#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#else
+#define SC__CE_EXP_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
+#define SC__CE_LOG_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__LOG((r)[q_])
+#endif
+/* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
+static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lanes,
+                                  SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
+                                  size_t b0, size_t n) {
+  const sc_chain *c = J->c;
+  size_t O = c->out;
+  SC__T s = J->scale;
+  if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
+     * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
+     * session 26). Per sample the same operations in the same order as one sample at a time
+     * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
+     * on every lane; the padding lanes' results are dropped. */
+    const int32_t *lab = J->target;
+    SC__T m[SC__TW], se[SC__TW], e[SC__TW];
+    int32_t am[SC__TW], y[SC__TW];
+    int t;
+    for (t = 0; t < SC__TW; t++) {
+      y[t] = (size_t)t < n ? lab[SC__TN(sc__row)(J, b0 + (size_t)t)] : -1;
+      m[t] = yhat[t], am[t] = 0, se[t] = 1;
+    }
+    for (size_t o = 1; o < O; o++)
+      for (t = 0; t < SC__TW; t++) {
+        SC__T v = yhat[o * SC__TW + (size_t)t];
+        int gt = v > m[t];
+        m[t] = gt ? v : m[t];
+        am[t] = gt ? (int32_t)o : am[t];
+      }
+    for (size_t o = 0; o < O; o++) {
+      for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - m[t];
+      SC__CE_EXP_ROW(e);
+      for (t = 0; t < SC__TW; t++) se[t] += am[t] == (int32_t)o ? 0 : e[t];
+    }
+    SC__CE_LOG_ROW(se);                         /* log(se) */
+    for (t = 0; t < SC__TW; t++) se[t] += m[t]; /* lse */
+    for (t = 0; t < (int)n; t++) {
+      lanes[t] += se[t] - yhat[(size_t)y[t] * SC__TW + (size_t)t];
+      if (J->count_correct) lanes[SC__TW + t] += am[t] == y[t] ? 1 : 0;
+    }
+    if (d)
+      for (size_t o = 0; o < O; o++) {
+        SC__T *dr = d + o * SC__TW;
+        for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - se[t];
+        SC__CE_EXP_ROW(e);
+        for (t = 0; t < SC__TW; t++)
+          dr[t] = (size_t)t < n ? s * (e[t] - (y[t] == (int32_t)o ? 1 : 0)) : 0;
+      }
+    return;
+  }
+  const SC__T *tt = tg; /* the targets' tile: made before the step, or gathered here */
+  if (J->tiles_t)
+    tt = J->tiles_t + b0 * O;
+  else
+    SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n, 0);
+  SC__T mask[SC__TW];
+  for (int t = 0; t < SC__TW; t++) mask[t] = (size_t)t < n ? 1 : 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *yr = yhat + o * SC__TW, *tr = tt + o * SC__TW;
+    SC__T *dr = d ? d + o * SC__TW : NULL;
+    if (J->loss == SC_LOSS_SQUARED) {
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += e * e;
+        if (dr) dr[t] = 2 * s * e;
+      }
+    } else { /* absolute */
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += SC__FABS(e);
+        /* sign(e) s, as a product: GCC 12 at -O2 with AVX2 enabled crashes (an internal
+         * compiler error in const_vector_mask_from_tree) on e > 0 ? s : (e < 0 ? -s : 0) */
+        if (dr) dr[t] = s * (SC__T)((e > 0) - (e < 0));
+      }
+    }
+  }
+}
+
+#if SC__F32
+/* a = act(a + b) in place after a bf16 GEMM wrote a = W x: K channels of npos tile rows each
+ * (a dense layer: npos = 1), channel k's bias b[k]; z as in the forward kernels */
+static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, const float *restrict b,
+                                      size_t K, size_t npos, sc_act act) {
+#if defined(SC__VEC_F32)
+  vec_conv_bias_act_f32(a, z, b, K, npos, act);
+#else
+  for (size_t k = 0; k < K; k++)
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      float tmp[SC__TW];
+      for (int t = 0; t < SC__TW; t++) tmp[t] = a[q * SC__TW + (size_t)t] + (b ? b[k] : 0.0f);
+      SC__TN(sc__act_row)(a + q * SC__TW, z ? z + q * SC__TW : NULL, tmp, act);
+    }
+#endif
+}
+#endif
+
+/* The slice's work, instantiated twice by sc__run_slice: with the profile clock reads
+ * (profiling = 1) and without (0: they compile away; read or not, they cost 9 % of a LeNet5
+ * epoch when merely present) */
+#if defined(__GNUC__)
+#define SC__ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SC__ALWAYS_INLINE inline
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+/* float conv layer l's forward with the 2 x 2 max-pool above it folded in (vec_conv_pool_fwd_f32:
+ * the conv's output area holds the pool's hits, a byte a lane), its pullback by
+ * vec_pool2_hits_bwd_f32; SC_POOL_FUSE=0 turns it off with the other fusion */
+#define SC__F32_POOL_FOLD(l) (!J->bf16 && sc__pool_fold_f32(c, l))
+#endif
+static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s, size_t area,
+                                                         const int profiling) {
+  const sc_chain *c = J->c;
+  sc_workspace *ws = J->ws;
+  /* the tile memory and the bf16 packing area are scratch, used only while the slice runs:
+   * those of area (the worker's, see sc__task), so that one thread's slices reuse memory
+   * already in its caches; the slice's gradient (gs) is its own */
+  SC__T *tm = (SC__T *)(void *)(ws->slices + area * ws->slice_bytes);
+  SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+  size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
+  size_t L = c->nlayers;
+  SC__T *lanes = tm + c->lossl_off;
+  int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
+  int want_g = backward && J->want_g;
+#if SC__F32
+  /* the bf16 kernels' packed operands (this slice's area) */
+  uint32_t *bfs = J->bf16k ? ws->bf_scr + area * ws->bf_scr_stride : NULL;
+  /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
+#define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
+#define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
+  /* its dW made whole by each tile (a dense layer's GEMM, a conv's dW^T in dwt), so stored
+   * rather than added by a slice's first tile, the slice's gradient not cleared there (LeNet5
+   * bf16: 3.5-4 of the 19-20 ms of the batch's row went to clearing 176 KB a slice) */
+#define SC__BF_DW_FIRST(l)                                                                         \
+  (SC__BFKB(l) && (c->L[l].spec.kind == SC_LAYER_DENSE ||                                          \
+                   (c->L[l].spec.kind == SC_LAYER_CONV2D && c->L[l].spec.sw == 1 &&                \
+                    !(ws->bf_nt && c->L[l].oc < 16) && (ws->bf_gemm_rows || ws->bf_gemm_grp))))
+  /* conv layer l's forward on pairs read in place with its epilogue, with the 2 x 2 max-pool
+   * above it folded in (ws->bf_pool_hits; its pullback then by bf_dz_pool_hits): the conv's
+   * output area holds the hits (a byte a lane, a sixteenth of it), then a 2-row scratch (room
+   * for both: oh >= 4) */
+#define SC__POOL_FOLD(l)                                                                           \
+  (ws->bf_pool_hits && SC__BFK(l) && SC__BFKB(l) && ws->bf_gemm_ep && ws->bf_dz_pool &&            \
+   c->L[l].spec.kind == SC_LAYER_CONV2D &&                                                         \
+   (c->L[l].spec.act == SC_RELU || c->L[l].spec.act == SC_IDENTITY) &&                             \
+   ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg)) && (l) + 1 < L &&            \
+   c->L[(l) + 1].spec.kind == SC_LAYER_MAXPOOL2D && c->L[(l) + 1].spec.kh == 2 &&                  \
+   c->L[(l) + 1].spec.kw == 2 && c->L[l].oh % 2 == 0 && c->L[l].ow % 2 == 0 && c->L[l].oh >= 4)
+#define SC__HITS_SCR(P) /* the scratch after the hits (oc npos TW / 4 bytes), 64-byte aligned */   \
+  (((P)->oc * (P)->oh * (P)->ow * SC__TW / 16 + 15) & ~(size_t)15)
+  /* rounding to bf16 in place: VCVTNEPS2BF16 with the native kernels, else the set's code */
+#define SC__BFROUND(x, n) (ws->bf_round ? ws->bf_round : SC__BFP(round_n))(x, n)
+#else
+#define SC__BFK(l) 0
+#define SC__BFKB(l) 0
+#define SC__BF_DW_FIRST(l) 0
+#endif
+  /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
+   * row (the batch gather, the loss, the folds) */
+  sc__pcount *pf = profiling ? ws->prof + s * ws->prof_stride : NULL; /* this slice's set */
+  uint64_t tq = pf ? sc__ns() : 0;
+#define SC__PROF(row, dir, samples)                                                                \
+  do {                                                                                             \
+    if (pf) {                                                                                      \
+      uint64_t t_ = sc__ns();                                                                      \
+      SC__PADD(pf[(row)*SC__P_W + (dir)], t_ - tq);                                                \
+      SC__PADD(pf[(row)*SC__P_W + (dir) + 2], (samples));                                          \
+      tq = t_;                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+  for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
+  if (want_g) {
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = SC__BF_DW_FIRST(l) ? P->np - (P->spec.bias ? P->oc : 0) : 0; /* kept */
+      memset(gs + P->poff + nw, 0, (P->np - nw) * sizeof(SC__T));
+      if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
+          !SC__BFKB(l)) /* dense: first */
+        memset(tm + P->dwl_off, 0,
+               (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
+    }
+  }
+  for (size_t tile = t0; tile < t1; tile++) {
+    size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+#ifdef SC__K_FWD_H
+    /* a batch's last tile of at most SC__TW / 2 samples (not with bf16 operands) goes through
+     * the dense kernels' half forms (SC__KH): the first half of each row computed, zeros stored
+     * in the second. The padding's activations are then zeros where the whole-tile kernels
+     * leave act(b); its dz is zeros either way, so the results are the same but for the sign
+     * of a sum that is zero. (The micro-benchmark's 200 samples end in a tile of 8.) */
+    const int half = n <= SC__TW / 2 && !J->bf16;
+#define SC__KH(k) (half ? k##_H : k)
+#else
+#define SC__KH(k) k
+#endif
+#ifdef SC__K_DWL2
+    /* pairs of consecutive tiles of this slice (a last odd tile goes alone); the second
+     * tile of a pair keeps its activations in the a_off2 buffers */
+    int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
+#define SC__AOFF(P) (pair_second ? (P)->a_off2 : (P)->a_off)
+    SC__T *Xg = tm + (pair_second ? c->x_off2 : c->x_off);
+#else
+#define SC__AOFF(P) ((P)->a_off)
+    SC__T *Xg = tm + c->x_off;
+#endif
+    const SC__T *X = Xg;
+    if (J->tiles_x) /* made before the step (sc__train_tiles), rounded there with bf16 */
+      X = J->tiles_x + tile * c->in * SC__TW;
+    else {
+      if (SC__TN(sc__gather)(Xg, J->x, c->in, J, b0, n, J->chk_x)) {
+        J->slice_bad[s] = 1; /* a NaN or Inf in the input: no result (sc__execute) */
+        return;
+      }
+#if SC__F32
+      if (J->bf16) SC__BFROUND(Xg, c->in * SC__TW);
+#endif
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    const SC__T *in = X;
+#if SC__F32
+    int pooled = 0; /* the layer above (a max-pool) was made by the conv's forward */
+#endif
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+#if SC__F32
+      /* bf16 native kernels: the bias, a relu or identity and the rounding of the layer's
+       * output done by the GEMM as it stores (ep: else NULL, and the passes after it) */
+      sc__bf16_ep epv = {NULL, P->spec.act == SC_RELU, l + 1 < L}, *ep = NULL;
+      if (J->bf16k && ws->bf_gemm_ep && (ws->bf_on[l] & 1) &&
+          (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY) &&
+          (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)) {
+        epv.bias = !P->spec.bias                     ? NULL
+                   : P->spec.kind == SC_LAYER_CONV2D ? W + P->oc * P->R
+                                                     : W + P->in * P->out;
+        ep = &epv;
+      }
+#endif
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        sc_act fa = P->spec.act;
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
+#endif
+#if SC__F32
+        if (SC__BFK(l)) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
+          size_t I2 = (P->in + 1) / 2;
+          SC__BFP(pack_rows)(bfs, in, P->in, SC__TW, SC__TW);
+          if (ep) {
+            ws->bf_gemm_ep(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW,
+                           I2, NULL, ep);
+            break;
+          }
+          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
+          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, 1, fa);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
+          P->xfwd(in, W, a);
+          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
+          break;
+        }
+#endif
+        SC__KH(SC__K_FWD)(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
+        break;
+      }
+      case SC_LAYER_CONV2D:
+        if (P->pad_off != SIZE_MAX) {
+          SC__TN(sc__pad)(tm + P->pad_off, in, P);
+          in = tm + P->pad_off;
+        }
+#if SC__F32
+        if (SC__BFK(l) && ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg))) {
+          /* the input tile packed once, B's row k read in place at brow[k]: bit 4 its pairs of
+           * neighbouring columns (the direct forward, cpoff), else (bit 16, AVX512_BF16 or its
+           * model) its channel pairs, the pair cp of tap (i, j) being row k = (cp kh + i) kw + j
+           * at roff[k] (roff's formula with cp for ci) */
+          int cols = ws->bf_on[l] & 4;
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, t = P->spec.kh * P->spec.kw;
+          size_t K2 = cols ? P->ic * ((t + 1) / 2) : (P->ic + 1) / 2 * t;
+          const uint32_t *wb = ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) +
+                               (cols ? 1 : 2) * P->R * ((P->oc + 1) / 2); /* wc or wh */
+          const size_t *brow = cols ? P->cpoff : P->roff;
+          int pc = ep && SC__POOL_FOLD(l);
+          float *s2 = pc ? a + SC__HITS_SCR(P) : NULL;
+          /* folded, a relu conv's GEMM adds the bias alone: the pool relu's and rounds */
+          sc__bf16_ep epr = {ep ? ep->bias : NULL, 0, 0};
+          if (cols)
+            sc__bf16_pack_colpairs(bfs, in, P);
+          else
+            sc__bf16_pack_chpairs(bfs, in, P);
+          /* the pooled: rows 2 q, 2 q + 1 made by chunks of wn windows (at most about 16 KB of
+           * the scratch, in L1), each chunk pooled as soon as it is made */
+          size_t PW = P->ow / 2, wn = P->oc >= 32 ? 1 : 32 / P->oc;
+          for (size_t q = 0; pc && q < P->oh / 2; q++)
+            for (size_t w0 = 0; w0 < PW; w0 += wn) {
+              size_t w1 = PW - w0 < wn ? PW : w0 + wn, n0 = 2 * w0 * SC__TW;
+              for (size_t u = 2 * q; u < 2 * q + 2; u++)
+                ws->bf_gemm_ep(s2 + (u % 2) * RW + n0, 2 * RW, wb, K2,
+                               bfs + u * P->spec.sh * P->wp * SC__TW + n0, SC__TW, P->oc,
+                               2 * (w1 - w0) * SC__TW, K2, brow, ep->relu ? &epr : ep);
+              ws->bf_pool_hits(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, s2, P->oc, q,
+                               P->oh / 2, PW, w0, w1, P->spec.act == SC_RELU);
+              pooled = 1;
+            }
+          for (size_t u = 0; !pc && u < P->oh; u++) {
+            const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, brow, ep);
+            else
+              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, 0, NULL,
+                               NULL, 0, brow);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l) && (ws->bf_on[l] & 16)) { /* AMX: the input's channel pairs in place */
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, kw = P->spec.kw;
+          size_t CP = (P->ic + 1) / 2, KC = CP * P->spec.kh * kw;
+          const uint32_t *wh =
+              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + 2 * P->R * ((P->oc + 1) / 2);
+          sc__bf16_pack_chpairs(bfs, in, P);
+          for (size_t u = 0; u < P->oh; u++) /* group (cp, i): kw taps, B's rows TW apart */
+            ws->bf_gemm_sumg(a + u * RW, npos * SC__TW, wh, KC, (sc__grp_off){NULL, 0, 0, kw},
+                             bfs + u * P->spec.sh * P->wp * SC__TW, SC__TW,
+                             (sc__grp_off){P->roff, kw, SC__TW, 0}, P->oc, RW, kw, CP * P->spec.kh);
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
+          size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
+          for (size_t u = 0; u < P->oh; u++) {
+            SC__BFP(pack_taps)(bfs, in, P, u);
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW,
+                             P->oc, RW, R2, NULL, ep);
+            else
+              ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
+                          RW, R2, 0);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xconv) { /* libxsmm: im2col per output row, one GEMM per row, bias + act */
+          size_t OW = P->ow, RW = OW * SC__TW, step = P->spec.sw * SC__TW;
+          SC__T *col = tm + P->col_off;
+          for (size_t u = 0; u < P->oh; u++) {
+            const SC__T *row = in + u * P->spec.sh * P->wp * SC__TW;
+            for (size_t r = 0; r < P->R; r++) {
+              const SC__T *src = row + P->roff[r] * SC__TW;
+              if (P->spec.sw == 1)
+                memcpy(col + r * RW, src, RW * sizeof *col);
+              else
+                for (size_t v = 0; v < OW; v++)
+                  memcpy(col + r * RW + v * SC__TW, src + v * step, SC__TW * sizeof *col);
+            }
+            P->xconv(col, W, a + u * RW);
+          }
+          vec_conv_bias_act_f32(a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, P->oh * OW,
+                                P->spec.act);
+          break;
+        }
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+        if (SC__F32_POOL_FOLD(l)) {
+          SC__K_CONV_POOL_FWD(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, W,
+                              P->spec.bias ? W + P->oc * P->R : NULL, in, P->spec.act == SC_RELU,
+                              P);
+          pooled = 1;
+          break;
+        }
+#endif
+        SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (pooled) { /* by the conv below (SC__POOL_FOLD) */
+          pooled = 0;
+          break;
+        }
+#endif
+        SC__K_POOL_FWD(a, in, P);
+        break;
+      case SC_LAYER_FLATTEN: break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          uint32_t *mask = (uint32_t *)(void *)(tm + P->mask_off);
+          uint32_t thr = (uint32_t)(P->spec.rate * 4294967296.0);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++) {
+            uint32_t m = mask[f] = sc__drop_word(J->drop_seed, J->drop_step, b0, f, thr);
+            for (int t = 0; t < SC__TW; t++)
+              a[f * SC__TW + (size_t)t] = (m >> t & 1u) ? in[f * SC__TW + (size_t)t] * keep : 0;
+          }
+        } else
+          memcpy(a, in, P->out * SC__TW * sizeof(SC__T));
+        break;
+      }
+      in = tm + SC__AOFF(P);
+#if SC__F32
+      /* bf16: a layer's output is the next matrix product's operand; the last one's is not */
+      if (J->bf16 && l + 1 < L && !ep && P->spec.kind != SC_LAYER_FLATTEN &&
+          P->spec.kind != SC_LAYER_MAXPOOL2D) /* (those two pick rounded inputs) */
+        SC__BFROUND(tm + SC__AOFF(P), P->out * SC__TW);
+#endif
+      SC__PROF(l, SC__P_FNS, n);
+    }
+    const SC__T *yhat = in;
+    /* dz ping-pongs between two buffers: a layer reads cur and writes the dz of the layer below
+     * into nxt, the other one. On the first tile of a pair, a dense layer that holds its dz for
+     * the pair's dW (hold_off) gets it written there directly instead (no copy); its dx then
+     * goes to a ping-pong buffer again */
+    SC__T *const pp0 = tm + c->d0_off, *const pp1 = tm + c->d1_off;
+#ifdef SC__K_DWL2
+#define SC__HOLDS(Q) (pair_first && (Q)->hold_off != SIZE_MAX)
+#else
+#define SC__HOLDS(Q) 0
+#endif
+    SC__T *cur = pp0, *nxt = pp1;
+    if (backward && SC__HOLDS(&c->L[L - 1])) cur = tm + c->L[L - 1].hold_off;
+    if (J->mode == SC__FORWARD) {
+      SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
+      continue;
+    }
+    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD) {
+      SC__T *dl = J->mode == SC__VALGRAD ? cur : NULL;
+      SC__TN(sc__loss_tile)(J, lanes, dl, yhat, tm + c->t_off, b0, n);
+    } else { /* pullback: the cotangent is given */
+      SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n, 0);
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    if (!backward) continue;
+    int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
+#if SC__F32
+    /* bf16 native: conv layer k's dz (k = 0: no dx) made with its dW's packing in one pass
+     * (ws->bf_dz_lanes), and with a max-pooling layer above it, that pool's pullback too
+     * (ws->bf_dz_pool, pool_fused: the pool left its dz in cur) */
+#define SC__DZ_FUSE(k)                                                                             \
+  ((k) == 0 && !J->gx && want_g && SC__BFKB(k) && ws->bf_dz_lanes && ws->bf_nt &&                  \
+   c->L[k].spec.kind == SC_LAYER_CONV2D && c->L[k].spec.sw == 1 && c->L[k].oc < 16 &&              \
+   (c->L[k].spec.act == SC_RELU || c->L[k].spec.act == SC_IDENTITY))
+    int pool_fused = 0;
+#endif
+#ifdef SC__DWL_BL
+    /* dense layer k's bias lanes are added by its lane-form dW (SC__DWL_BL, as it reads dz)
+     * where the dx pass of the layer above would have added them (d_ready); not with bf16
+     * operands, whose dz is rounded after the bias gradient is taken */
+#define SC__DWL_BIAS(k)                                                                            \
+  (want_g && !J->bf16 && c->L[k].spec.kind == SC_LAYER_DENSE && c->L[k].lane_off != SIZE_MAX &&    \
+   c->L[k].dwl_off != SIZE_MAX && !c->L[k].dw_dot && !SC__BFKB(k))
+#else
+#define SC__DWL_BIAS(k) 0
+#endif
+    for (size_t l = L; l-- > 0;) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      const SC__T *xin = l ? tm + SC__AOFF(&c->L[l - 1]) : X;
+      const SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      int need_dx = l > 0 || J->gx;
+      nxt = cur == pp0 ? pp1 : pp0;
+      if (l > 0 && SC__HOLDS(&c->L[l - 1])) nxt = tm + c->L[l - 1].hold_off;
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        /* this tile's bias lanes go with the dW below: the dx pass above left them, or the
+         * layer is an identity one whose pullback would only have added them */
+        SC__T *dwl_bl =
+            SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY) ? tm + P->lane_off : NULL;
+        if (d_ready)
+          d_ready = 0;
+        else if (dwl_bl) {
+          /* identity: dz is as given, and the dW below adds the bias lanes */
+        } else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
+        else
+          SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+        if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+        if (SC__BFKB(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+          size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
+          if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
+            uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
+            SC__BFP(pack_lanes)(dzb, cur, O, SC__TW, SC__TW);
+            SC__BFP(pack_lanes_t)(xtp, xin, I, SC__TW);
+            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2,
+                        tile > t0); /* (SC__BF_DW_FIRST) */
+          }
+          if (need_dx) { /* pairs of outputs (the packing reuses the area) */
+            SC__BFP(pack_rows)(bfs, cur, O, SC__TW, SC__TW);
+            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
+                        I, SC__TW, O2, 0);
+          }
+          break;
+        }
+#endif
+        if (want_g) {
+          if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
+            /* the first dW write of this slice for this layer stores instead of adding
+             * (every tile writes every accumulator; with pairs the first write is the
+             * second tile's, or the first's when the slice has one tile) */
+#if defined(SC__K_DWD)
+            SC__K_DWD(gs + P->poff, cur, xin, P->out, P->in);
+#elif defined(SC__K_DWL2)
+            int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
+            /* tiles in pairs: the first one's dz is held (its input stays in the a_off
+             * buffers, x_off for layer 0), the second's pass does both (the same FMAs on
+             * each accumulator in the same order: same bits) */
+            if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
+              SC__T *hd = tm + P->hold_off;
+              const SC__T *hx = l            ? tm + c->L[l - 1].a_off
+                                : J->tiles_x ? J->tiles_x + (tile - 1) * c->in * SC__TW
+                                             : tm + c->x_off;
+              if (pair_first) {
+                if (cur != hd) /* (written there by the layer above, or not) */
+                  memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
+              } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl, half);
+            } else
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl, half);
+#elif defined(SC__DWL_BL)
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl, half);
+#else
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
+#endif
+          } else {
+            size_t ld = (P->in + 15) & ~(size_t)15;
+            SC__T *xT = tm + c->xT_off;
+#ifdef SC__K_TRANSPOSE
+            SC__K_TRANSPOSE(xT, xin, P->in, ld);
+#else
+            SC__TN(sc__transpose)(xT, xin, P->in, ld);
+#endif
+            SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+          }
+        }
+        if (need_dx) {
+#ifdef SC__K_DX_ACT
+          /* a dense layer below with a cheap derivative: its activation pullback (and
+           * bias lanes) is applied as dx is stored, and its own pass is skipped */
+          const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
+          if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
+            SC__KH(SC__K_DX_ACT)
+            (nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+             want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1) ? tm + Q->lane_off : NULL);
+            d_ready = 1;
+          } else
+#endif
+            SC__KH(SC__K_DX)(nxt, W, cur, P->out, P->in);
+        }
+        break;
+      }
+      case SC_LAYER_CONV2D:
+#if SC__F32
+        if (SC__DZ_FUSE(l)) {
+          /* the dot-product form's dW alone: dz's pullback, bias lanes, rounding and lane
+           * pairs in one pass (sc__bf16_dz_lanes_native), then as below */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
+          uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
+          float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (pool_fused && SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(dzp, NULL, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else if (pool_fused) {
+            const sc__lplan *Q = &c->L[l + 1];
+            ws->bf_dz_pool(dzp, NULL, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          } else
+            ws->bf_dz_lanes(dzp, cur, bl, a, P->oc, npos, P->spec.act == SC_RELU);
+          SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+          ws->bf_nt(gs + P->poff, P->R, dzp, ld / 2, P->ow * (SC__TW / 2), xp, P->roff, SC__TW / 2,
+                    P->spec.sh * P->wp * (SC__TW / 2), P->oc, P->R, P->ow * (SC__TW / 2), P->oh);
+          break;
+        }
+#endif
+#if SC__F32
+        if (pool_fused) { /* the pool's and the activation's pullback, the lanes, the rounding */
+          float *bl = want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(NULL, nxt, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else
+            ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          SC__T *tmp = cur;
+          cur = nxt;
+          nxt = tmp;
+          pool_fused = 0;
+        } else
+#endif
+        {
+          if (d_ready) /* the max-pool above made dz with this layer's activation and lanes */
+            d_ready = 0;
+          else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+            SC__TN(sc__act_bwd_lane)
+          (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
+          else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+          if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
+        }
+#if SC__F32
+        if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
+          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+            /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
+             * read in place (dz packed once, the input tile packed once), over all rows */
+            uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
+            size_t hw = P->hp * P->wp * SC__TW;
+            SC__BFP(pack_lanes)(dzp, cur, K, ld, ld);
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            ws->bf_nt(gs + P->poff, R, dzp, ld / 2, RW / 2, xp, P->roff, SC__TW / 2,
+                      P->spec.sh * P->wp * (SC__TW / 2), K, R, RW / 2, P->oh);
+          } else if (want_g && P->spec.sw == 1 && (ws->bf_gemm_rows || ws->bf_gemm_grp)) {
+            /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
+             * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
+             * lane pairs transposed (dzt); the product accumulates in dwt (R x K). On AMX one
+             * group of kw taps (ci, i) is a GEMM of the grouped form (its rows of A one
+             * lane-pair row apart, overlapping) */
+            float *dwt = (float *)(void *)bfs;
+            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
+            size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
+            /* a 5 x 5 kernel: the whole tile's dz^T, then every tap row from each input row
+             * (sc__bf16_dwt5_native: the same sums in the same order) */
+            int dwt5 = ws->bf_dwt5 && P->spec.kh == 5 && kw == 5 && P->spec.sh == 1 && K <= 16 &&
+                       P->oh >= 4;
+            if (dwt5) xp = dzt + P->oh * (RW / 2) * K;
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            if (dwt5) {
+              SC__BFP(pack_lanes_ts)(dzt, cur, K, ld, ld);
+              ws->bf_dwt5(dwt, xp, dzt, K, P->ic, P->hp, P->wp, P->oh, P->ow);
+            }
+            for (size_t u = 0; !dwt5 && u < P->oh; u++) {
+              const uint32_t *xu = xp + u * P->spec.sh * P->wp * (SC__TW / 2);
+              SC__BFP(pack_lanes_ts)(dzt, cur + u * RW, K, RW, ld);
+              if (ws->bf_gemm_rows)
+                ws->bf_gemm_rows(dwt, K, xu, SC__TW / 2, dzt, K, R, K, RW / 2, u > 0, P->roff, NULL,
+                                 0, NULL);
+              else
+                ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K}, xu, SC__TW / 2,
+                                (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
+                                P->ic * P->spec.kh, u > 0);
+            }
+            float *gw = gs + P->poff;
+            if (tile == t0) /* (SC__BF_DW_FIRST) 0 + dwt: the bits of adding to a cleared gw */
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] = 0.0f + dwt[r * K + o];
+            else
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+          } else if (want_g)
+            for (size_t u = 0; u < P->oh; u++) {
+              uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
+              SC__BFP(pack_lanes)(dzb, cur + u * RW, K, RW, ld);
+              SC__BFP(pack_taps_t)(xt, xs, P, u);
+              ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
+            }
+          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            SC__BFP(pack_rows)(bfs, cur, K, ld, ld);
+            ws->bf_dx_corr(xg, wt, bfs, P->ic, K2, P->spec.kh, P->spec.kw, P->oh, P->ow);
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          } else if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            float *dcol = (float *)(void *)(bfs + K2 * RW);
+            memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            for (size_t u = 0; u < P->oh; u++) {
+              float *xu = xg + u * P->spec.sh * P->wp * SC__TW;
+              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+              if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
+                                                          are the input tile's, by tap groups */
+                ws->bf_gemm_rows(xu, SC__TW, wt, K2, bfs, RW, R, RW, K2, 1, P->tperm, P->troff,
+                                 P->ic, NULL);
+              else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
+                                            apart) a GEMM of the grouped form, A's rows permuted */
+                ws->bf_gemm_grp(xu, P->hp * P->wp * SC__TW,
+                                (sc__grp_off){P->troff, P->ic, SC__TW, 0}, wt + R * K2, K2,
+                                (sc__grp_off){NULL, 0, 0, P->ic * K2}, bfs, RW, P->ic, RW, K2,
+                                P->spec.kh * P->spec.kw, 1);
+              else { /* im2col: the taps' dx in dcol, then added into the tile */
+                ws->bf_gemm(dcol, RW, wt, K2, bfs, RW, R, RW, K2, 0);
+                sc__bf16_col2im(xg, dcol, P, u);
+              }
+            }
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          }
+          break;
+        }
+#endif
+        if (want_g)
+          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
+        if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (l >= 1 && ws->bf_dz_pool && c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            SC__BFKB(l - 1) &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* the conv below does this pullback (with its activation's) */
+          pool_fused = 1;
+          need_dx = 0; /* cur stays */
+          break;
+        }
+#endif
+#ifdef SC__K_POOL2_ACT_BWD
+        if (need_dx && l >= 1 && !J->bf16 && c->pool_fuse &&
+            c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* with the conv's activation pullback and bias lanes (d_ready: the conv skips them) */
+          const sc__lplan *Q = &c->L[l - 1];
+#ifdef SC__K_CONV_POOL_FWD
+          if (SC__F32_POOL_FOLD(l - 1)) {
+            SC__K_POOL2_HITS_BWD(nxt, (const uint8_t *)(const void *)(tm + SC__AOFF(Q)), cur,
+                                 want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL, P);
+            d_ready = 1;
+            break;
+          }
+#endif
+          /* dx over the conv's output, which nothing reads after this pass: the tile's
+           * working set at conv1's pullback 442 KB smaller (LeNet5's pool1 pullback 17.1 ->
+           * 12.5 ms per epoch at 1 thread, Zen 5) */
+          nxt = tm + SC__AOFF(Q);
+          SC__K_POOL2_ACT_BWD(nxt, xin, a, cur,
+                              want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL,
+                              Q->spec.act == SC_RELU, P);
+          d_ready = 1;
+          break;
+        }
+#endif
+        if (need_dx) SC__K_POOL_BWD(nxt, xin, a, cur, P);
+        break;
+      case SC_LAYER_FLATTEN:
+        need_dx = 0; /* the same rows: cur stays */
+        break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          const uint32_t *mask = (const uint32_t *)(const void *)(tm + P->mask_off);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++)
+            for (int t = 0; t < SC__TW; t++)
+              cur[f * SC__TW + (size_t)t] *= (mask[f] >> t & 1u) ? keep : 0;
+        }
+        need_dx = 0; /* in place */
+        break;
+      }
+      if (need_dx) cur = nxt;
+      SC__PROF(l, SC__P_BNS, n);
+    }
+    if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
+#undef SC__KH
+  }
+  /* fold the lane accumulators, in a fixed order */
+  /* the loss lanes in double, as eight running sums (lanes t = k mod 8) and a tree: one chain
+   * of 32 dependent adds at the end of each slice held 1.7 % of the micro-benchmark's samples
+   * (5.6 % at batch 32). The order sets the loss's last bits, not the gradient's. The counts
+   * only when they are counted. */
+  double ls, cs = 0;
+  {
+    double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = 0; t < SC__TW; t += 8)
+      for (int k = 0; k < 8; k++) q[k] += (double)lanes[t + k];
+    ls = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+  }
+  if (J->count_correct)
+    for (int t = 0; t < SC__TW; t++) cs += (double)lanes[SC__TW + t];
+  J->slice_loss[s] = ls;
+  J->slice_correct[s] = cs;
+  if (want_g)
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->dwl_off != SIZE_MAX && !SC__BFKB(l) &&
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
+        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
+      if (P->lane_off == SIZE_MAX) continue;
+      SC__T *bl = tm + P->lane_off;
+      SC__T *gb = gs + P->poff + nw;
+#if SC__F32 && defined(SC__VEC_F32)
+      /* each output's NV vectors added in order into one, stored in place as vector o (below
+       * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
+       * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
+       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+      for (size_t o = 0; o < P->oc; o++) {
+        sc_vf v = V_ROW(bl + o * SC__TW, 0);
+        for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
+        V_ROWW(bl + o * VW, 0) = v;
+      }
+      vec_dwl_fold_f32(gb, bl, P->oc);
+#else
+      SC__K_FOLD_TW(gb, bl, P->oc);
+#endif
+    }
+  SC__PROF(L, SC__P_BNS, 0);
+#undef SC__PROF
+}
+#undef SC__BFK
+#undef SC__BFKB
+#undef SC__BF_DW_FIRST
+#ifdef SC__DZ_FUSE
+#undef SC__DZ_FUSE
+#endif
+#undef SC__BFROUND
+
+static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s, size_t area) {
+  if (J->ws->prof)
+    SC__TN(sc__run_slice_body)(J, s, area, 1);
+  else
+    SC__TN(sc__run_slice_body)(J, s, area, 0);
+}
+
+#undef SC__AOFF
+#undef SC__HOLDS
+#undef SC__DWL_BIAS
+
+/* index of the first NaN/Inf in v[0..n), or n */
+SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+  /* v - v is +0 (all bits clear) exactly when v is finite, NaN when v is NaN or Inf: an OR
+   * of those bits is a reduction the compiler vectorises with no dependency chain (an
+   * integer OR reassociates), one subtract, one OR per element; 128 bytes of accumulators
+   * (four AVX2 vectors, two AVX-512) keep the loads going (64 bytes, one AVX-512 vector: 170 ns
+   * for 4,799 floats on Zen 4, 128 bytes: 132 ns; 32 bytes: 30 ns for 252 doubles, 64: 22) */
+#if SC__F32
+  typedef uint32_t sc__ubits;
+#else
+  typedef uint64_t sc__ubits;
+#endif
+  enum { NACC = 128 / sizeof(SC__T) };
+  sc__ubits accs[NACC] = {0}, acc = 0;
+  size_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (size_t j = 0; j < NACC; j++) {
+      SC__T d = v[k + j] - v[k + j];
+      sc__ubits u;
+      memcpy(&u, &d, sizeof u);
+      accs[j] |= u;
+    }
+  for (; k < n; k++) {
+    SC__T d = v[k] - v[k];
+    sc__ubits u;
+    memcpy(&u, &d, sizeof u);
+    acc |= u;
+  }
+  for (size_t j = 0; j < NACC; j++) acc |= accs[j];
+  if (acc == 0) return n;
+  for (size_t k = 0; k < n; k++)
+    if (!isfinite(v[k])) return k;
+  return n;
+}
+
+#if SC__F32
+/* one fused pass of ADAM/AdamW over p, m, v */
+SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, float *restrict m,
+                                  float *restrict v, size_t n, const sc__adam_coef *k) {
+  const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, step = k->step;
+  const float isb2 = k->isb2, eps = k->eps, decay = k->decay, l2 = k->l2;
+  for (size_t i = 0; i < n; i++) {
+    float gk = g[i] + l2 * p[i];
+    float mk = b1 * m[i] + omb1 * gk, vk = b2 * v[i] + omb2 * gk * gk;
+    m[i] = mk;
+    v[i] = vk;
+    p[i] = p[i] * decay - step * mk / (sqrtf(vk) * isb2 + eps);
+  }
+}
+#endif
+/* kernels/x86/one_f32.h — the one-state path's dense layers in float on 8-wide vectors. */
+/* kernels/x86/vone.h — the one-state dense kernels' parts that do not depend on the vector
+ * width, for vone_*_f64 (4 doubles, kernels/x86/f64.h) and vonef_* (8 floats, one_f32.h): T the
+ * element type, VT the vector type of W_ lanes, LD / ST its unaligned load and store, SPLAT its
+ * broadcast. */
+#ifndef SC__VONE_PARTS
+#define SC__VONE_PARTS 1
+/* dx[i] = sum_o W[o I + i] d[o] for 3 <= I (then dx[I..) padding = 0): column blocks of 2 W
+ * and W lanes, rows in pairs (four or two chains), the last columns as one vector */
+#define SC__VONE_DX_COLS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    size_t i = 0;                                                                                  \
+    for (; i + 2 * (W_) <= I; i += 2 * (W_)) {                                                     \
+      VT a0 = SPLAT(0), a1 = a0, b0 = a0, b1 = a0;                                                 \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        VT d0 = SPLAT(d[o]), d1 = SPLAT(d[o + 1]);                                                 \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+        b0 += LD(W + (o + 1) * I + i) * d1;                                                        \
+        b1 += LD(W + (o + 1) * I + i + (W_)) * d1;                                                 \
+      }                                                                                            \
+      if (o < O) {                                                                                 \
+        VT d0 = SPLAT(d[o]);                                                                       \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+      }                                                                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+      ST(dx + i + (W_)) = a1 + b1;                                                                 \
+    }                                                                                              \
+    for (; i + (W_) <= I; i += (W_)) {                                                             \
+      VT a0 = SPLAT(0), b0 = a0;                                                                   \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        a0 += LD(W + o * I + i) * SPLAT(d[o]);                                                     \
+        b0 += LD(W + (o + 1) * I + i) * SPLAT(d[o + 1]);                                           \
+      }                                                                                            \
+      if (o < O) a0 += LD(W + o * I + i) * SPLAT(d[o]);                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+    }                                                                                              \
+    if (i < I) {                                                                                   \
+      VT t = SPLAT(0);                                                                             \
+      for (size_t j = 0; i + j < I; j++) {                                                         \
+        T s = 0;                                                                                   \
+        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];                               \
+        t[j] = s;                                                                                  \
+      }                                                                                            \
+      ST(dx + i) = t;                                                                              \
+    }                                                                                              \
+  } while (0)
+/* gW[o I + i] += d[o] x[i] for the rows from o on, then gb[o] += d[o] for all (gb may be
+ * NULL); returns from the function */
+#define SC__VONE_DW_ROWS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    for (; o < O; o++) {                                                                           \
+      T *restrict g = gW + o * I;                                                                  \
+      VT dv = SPLAT(d[o]);                                                                         \
+      size_t i = 0;                                                                                \
+      for (; i + (W_) <= I; i += (W_)) ST(g + i) = LD(g + i) + dv * LD(x + i);                     \
+      for (; i < I; i++) g[i] += d[o] * x[i];                                                      \
+    }                                                                                              \
+    if (!gb) return;                                                                               \
+    for (o = 0; o + (W_) <= O; o += (W_)) ST(gb + o) = LD(gb + o) + LD(d + o);                     \
+    for (; o < O; o++) gb[o] += d[o];                                                              \
+  } while (0)
+#endif
+/* The one-state path's dense layers in float (sc_apply, sc_vjp, sc_jvp), as explicit 8-wide
+ * code: vone_*_f64's method with 8 lanes. The portable loops (sc__one_dense_* below), as
+ * GCC vectorised them with AVX-512 flags, made sc_apply of 2 -> 50 tanh -> 50 tanh -> 2
+ * slower on the AVX-512 set than on the portable one (954 against 711 ns on Zen 4; the
+ * dense forward 82 % of it: bench/RESULTS.md, session 26). W is read in its row-major layout
+ * only; every output is written up to a multiple of 8, the padding with zeros. The sums are
+ * in another order than the portable ones: results agree to the last bits only. */
+typedef float sc_v8f __attribute__((vector_size(32), aligned(4), may_alias));
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define SC__SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int sc__v8i __attribute__((vector_size(32)));
+#define SC__SHUF8(a, b, ...) __builtin_shuffle(a, b, (sc__v8i){__VA_ARGS__})
+#endif
+#define SC__LD8(ptr) (*(const sc_v8f *)(const void *)(ptr))
+#define SC__ST8(ptr) (*(sc_v8f *)(void *)(ptr))
+
+static inline sc_v8f vonef_splat(float v) { return (sc_v8f){v, v, v, v, v, v, v, v}; }
+
+/* the eight sums of r[0..7]'s lanes, as one vector (lane j: the sum of r[j]) */
+static inline sc_v8f vonef_hsum8(const sc_v8f *r) {
+  sc_v8f t[4], u[2];
+  for (int q = 0; q < 4; q++)
+    t[q] = SC__SHUF8(r[2 * q], r[2 * q + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
+           SC__SHUF8(r[2 * q], r[2 * q + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  for (int q = 0; q < 2; q++)
+    u[q] = SC__SHUF8(t[2 * q], t[2 * q + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+           SC__SHUF8(t[2 * q], t[2 * q + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+  return SC__SHUF8(u[0], u[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+         SC__SHUF8(u[0], u[1], 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+/* the sum over i < I of w[i] x[i]: 8 lanes in two chains, then the tail */
+static inline float vonef_rowdot(const float *restrict w, const float *restrict x, size_t I) {
+  sc_v8f s0 = vonef_splat(0), s1 = s0;
+  size_t i = 0;
+  for (; i + 16 <= I; i += 16) {
+    s0 += SC__LD8(w + i) * SC__LD8(x + i);
+    s1 += SC__LD8(w + i + 8) * SC__LD8(x + i + 8);
+  }
+  if (i + 8 <= I) s0 += SC__LD8(w + i) * SC__LD8(x + i), i += 8;
+  s0 += s1;
+  float s = ((s0[0] + s0[1]) + (s0[2] + s0[3])) + ((s0[4] + s0[5]) + (s0[6] + s0[7]));
+  for (; i < I; i++) s += w[i] * x[i];
+  return s;
+}
+
+/* pre[o] = b[o] + sum_i W[o I + i] x[i] for o < O (b may be NULL); pre[O..O8) = 0 */
+static void vonef_fwd(float *restrict pre, const float *restrict W, const float *restrict b,
+                      const float *restrict x, size_t O, size_t I) {
+  size_t o = 0;
+  if (I == 1) {
+    sc_v8f xv = vonef_splat(x[0]);
+    for (; o + 8 <= O; o += 8)
+      SC__ST8(pre + o) = (b ? SC__LD8(b + o) : vonef_splat(0)) + SC__LD8(W + o) * xv;
+  } else if (I == 2) { /* eight rows are two vectors (w00 w01 ... w31), (w40 ... w71) */
+    sc_v8f xx = {x[0], x[1], x[0], x[1], x[0], x[1], x[0], x[1]};
+    for (; o + 8 <= O; o += 8) {
+      sc_v8f p0 = SC__LD8(W + 2 * o) * xx, p1 = SC__LD8(W + 2 * o + 8) * xx;
+      sc_v8f s = SC__SHUF8(p0, p1, 0, 2, 4, 6, 8, 10, 12, 14) +
+                 SC__SHUF8(p0, p1, 1, 3, 5, 7, 9, 11, 13, 15);
+      SC__ST8(pre + o) = (b ? SC__LD8(b + o) : vonef_splat(0)) + s;
+    }
+  } else if (I >= 8) {
+    for (; o + 8 <= O; o += 8) {
+      const float *w0 = W + o * I;
+      sc_v8f r[8];
+      for (int q = 0; q < 8; q++) r[q] = vonef_splat(0);
+      size_t i = 0;
+      for (; i + 8 <= I; i += 8) {
+        sc_v8f xv = SC__LD8(x + i);
+        for (int q = 0; q < 8; q++) r[q] += SC__LD8(w0 + q * I + i) * xv;
+      }
+      sc_v8f s = vonef_hsum8(r);
+      for (; i < I; i++) {
+        sc_v8f wc;
+        for (int q = 0; q < 8; q++) wc[q] = w0[q * I + i];
+        s += wc * vonef_splat(x[i]);
+      }
+      SC__ST8(pre + o) = (b ? SC__LD8(b + o) : vonef_splat(0)) + s;
+    }
+  }
+  /* the rows left (all of them for I = 3 to 7), 8 at a time, the last vector with the padding */
+  for (; o < O; o += 8) {
+    sc_v8f t = vonef_splat(0);
+    for (size_t j = 0; j < 8 && o + j < O; j++)
+      t[j] = (b ? b[o + j] : 0) + vonef_rowdot(W + (o + j) * I, x, I);
+    SC__ST8(pre + o) = t;
+  }
+}
+
+/* dx[i] = sum_o W[o I + i] d[o] for i < I; dx[I..I8) = 0 */
+static void vonef_dx(float *restrict dx, const float *restrict W, const float *restrict d, size_t O,
+                     size_t I) {
+  if (I == 1) {
+    SC__ST8(dx) = (sc_v8f){vonef_rowdot(W, d, O), 0, 0, 0, 0, 0, 0, 0};
+  } else if (I == 2) { /* (w00 w01 w10 w11 ...) (d0 d0 d1 d1 ...): even lanes dx0, odd dx1 */
+    sc_v8f a0 = vonef_splat(0), a1 = a0;
+    size_t o = 0;
+    for (; o + 8 <= O; o += 8) {
+      sc_v8f dv = SC__LD8(d + o);
+      a0 += SC__LD8(W + 2 * o) * SC__SHUF8(dv, dv, 0, 0, 1, 1, 2, 2, 3, 3);
+      a1 += SC__LD8(W + 2 * o + 8) * SC__SHUF8(dv, dv, 4, 4, 5, 5, 6, 6, 7, 7);
+    }
+    a0 += a1;
+    float s0 = (a0[0] + a0[2]) + (a0[4] + a0[6]), s1 = (a0[1] + a0[3]) + (a0[5] + a0[7]);
+    for (; o < O; o++) s0 += W[2 * o] * d[o], s1 += W[2 * o + 1] * d[o];
+    SC__ST8(dx) = (sc_v8f){s0, s1, 0, 0, 0, 0, 0, 0};
+  } else
+    SC__VONE_DX_COLS(float, sc_v8f, 8, SC__LD8, SC__ST8, vonef_splat);
+}
+
+/* gW[o I + i] += d[o] x[i], gb[o] += d[o] (gb may be NULL) */
+static void vonef_dw(float *restrict gW, float *restrict gb, const float *restrict d,
+                     const float *restrict x, size_t O, size_t I) {
+  size_t o = 0;
+  if (I == 1) {
+    sc_v8f xv = vonef_splat(x[0]);
+    for (; o + 8 <= O; o += 8) SC__ST8(gW + o) = SC__LD8(gW + o) + SC__LD8(d + o) * xv;
+  } else if (I == 2) {
+    sc_v8f xx = {x[0], x[1], x[0], x[1], x[0], x[1], x[0], x[1]};
+    for (; o + 8 <= O; o += 8) {
+      sc_v8f dv = SC__LD8(d + o);
+      SC__ST8(gW + 2 * o) = SC__LD8(gW + 2 * o) + SC__SHUF8(dv, dv, 0, 0, 1, 1, 2, 2, 3, 3) * xx;
+      SC__ST8(gW + 2 * o + 8) =
+          SC__LD8(gW + 2 * o + 8) + SC__SHUF8(dv, dv, 4, 4, 5, 5, 6, 6, 7, 7) * xx;
+    }
+  }
+  SC__VONE_DW_ROWS(float, sc_v8f, 8, SC__LD8, SC__ST8, vonef_splat);
+}
+/* ---------------------------------------------------------------- one state */
+/* The single-state path (sc_apply, sc_vjp, sc_jvp): one sample, no tiles, so an ODE
+ * right-hand side costs a few matrix-vector products. Activations of layer l live at
+ * scratch + a_off (the first `out` elements of its tile area), gelu's pre-activations at
+ * z_off, the cotangent in the d0/d1 areas and the tangent in the xT area... all inside
+ * slice 0's tile memory, which is far larger than one sample needs.
+ *   forward always; with v: du += J_u^T v (du may be NULL), dp += J_p^T v (may be NULL);
+ *   with w: jw = J_u w. y (may be NULL) receives f(u). Dropout is the identity here. */
+/* y[k] = act'(.) * y[k] for k < n (the pullback's act_bwd, which is also the tangent's) */
+#if !SC__F32 && defined(SC__VEC_F64)
+#define SC__ONE_VEC 1 /* the dense layers by vone_*_f64 */
+#elif SC__F32 && defined(SC__VEC_F32)
+#define SC__ONE_VEC 2 /* by vonef_* */
+#else
+#define SC__ONE_VEC 0
+#endif
+#define SC__ONE_ACTD(buf, a, z, n, act) SC__TN(sc__act_bwd)((buf), (a), (z), (n), (act))
+
+/* The outputs u (of n_out) that tap i reaches inside an input of n_in with stride s and
+ * padding p: 0 <= u s + i - p < n_in for u in [*lo, *hi) */
+static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s, size_t p, size_t i,
+                                            size_t *lo, size_t *hi) {
+  size_t l = i >= p ? 0 : (p - i + s - 1) / s;
+  size_t h = n_in + p <= i ? 0 : (n_in - 1 + p - i) / s + 1;
+  if (h > n_out) h = n_out;
+  *lo = l;
+  *hi = h > l ? h : l;
+}
+
+/* conv over one sample: out[k][u][v] = b[k] + the sum over the taps (ci, i, j) in order of
+ * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
+ * each output took its taps one by one with two bounds checks each: every output gets the
+ * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
+ * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
+                                 const SC__T *restrict b, const SC__T *restrict in,
+                                 const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW;
+  for (size_t k = 0; k < P->oc; k++) {
+    SC__T *restrict o = out + k * npos, b0 = b ? b[k] : 0;
+    for (size_t q = 0; q < npos; q++) o[q] = b0;
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = 0; i < KH; i++) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = 0; j < KW; j++) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            const SC__T *restrict r = in + (ci * P->ih + u * sh + i - ph) * P->iw;
+            SC__T *restrict d = o + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v + j - pw];
+            else
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v * sw + j - pw];
+          }
+        }
+      }
+  }
+}
+
+/* The pullback of a conv layer over one sample, for d = dL/d(pre-activation) (oc x npos):
+ * dx (nxt, overwritten) and dp's weights and bias (added to). The same additions in the same
+ * order as the direct loop over (k, u, v, ci, i, j) it replaces: into dx[ci][y][x], k by k,
+ * and for each k the outputs (u, v) in raster order, which is the taps (i, j) in descending
+ * order; into each weight and bias, the outputs in raster order. dW goes 16 channels at a
+ * time along d transposed into dt (npos x KP, KP = oc rounded up to 16; free scratch). */
+static void SC__TN(sc__one_conv_bwd)(SC__T *restrict nxt, SC__T *restrict dpw, SC__T *restrict dpb,
+                                     SC__T *restrict dt, const SC__T *restrict d,
+                                     const SC__T *restrict W, const SC__T *restrict xin,
+                                     const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW, K = P->oc;
+  if (dpb)
+    for (size_t k = 0; k < K; k++) {
+      SC__T s = dpb[k];
+      for (size_t q = 0; q < npos; q++) s += d[k * npos + q];
+      dpb[k] = s;
+    }
+  if (dpw) {
+    size_t KP = (K + 15) & ~(size_t)15;
+    for (size_t q = 0; q < npos; q++)
+      for (size_t k = 0; k < KP; k++) dt[q * KP + k] = k < K ? d[k * npos + q] : 0;
+    for (size_t k0 = 0; k0 < K; k0 += 16)
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < KH; i++) {
+          size_t u0, u1;
+          SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+          for (size_t j = 0; j < KW; j++) {
+            size_t v0, v1, r = (ci * KH + i) * KW + j;
+            SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+            SC__T acc[16];
+            for (size_t t = 0; t < 16; t++) acc[t] = k0 + t < K ? dpw[(k0 + t) * P->R + r] : 0;
+            for (size_t u = u0; u < u1; u++) {
+              const SC__T *restrict xr = xin + (ci * P->ih + u * sh + i - ph) * P->iw;
+              for (size_t v = v0; v < v1; v++) {
+                SC__T x = xr[v * sw + j - pw];
+                const SC__T *restrict dq = dt + (u * OW + v) * KP + k0;
+                for (size_t t = 0; t < 16; t++) acc[t] += dq[t] * x;
+              }
+            }
+            for (size_t t = 0; t < 16 && k0 + t < K; t++) dpw[(k0 + t) * P->R + r] = acc[t];
+          }
+        }
+  }
+  if (!nxt) return;
+  for (size_t e = 0; e < P->in; e++) nxt[e] = 0;
+  for (size_t k = 0; k < K; k++)
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = KH; i-- > 0;) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = KW; j-- > 0;) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            SC__T *restrict nr = nxt + (ci * P->ih + u * sh + i - ph) * P->iw;
+            const SC__T *restrict dr = d + k * npos + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) nr[v + j - pw] += w * dr[v];
+            else
+              for (size_t v = v0; v < v1; v++) nr[v * sw + j - pw] += w * dr[v];
+          }
+        }
+      }
+}
+
+/* index of the first maximum of each pool window, for one sample */
+static size_t SC__TN(sc__one_argmax)(const SC__T *in, const sc__lplan *P, size_t c, size_t u,
+                                     size_t v) {
+  size_t best = (c * P->ih + u * P->spec.kh) * P->iw + v * P->spec.kw;
+  for (size_t i = 0; i < P->spec.kh; i++)
+    for (size_t j = 0; j < P->spec.kw; j++) {
+      size_t q = (c * P->ih + u * P->spec.kh + i) * P->iw + v * P->spec.kw + j;
+      if (in[q] > in[best]) best = q;
+    }
+  return best;
+}
+
+/* dot product with four partial sums (no long dependency chain; order fixed) */
+static inline SC__T SC__TN(sc__dot)(const SC__T *restrict a, const SC__T *restrict b, size_t n) {
+  SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  if (n < 8) {
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return s0;
+  }
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#if !SC__ONE_VEC /* else vone_*_f64 */
+/* dx = W^T d for a dense layer (W: O x I): narrow inputs column by column (four
+ * partial sums over o), wide ones row by row (vectorizable over i) */
+static void SC__TN(sc__one_dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict d, size_t O, size_t I) {
+  if (I < 16) {
+    for (size_t i = 0; i < I; i++) {
+      SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t o = 0;
+      for (; o + 4 <= O; o += 4) {
+        s0 += W[o * I + i] * d[o];
+        s1 += W[(o + 1) * I + i] * d[o + 1];
+        s2 += W[(o + 2) * I + i] * d[o + 2];
+        s3 += W[(o + 3) * I + i] * d[o + 3];
+      }
+      for (; o < O; o++) s0 += W[o * I + i] * d[o];
+      dx[i] = (s0 + s1) + (s2 + s3);
+    }
+    return;
+  }
+  for (size_t i = 0; i < I; i++) dx[i] = 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *restrict wr = W + o * I;
+    SC__T dv = d[o];
+    for (size_t i = 0; i < I; i++) dx[i] += wr[i] * dv;
+  }
+}
+
+/* a = b + W x for a dense layer (W: O x I, b may be NULL). Narrow inputs (I < 8, the first
+ * layer of an ODE right-hand side) go column by column, vectorizable over the outputs, with
+ * I a constant in each case; wide ones are one dot product per output. */
+static inline void SC__TN(sc__one_fwd_cols)(SC__T *restrict a, const SC__T *restrict W,
+                                            const SC__T *restrict b, const SC__T *restrict x,
+                                            size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++) {
+    SC__T s = 0; /* the order of sc__dot for n < 8, then the bias */
+    for (size_t i = 0; i < I; i++) s += W[o * I + i] * x[i];
+    a[o] = (b ? b[o] : 0) + s;
+  }
+}
+
+static void SC__TN(sc__one_dense_fwd)(SC__T *restrict a, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  switch (I) {
+  case 1: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 1); return;
+  case 2: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 2); return;
+  case 3: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 3); return;
+  case 4: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * I, x, I);
+}
+
+/* gW += d x^T (gW: O x I); narrow inputs with I a constant, vectorizable over the outputs */
+static inline void SC__TN(sc__one_dw_cols)(SC__T *restrict gW, const SC__T *restrict d,
+                                           const SC__T *restrict x, size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) gW[o * I + i] += d[o] * x[i];
+}
+
+/* gW += d x^T and gb += d (gb may be NULL) */
+static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
+                                      const SC__T *restrict d, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  if (gb)
+    for (size_t o = 0; o < O; o++) gb[o] += d[o];
+  switch (I) {
+  case 1: SC__TN(sc__one_dw_cols)(gW, d, x, O, 1); return;
+  case 2: SC__TN(sc__one_dw_cols)(gW, d, x, O, 2); return;
+  case 3: SC__TN(sc__one_dw_cols)(gW, d, x, O, 3); return;
+  case 4: SC__TN(sc__one_dw_cols)(gW, d, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) {
+    SC__T dv = d[o];
+    SC__T *restrict gr = gW + o * I;
+    for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
+  }
+}
+#endif           /* the portable dense kernels */
+
+/* the dense layers' kernels of this path, and the length their outputs are written to */
+#if SC__ONE_VEC == 1
+#define SC__ONE_PAD(n) (((n) + 3) & ~(size_t)3)
+#define SC__ONE_FWD vone_fwd_f64
+#define SC__ONE_DX vone_dx_f64
+#define SC__ONE_DW vone_dw_f64
+#elif SC__ONE_VEC == 2
+#define SC__ONE_PAD(n) (((n) + 7) & ~(size_t)7)
+#define SC__ONE_FWD vonef_fwd
+#define SC__ONE_DX vonef_dx
+#define SC__ONE_DW vonef_dw
+#else
+#define SC__ONE_PAD(n) (n)
+#define SC__ONE_FWD SC__TN(sc__one_dense_fwd)
+#define SC__ONE_DX SC__TN(sc__one_dense_dx)
+#define SC__ONE_DW SC__TN(sc__one_dense_dwb)
+#endif
+
+static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
+                            const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
+                            SC__T *scratch, int fwd) {
+  size_t L = c->nlayers;
+  SC__T *tm = scratch;
+  /* the tangent ping-pongs between two areas as large as the widest layer */
+  SC__T *ta = tm + c->d0_off, *tb = tm + c->d1_off;
+  const SC__T *in = u, *tin = w;
+  /* fwd = 0: the activations of this u and p are in scratch from the call before (a forward
+   * with v = NULL, w = NULL); only the pullback runs (y and jw must be NULL) */
+  for (size_t l = 0; fwd && l < L; l++) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    SC__T *tout = tin ? (tin == ta ? tb : ta) : NULL;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      int dense = P->spec.kind == SC_LAYER_DENSE;
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      const SC__T *b = P->spec.bias ? W + nw : NULL;
+      /* pre-activations go to z (gelu keeps them) or to the unused rest of this layer's tile
+       * area (out x SC__TW elements), then are activated into a; with no activation, straight
+       * into a. A dense layer's outputs are written up to no = SC__ONE_PAD(out) (zeros) */
+      size_t no = dense ? SC__ONE_PAD(P->out) : P->out;
+      SC__T *pre = P->spec.act == SC_IDENTITY ? a : z ? z : a + no;
+      if (dense)
+        SC__ONE_FWD(pre, W, b, in, P->out, P->in);
+      else
+        SC__TN(sc__one_conv)(pre, W, b, in, P);
+      if (pre != a) SC__TN(sc__act_n)(a, NULL, pre, no, P->spec.act);
+      if (tout) {
+        if (dense)
+          SC__ONE_FWD(tout, W, NULL, tin, P->out, P->in);
+        else
+          SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
+        SC__ONE_ACTD(tout, a, z, no, P->spec.act);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      for (size_t ch = 0; ch < P->oc; ch++)
+        for (size_t uu = 0; uu < P->oh; uu++)
+          for (size_t vv = 0; vv < P->ow; vv++) {
+            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv),
+                   o = (ch * P->oh + uu) * P->ow + vv;
+            a[o] = in[q];
+            if (tout) tout[o] = tin[q];
+          }
+      break;
+    case SC_LAYER_FLATTEN: /* a view: the same elements */
+      a = (SC__T *)in;
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    case SC_LAYER_DROPOUT:
+      if (a != in) memcpy(a, in, P->out * sizeof(SC__T));
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    }
+    in = P->spec.kind == SC_LAYER_FLATTEN ? in : a;
+    if (tout) tin = tout;
+  }
+  /* (loops, not memcpy: a few elements, where the library call costs more) */
+  if (y)
+    for (size_t k = 0; k < c->out; k++) y[k] = in[k];
+  if (jw)
+    for (size_t k = 0; k < c->out; k++) jw[k] = tin[k];
+  if (!v || (!du && !dp)) return;
+  /* pullback of v */
+  SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+  for (size_t k = 0; k < c->out; k++) cur[k] = v[k];
+  for (size_t l = L; l-- > 0;) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    const SC__T *xin = u;
+    for (size_t q = l; q-- > 0;) /* the input of layer l: the last non-flatten output */
+      if (c->L[q].spec.kind != SC_LAYER_FLATTEN) {
+        xin = tm + c->L[q].a_off;
+        break;
+      }
+    const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    int need_dx = l > 0 || du;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->spec.kind == SC_LAYER_DENSE) {
+        size_t no = SC__ONE_PAD(P->out);
+        for (size_t o = P->out; o < no; o++) cur[o] = 0; /* (from v or a non-dense layer) */
+        SC__ONE_ACTD(cur, a, z, no, P->spec.act);
+        if (dp)
+          SC__ONE_DW(dp + P->poff, P->spec.bias ? dp + P->poff + nw : NULL, cur, xin, P->out,
+                     P->in);
+        if (need_dx) SC__ONE_DX(nxt, W, cur, P->out, P->in);
+      } else {
+        SC__ONE_ACTD(cur, a, z, P->out, P->spec.act);
+        /* (dt: the free rest of this layer's tile area, out x (SC__TW - 1) elements) */
+        SC__TN(sc__one_conv_bwd)
+        (need_dx ? nxt : NULL, dp ? dp + P->poff : NULL,
+         dp && P->spec.bias ? dp + P->poff + nw : NULL, tm + P->a_off + P->out, cur, W, xin, P);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      if (need_dx) {
+        for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+        for (size_t ch = 0; ch < P->oc; ch++)
+          for (size_t uu = 0; uu < P->oh; uu++)
+            for (size_t vv = 0; vv < P->ow; vv++)
+              nxt[SC__TN(sc__one_argmax)(xin, P, ch, uu, vv)] = cur[(ch * P->oh + uu) * P->ow + vv];
+      }
+      break;
+    case SC_LAYER_FLATTEN:
+    case SC_LAYER_DROPOUT:
+      need_dx = 0; /* identity: cur stays */
+      break;
+    }
+    if (need_dx) {
+      SC__T *t = cur;
+      cur = nxt;
+      nxt = t;
+    }
+  }
+  if (du)
+    for (size_t i = 0; i < c->in; i++) du[i] += cur[i];
+}
+#undef SC__ONE_ACTD
+#undef SC__ONE_VEC
+#undef SC__ONE_PAD
+#undef SC__ONE_FWD
+#undef SC__ONE_DX
+#undef SC__ONE_DW
+/* src/typed/table.h — a kernel set's table (src/internal.h's sc__kt_f32 / sc__kt_f64): exported
+ * from its kernels/ file, static in a built-in set of the two drop-in files (SC__KT_LINKAGE), and
+ * the portable set's ("scalar", src/compute.c). */
+#ifdef SC__KERNELS_ONLY
+#ifndef SC__KT_LINKAGE
+#define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
+#endif
+#if SC__F32
+SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME,
+                                                     SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite),
+                                                     SC__TN(sc__adam),
+                                                     SC__TN(sc__one),
+#ifdef SC__VEC_CONV
+                                                     vec_conv_fwd_names,
+                                                     vec_conv_dw_names,
+                                                     V_CONV_DW_K6
+#else
+                                                     NULL,
+                                                     NULL,
+                                                     0
+#endif
+};
+#else
+SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
+#endif
+#else /* the portable set */
+#if SC__F32
+static const sc__kt_f32 sc__kt_ref_f32 = {
+    "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
+#else
+static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+                                          sc__one_f64};
+#endif
+#endif
+/* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
+ * that the next one (the other element type, another kernel set) starts clean. */
+#undef SC__K_FWD
+#undef SC__BFP
+#undef SC__K_DW
+#undef SC__K_TRANSPOSE
+#undef SC__K_DX
+#undef SC__K_DWL
+#undef SC__DWL_BL
+#undef SC__K_FWD_H
+#undef SC__K_DX_H
+#undef SC__K_DX_ACT_H
+#undef SC__K_DWL_FOLD
+#undef SC__K_FOLD_TW
+#undef SC__K_DWD
+#undef SC__DWD_DENSE
+#undef SC__K_DWL2
+#undef SC__K_DX_ACT
+#undef SC__DX_ACT_OK
+#undef SC__DWL_LANES
+#undef SC__K_ACTB
+#undef SC__K_CONV_FWD
+#undef SC__K_CONV_DWL
+#undef SC__K_CONV_DX
+#undef SC__K_POOL_FWD
+#undef SC__K_POOL_BWD
+#undef SC__K_POOL2_ACT_BWD
+#undef SC__K_CONV_POOL_FWD
+#undef SC__K_POOL2_HITS_BWD
+#undef SC__F32_POOL_FOLD
+
+#undef SC__TANH
+#undef SC__EXP
+#undef SC__EXPM1
+#undef SC__LOG1P
+#undef SC__LOG
+#undef SC__FABS
+#undef SC__GELU_K0
+#undef SC__GELU_K1
+#undef SC__EXPMAX
+#ifdef SC__POP_OPTIONS
+#pragma GCC pop_options
+#undef SC__POP_OPTIONS
+#endif
+#undef SC__T
+#undef SC__TN
+#undef SC__TT
+#undef SC__F32
+#undef SC__KSTATIC
+
+#define SC__T double
+#define SC__TN(name) name##_f64_avx512
+#define SC__TT(name) name##_f64
+#define SC__F32 0
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
+ * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
+ * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
+ * The translation unit defines those four, includes this file, the typed files it compiles, and
+ * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
+ * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
+ * leaves loops whose trip count is not a known multiple of the vector length: the portable
+ * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
+ * arithmetic is the same (no reassociation, no contraction is asked for), so are the results.
+ * Clang vectorises at -O2 already. SC_NO_O3_PRAGMA opts out. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
+    !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA) && !defined(SC__KERNELS_ONLY)
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+#define SC__POP_OPTIONS 1
+#endif
+#ifndef SC__OB
+#define SC__OB 4 /* output rows per register block; ISA files may raise it */
+#endif
+#define SC__IC 16 /* columns of the dW block */
+#ifndef SC__CW
+/* samples per column chunk of the portable dense forward and dx: their OB x CW accumulators
+ * stay in registers (OB x TW of them spilled: double on AVX2 needs 32 ymm for 4 x 32).
+ * Each sum keeps its order, so the chunking changes no bits. */
+#define SC__CW 8
+#endif
+#if SC__TW % SC__CW != 0
+#error "SC__CW must divide the tile width"
+#endif
+#ifndef SC__KSTATIC /* kernels: an ISA file may replace some, so unused is fine there */
+#if defined(SC__KERNELS_ONLY) && defined(__GNUC__)
+#define SC__KSTATIC static __attribute__((unused))
+#else
+#define SC__KSTATIC static
+#endif
+#endif
+/* src/typed/math.h — the element type's tanh (our own, in float and in double) and the libm
+ * functions the portable kernels call, as SC__TANH, SC__EXP, ... */
+#if SC__F32
+/* The float tanh, our own (vectorizable; kernels/vec_f32.h has the same steps on
+ * vectors). With a = 2 min(|x|, 9) and E = expm1(a),
+ *     tanh|x| = E / (E + 2)                      for |x| >= 0.35,
+ *     tanh|x| = |x| + |x|^3 P(x^2)               for |x| <  0.35,
+ * and the sign of x put back (so tanh is odd and +-0 maps to +-0). E is computed as
+ * 2^n expm1(r) + (2^n - 1), r = a - n ln2 (|r| <= ln2/2, ln2 split in two so that n ln2hi
+ * is exact), expm1(r) = r + r^2 q(r). E / (E + 2) has a relative condition number
+ * 2 / (E + 2) <= 1 in E, so the error of E is not amplified; for small |x| the odd
+ * polynomial avoids the rounding of E + 2. q and P are minimax-style fits of our own
+ * (iteratively reweighted least squares on relative error): q to 1.3e-8, P to 6e-10.
+ * Max error 1.5 ULP (tests/test_math.c states the bound and measures it on every path);
+ * exactly +-1 from |x| = 9 on (9.125 on the vector paths), never outside [-1, 1].
+ * tanh(+-inf) = +-1 and tanh(NaN) is NaN (the NaN propagates, as on the vector paths). */
+/* c ? a : b as bit operations: a ternary here keeps GCC from vectorizing the loop */
+static inline float SC__TN(sc__fsel)(int c, float a, float b) {
+  uint32_t m = (uint32_t)0 - (uint32_t)c;
+  return sc__fof((sc__fbits(a) & m) | (sc__fbits(b) & ~m));
+}
+static inline float SC__TN(sc__tanh)(float x) {
+  float ax = sc__fof(sc__fbits(x) & 0x7fffffffu);
+  float a = 2.0f * SC__TN(sc__fsel)(ax > 9.0f, 9.0f, ax); /* NaN stays NaN: tanh(NaN) is NaN */
+  float t = a * 1.44269504f + 12582912.0f; /* 1.5 2^23: round(a / ln2) lands in the low bits */
+  float n = t - 12582912.0f;
+  float r = a - n * 0.693145752f; /* ln2 high part: n ln2hi is exact for n <= 26 */
+  r = r - n * 1.42860677e-06f;    /* ln2 low part */
+  float q =
+      (((1.38825155e-3f * r + 8.36654752e-3f) * r + 4.16672006e-2f) * r + 1.66665435e-1f) * r +
+      4.99999970e-1f;
+  float p = (r * r) * q + r;                             /* expm1(r) */
+  float s = sc__fof((sc__fbits(t) << 23) + 0x3f800000u); /* 2^n */
+  float E = s * p + (s - 1.0f);                          /* expm1(a) */
+  float y = E / (E + 2.0f);
+  float z = ax * ax;
+  float ys = (ax * z) * (((1.92903522e-02f * z - 5.36949411e-02f) * z + 1.33321747e-01f) * z -
+                         3.33333194e-01f) +
+             ax;
+  y = SC__TN(sc__fsel)(ax < 0.35f, ys, y);
+  return sc__fof(sc__fbits(y) | (sc__fbits(x) & 0x80000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 80.0f /* exp of this is finite in float */
+#define SC__EXP(v) expf(v)
+#define SC__EXPM1(v) expm1f(v)
+#define SC__LOG1P(v) log1pf(v)
+#define SC__LOG(v) logf(v)
+#define SC__FABS(v) fabsf(v)
+#else
+/* The double tanh, our own, the float one's method in double (vectorizable: the loops over
+ * it are auto-vectorized in the kernel-set builds). With a = 2 min(|x|, 19.1) and E =
+ * expm1(a): tanh|x| = E / (E + 2) for |x| >= 0.35, else x + x^3 P(x^2) (below 0.35 the
+ * quotient's roundings would reach 2.15 ULP). E = 2^n expm1(r) + (2^n - 1), r = a - n ln2
+ * (Cody-Waite, ln2 in two parts so that n ln2hi is exact), expm1(r) = r + r^2 q(r). q (degree
+ * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
+ * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
+ * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
+ * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
+ * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
+ * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
+ * [-1, 1]; max error 1.48 ULP measured, 2 bounded by tests/test_math.c (test_tanh_f64_ulp).
+ * make bench-tanh (AVX2, Zen 4) before the fits: 2.55 ns per element, against 5.40 for SLEEF's
+ * 1-ULP tanhd4_u10 (used here before) and 2.75 for its 3.5-ULP u35. Tried: correcting E / (E +
+ * 2) with its exact residual instead of the small-|x| polynomial (2.02 ns) reached 1.96 ULP
+ * near 0.2 and 2.8 near 19 (1 - y is inexact there). */
+static inline double SC__TN(sc__dsel)(int c, double a, double b) {
+  uint64_t m = (uint64_t)0 - (uint64_t)c;
+  return sc__dof((sc__dbits(a) & m) | (sc__dbits(b) & ~m));
+}
+static inline double SC__TN(sc__tanh)(double x) {
+  double ax = sc__dof(sc__dbits(x) & 0x7fffffffffffffffu);
+  double a = 2.0 * SC__TN(sc__dsel)(ax > 19.1, 19.1, ax); /* NaN stays NaN */
+  double t = a * 1.4426950408889634 + 6755399441055744.0; /* 1.5 2^52: round(a / ln2) */
+  double n = t - 6755399441055744.0;
+  double r = a - n * 0.6931471787393093; /* ln2 high part (28 bits): n ln2hi exact */
+  r = r - n * 1.8206359985041462e-09;    /* ln2 low part */
+  /* q by Estrin's scheme (a short dependency chain: the loop runs at its latency) */
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double q01 = 0.1666666666666667 * r + 0.5;
+  double q23 = 0.008333333333326084 * r + 0.04166666666666667;
+  double q45 = 0.0001984126987500228 * r + 0.0013888888888883711;
+  double q67 = 2.755725517000089e-06 * r + 2.480158732567746e-05;
+  double q89 = 2.5105312729622103e-08 * r + 2.755727347871858e-07;
+  double q0_3 = q23 * r2 + q01, q4_7 = q67 * r2 + q45;
+  double q8_10 = 2.09147553258932e-09 * r2 + q89;
+  double q = (q8_10 * r8 + q4_7 * r4) + q0_3;
+  double pm = r2 * q + r;                                          /* expm1(r) */
+  double sc = sc__dof((sc__dbits(t) << 52) + 0x3ff0000000000000u); /* 2^n */
+  double E = sc * pm + (sc - 1.0);                                 /* expm1(a) */
+  double y = E / (E + 2.0);
+  double z = ax * ax;
+  double P = -0.00019202753283131075;
+  P = P * z + 0.0005796641245845887;
+  P = P * z - 0.0014545775399280403;
+  P = P * z + 0.003592038401479678;
+  P = P * z - 0.00886323175761739;
+  P = P * z + 0.02186948844673358;
+  P = P * z - 0.053968253967190176;
+  P = P * z + 0.13333333333332845;
+  P = P * z - 0.33333333333333331;
+  double ys = (ax * z) * P + ax;
+  y = SC__TN(sc__dsel)(ax < 0.35, ys, y);
+  return sc__dof(sc__dbits(y) | (sc__dbits(x) & 0x8000000000000000u));
+}
+#define SC__TANH(v) SC__TN(sc__tanh)(v)
+#define SC__EXPMAX 700.0
+#define SC__EXP(v) exp(v)
+#define SC__EXPM1(v) expm1(v)
+#define SC__LOG1P(v) log1p(v)
+#define SC__LOG(v) log(v)
+#define SC__FABS(v) fabs(v)
+#endif
+
+#define SC__GELU_K0 ((SC__T)0.7978845608028654) /* sqrt(2/pi) */
+#define SC__GELU_K1 ((SC__T)0.044715)
+/* src/typed/act.h — the activations, portable: forward over a row (with the pre-activation kept
+ * where the pullback needs it) and the pullback's derivative, by columns and by lanes. */
+#if defined(SC__KERNELS_ONLY) && defined(SC_HAVE_SLEEF)
+/* kernels/sleef.h — SLEEF's vector exp, expm1, log and log1p for the ISA builds.
+ *
+ * Included by simplechain.c's typed section when an ISA file is compiled with
+ * SC_HAVE_SLEEF (`make` defines it when libsleef-dev is installed). The activations
+ * sigmoid, softplus and gelu (float and double), forward and pullback, and the logit
+ * cross-entropy's softmax then run through SLEEF's 1-ULP (u10) functions, 4 to 16 lanes at a time,
+ * instead of one libm call per element. The tanh is our own in float and in double (see
+ * simplechain.c): the float one more accurate than SLEEF's u35 (1.5 against 2.49 ULP measured) and
+ * faster, the double one 1.9x faster than SLEEF's u10 (bench/RESULTS.md). Every helper accepts y ==
+ * x (in place). */
+#ifndef SC_KERNELS_SLEEF_H
+#define SC_KERNELS_SLEEF_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+
+/* y[k] = fn(x[k]): W lanes at a time, libm for the tail. Kept out of GCC's interprocedural
+ * analysis (noipa): with a tile row's constant n from its only caller, the tail loop drew a
+ * false -Waggressive-loop-optimizations error */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SC__SLEEF_ATTR __attribute__((noipa))
+#else
+#define SC__SLEEF_ATTR __attribute__((noinline))
+#endif
+#define SC__SLEEF_DEF(name, T, W, VT, load, store, fn, tail)                                       \
+  static SC__SLEEF_ATTR void name(T *y, const T *x, size_t n) {                                    \
+    size_t k = 0;                                                                                  \
+    for (; k + W <= n; k += W) store(y + k, fn(load(x + k)));                                      \
+    for (; k < n; k++) y[k] = tail(x[k]);                                                          \
+  }
+
+#if defined(__AVX512F__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expf16_u10avx512f, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_log1pf16_u10avx512f, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_expm1f16_u10avx512f, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+              Sleef_logf16_u10avx512f, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expd8_u10avx512f, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_log1pd8_u10avx512f, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_expm1d8_u10avx512f, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd,
+              Sleef_logd8_u10avx512f, log)
+#elif defined(__AVX2__)
+SC__SLEEF_DEF(sc__sleef_exp_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expf8_u10avx2, expf)
+SC__SLEEF_DEF(sc__sleef_log1p_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_log1pf8_u10avx2, log1pf)
+SC__SLEEF_DEF(sc__sleef_expm1_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_expm1f8_u10avx2, expm1f)
+SC__SLEEF_DEF(sc__sleef_log_f32, float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+              Sleef_logf8_u10avx2, logf)
+SC__SLEEF_DEF(sc__sleef_exp_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expd4_u10avx2, exp)
+SC__SLEEF_DEF(sc__sleef_log1p_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_log1pd4_u10avx2, log1p)
+SC__SLEEF_DEF(sc__sleef_expm1_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_expm1d4_u10avx2, expm1)
+SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd,
+              Sleef_logd4_u10avx2, log)
+#else
+#error "kernels/sleef.h needs AVX2 or AVX-512 flags"
+#endif
+#undef SC__SLEEF_DEF
+
+/* the float tanh on one native vector (used only with SC_TANH_SLEEF) */
+#if defined(__AVX512F__)
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf16_u35avx512f((__m512)(v)))
+#else
+#define SC__SLEEF_TANHF(v) ((sc_vf)Sleef_tanhf8_u35avx2((__m256)(v)))
+#endif
+
+#endif
+#define SC__SLEEF 1
+#endif
+
+/* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
+static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
+                                     size_t n, sc_act act) {
+  size_t t;
+  if (zs)
+    for (t = 0; t < n; t++) zs[t] = z[t];
+  switch (act) {
+  case SC_IDENTITY:
+    for (t = 0; t < n; t++) a[t] = z[t];
+    break;
+  case SC_RELU:
+    for (t = 0; t < n; t++) a[t] = z[t] < 0 ? 0 : z[t]; /* NaN stays NaN (max(0, z) in SIMD) */
+    break;
+  case SC_TANH:
+    for (t = 0; t < n; t++) a[t] = SC__TANH(z[t]);
+    break;
+  case SC_SIGMOID:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
+#endif
+    break;
+  case SC_SOFTPLUS:
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TN(sc__sleef_log1p)(a, a, n);
+    for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
+#else
+    for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
+#endif
+    break;
+  case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
+    SC__TN(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) {
+      SC__T v = z[t], m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v * v * v);
+      a[t] = v / (1 + SC__EXP(m2u)); /* exp overflows to inf in the far tail: -0 */
+    }
+#endif
+    break;
+  }
+}
+
+/* one tile row */
+static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
+                                       const SC__T *restrict z, sc_act act) {
+  SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
+}
+
+/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+ * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+ * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
+ * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
+#define SC__ACT_CHUNK 64
+SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
+                                     const SC__T *restrict z, size_t n, sc_act act) {
+  size_t k;
+  switch (act) {
+  case SC_IDENTITY: break;
+  case SC_RELU:
+    for (k = 0; k < n; k++) d[k] = a[k] <= 0 ? 0 : d[k]; /* a NaN output passes d on */
+    break;
+  case SC_TANH:
+    for (k = 0; k < n; k++) d[k] *= 1 - a[k] * a[k];
+    break;
+  case SC_SIGMOID:
+    for (k = 0; k < n; k++) d[k] *= a[k] * (1 - a[k]);
+    break;
+  case SC_SOFTPLUS: /* sigmoid(z) = 1 - exp(-softplus(z)) */
+#ifdef SC__SLEEF
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -a[k + j];
+      SC__TN(sc__sleef_expm1)(e, e, m);
+      for (j = 0; j < m; j++) d[k + j] *= -e[j];
+    }
+#else
+    for (k = 0; k < n; k++) d[k] *= -SC__EXPM1(-a[k]);
+#endif
+    break;
+  case SC_GELU: /* d/dz z s(2u) = s + z 2u' s (1 - s), with 1 - s = e s, e = exp(-2u) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v;
+        e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
+      }
+#ifdef SC__SLEEF
+      SC__TN(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
+        SC__T sg = 1 / (1 + e[j]);
+        SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
+        d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  }
+}
+
+/* sc__act_bwd with the bias gradient's lanes (bl: K rows of SC__TW) summed in the same pass
+ * over d: K channels of npos positions (a dense layer: K outputs, npos 1); each channel's sums
+ * in a local row (in registers; bl and d share the tile, so summed in place they were loaded and
+ * stored at every position). The same operations in the same order as act_bwd then the sums:
+ * the same bits. LeNet5's conv1, 20,000 images, 1 thread (Zen 4): the in-place sums took 9.5 of
+ * its 41-ms backward in bf16 */
+SC__KSTATIC void SC__TN(sc__act_bwd_lane)(SC__T *restrict d, SC__T *restrict bl,
+                                          const SC__T *restrict a, const SC__T *restrict z,
+                                          size_t K, size_t npos, sc_act act) {
+  int fused = act == SC_IDENTITY || act == SC_RELU || act == SC_TANH;
+  if (!fused) SC__TN(sc__act_bwd)(d, a, z, K * npos * SC__TW, act);
+  for (size_t k = 0; k < K; k++) {
+    SC__T sum[SC__TW];
+    memcpy(sum, bl + k * SC__TW, sizeof sum);
+    SC__T *dk = d + k * npos * SC__TW;
+    const SC__T *ak = a + k * npos * SC__TW;
+    for (size_t q = 0; q < npos * SC__TW; q += SC__TW)
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T v = dk[q + (size_t)t];
+        if (act == SC_RELU)
+          v = ak[q + (size_t)t] <= 0 ? 0 : v;
+        else if (act == SC_TANH)
+          v *= 1 - ak[q + (size_t)t] * ak[q + (size_t)t];
+        dk[q + (size_t)t] = v;
+        sum[t] += v;
+      }
+    memcpy(bl + k * SC__TW, sum, sizeof sum);
+  }
+}
+/* src/typed/dense.h — the dense layer's portable kernels: the fused forward (W x + b, then the
+ * activation), dW in dot form over a transposed tile, and dx. Dimension letters: O outputs,
+ * I inputs. */
+SC__KSTATIC void SC__TN(sc__dense_fwd)(SC__T *restrict a, SC__T *restrict z,
+                                       const SC__T *restrict W, const SC__T *restrict b,
+                                       const SC__T *restrict x, size_t O, size_t I, sc_act act) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    SC__T acc[SC__OB][SC__TW];
+    const SC__T *w = W + o * I;
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T ac[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T bk = b ? b[o + k] : 0;
+        for (int t = 0; t < SC__CW; t++) ac[k][t] = bk;
+      }
+      for (size_t i = 0; i < I; i++) {
+        const SC__T *xi = x + i * SC__TW + t0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[(size_t)k * I + i];
+          for (int t = 0; t < SC__CW; t++) ac[k][t] += wk * xi[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t0 + t] = ac[k][t];
+    }
+    for (int k = 0; k < SC__OB; k++)
+      SC__TN(sc__act_row)(a + (o + k) * SC__TW, z ? z + (o + k) * SC__TW : NULL, acc[k], act);
+  }
+  for (; o < O; o++) { /* one row: TW accumulators fit, and more chains hide the latency */
+    SC__T acc[SC__TW];
+    const SC__T *w = W + o * I;
+    SC__T bo = b ? b[o] : 0;
+    for (int t = 0; t < SC__TW; t++) acc[t] = bo;
+    for (size_t i = 0; i < I; i++) {
+      const SC__T *xi = x + i * SC__TW;
+      SC__T wi = w[i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * xi[t];
+    }
+    SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, act);
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dw)(SC__T *restrict gW, const SC__T *restrict dz,
+                                      const SC__T *restrict xT, size_t O, size_t I, size_t ld) {
+  size_t o = 0;
+  for (; o + SC__OB <= O; o += SC__OB) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__OB][SC__IC];
+      for (int k = 0; k < SC__OB; k++)
+        for (int c = 0; c < SC__IC; c++) acc[k][c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T d = dz[(o + k) * SC__TW + (size_t)t];
+          for (int c = 0; c < SC__IC; c++) acc[k][c] += d * xr[c];
+        }
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      for (int k = 0; k < SC__OB; k++) {
+        SC__T *gr = gW + (o + k) * I + i0;
+        for (size_t c = 0; c < nc; c++) gr[c] += acc[k][c];
+      }
+    }
+  }
+  for (; o < O; o++) {
+    for (size_t i0 = 0; i0 < I; i0 += SC__IC) {
+      SC__T acc[SC__IC];
+      for (int c = 0; c < SC__IC; c++) acc[c] = 0;
+      for (int t = 0; t < SC__TW; t++) {
+        const SC__T *xr = xT + (size_t)t * ld + i0;
+        SC__T d = dz[o * SC__TW + (size_t)t];
+        for (int c = 0; c < SC__IC; c++) acc[c] += d * xr[c];
+      }
+      size_t nc = I - i0 < SC__IC ? I - i0 : SC__IC;
+      SC__T *gr = gW + o * I + i0;
+      for (size_t c = 0; c < nc; c++) gr[c] += acc[c];
+    }
+  }
+}
+
+SC__KSTATIC void SC__TN(sc__dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                      const SC__T *restrict dz, size_t O, size_t I) {
+  size_t i = 0;
+  for (; i + SC__OB <= I; i += SC__OB)
+    for (int t0 = 0; t0 < SC__TW; t0 += SC__CW) { /* OB x CW accumulators in registers */
+      SC__T acc[SC__OB][SC__CW];
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) acc[k][t] = 0;
+      for (size_t o = 0; o < O; o++) {
+        const SC__T *d = dz + o * SC__TW + t0;
+        const SC__T *w = W + o * I + i;
+        for (int k = 0; k < SC__OB; k++) {
+          SC__T wk = w[k];
+          for (int t = 0; t < SC__CW; t++) acc[k][t] += wk * d[t];
+        }
+      }
+      for (int k = 0; k < SC__OB; k++)
+        for (int t = 0; t < SC__CW; t++) dx[(i + k) * SC__TW + (size_t)(t0 + t)] = acc[k][t];
+    }
+  for (; i < I; i++) { /* one row: TW accumulators */
+    SC__T acc[SC__TW];
+    for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+    for (size_t o = 0; o < O; o++) {
+      const SC__T *d = dz + o * SC__TW;
+      SC__T wi = W[o * I + i];
+      for (int t = 0; t < SC__TW; t++) acc[t] += wi * d[t];
+    }
+    for (int t = 0; t < SC__TW; t++) dx[i * SC__TW + (size_t)t] = acc[t];
+  }
+}
+/* src/typed/conv.h — the convolution and max-pool layers' portable kernels. */
+/* Convolutions see their input as a tile of C x Hp x Wp rows (already zero-padded when
+ * the layer pads), each row SC__TW samples. Output position (u, v) reads the R taps
+ * x + (u*sh*Wp + v*sw + roff[r]) rows: the convolution is a dense layer over windows. */
+SC__KSTATIC void SC__TN(sc__conv_fwd)(SC__T *restrict a, SC__T *restrict z, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  const size_t *roff = P->roff;
+  for (size_t k = 0; k < P->oc; k++) {
+    const SC__T *w = W + k * R;
+    SC__T bk = b ? b[k] : 0;
+    for (size_t u = 0; u < OH; u++)
+      for (size_t v = 0; v < OW; v++) {
+        SC__T acc[SC__TW];
+        const SC__T *base = x + (u * sh * WP + v * sw) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) acc[t] = bk;
+        for (size_t r = 0; r < R; r++) {
+          const SC__T *xr = base + roff[r] * SC__TW;
+          SC__T wr = w[r];
+          for (int t = 0; t < SC__TW; t++) acc[t] += wr * xr[t];
+        }
+        size_t o = (k * OH + u) * OW + v;
+        SC__TN(sc__act_row)(a + o * SC__TW, z ? z + o * SC__TW : NULL, acc, P->spec.act);
+      }
+  }
+}
+
+/* conv dW in lane form: wl[(k*R + r)*TW + t] += sum_{u,v} dz[k][u][v][t] x[tap][t] */
+SC__KSTATIC void SC__TN(sc__conv_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                      const SC__T *restrict x, const sc__lplan *P) {
+  size_t R = P->R, OH = P->oh, OW = P->ow, sh = P->spec.sh, sw = P->spec.sw, WP = P->wp;
+  for (size_t k = 0; k < P->oc; k++)
+    for (size_t r = 0; r < R; r++) {
+      SC__T acc[SC__TW];
+      SC__T *w = wl + (k * R + r) * SC__TW;
+      for (int t = 0; t < SC__TW; t++) acc[t] = w[t];
+      const SC__T *xr = x + P->roff[r] * SC__TW;
+      for (size_t u = 0; u < OH; u++)
+        for (size_t v = 0; v < OW; v++) {
+          const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+          const SC__T *xv = xr + (u * sh * WP + v * sw) * SC__TW;
+          for (int t = 0; t < SC__TW; t++) acc[t] += d[t] * xv[t];
+        }
+      for (int t = 0; t < SC__TW; t++) w[t] = acc[t];
+    }
+}
+
+/* conv input gradient (unpadded input layout): dx[c][y][x] = sum over the taps (k, i, j)
+ * with y + ph = u*sh + i and x + pw = v*sw + j of W[k][c][i][j] dz[k][u][v] */
+SC__KSTATIC void SC__TN(sc__conv_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict dz, const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, C = P->ic, R = P->R;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      for (size_t xx = 0; xx < P->iw; xx++) {
+        SC__T acc[SC__TW];
+        for (int t = 0; t < SC__TW; t++) acc[t] = 0;
+        for (size_t i = 0; i < KH; i++) {
+          size_t yy = y + ph;
+          if (yy < i || (yy - i) % sh) continue;
+          size_t u = (yy - i) / sh;
+          if (u >= OH) continue;
+          for (size_t j = 0; j < KW; j++) {
+            size_t xp = xx + pw;
+            if (xp < j || (xp - j) % sw) continue;
+            size_t v = (xp - j) / sw;
+            if (v >= OW) continue;
+            for (size_t k = 0; k < P->oc; k++) {
+              SC__T w = W[k * R + (c * KH + i) * KW + j];
+              const SC__T *d = dz + ((k * OH + u) * OW + v) * SC__TW;
+              for (int t = 0; t < SC__TW; t++) acc[t] += w * d[t];
+            }
+          }
+        }
+        SC__T *o = dx + ((c * P->ih + y) * P->iw + xx) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = acc[t];
+      }
+}
+
+/* zero-padded copy of a C x H x W tile into C x Hp x Wp */
+static void SC__TN(sc__pad)(SC__T *restrict xp, const SC__T *restrict x, const sc__lplan *P) {
+  size_t ph = P->spec.ph, pw = P->spec.pw;
+  memset(xp, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->ic; c++)
+    for (size_t y = 0; y < P->ih; y++)
+      memcpy(xp + ((c * P->hp + y + ph) * P->wp + pw) * SC__TW,
+             x + ((c * P->ih + y) * P->iw) * SC__TW, P->iw * SC__TW * sizeof(SC__T));
+}
+
+SC__KSTATIC void SC__TN(sc__pool_fwd)(SC__T *restrict a, const SC__T *restrict x,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        SC__T m[SC__TW];
+        const SC__T *x0 = x + ((c * P->ih + u * KH) * P->iw + v * KW) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) m[t] = x0[t];
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            const SC__T *xi = x0 + (i * P->iw + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) m[t] = xi[t] > m[t] ? xi[t] : m[t];
+          }
+        SC__T *o = a + ((c * P->oh + u) * P->ow + v) * SC__TW;
+        for (int t = 0; t < SC__TW; t++) o[t] = m[t];
+      }
+}
+
+/* the gradient goes to the first element of each window equal to its max */
+SC__KSTATIC void SC__TN(sc__pool_bwd)(SC__T *restrict dx, const SC__T *restrict x,
+                                      const SC__T *restrict a, const SC__T *restrict dz,
+                                      const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw;
+  if (P->oh * KH != P->ih || P->ow * KW != P->iw) /* rows/columns outside every window */
+    memset(dx, 0, P->in * SC__TW * sizeof(SC__T));
+  for (size_t c = 0; c < P->oc; c++)
+    for (size_t u = 0; u < P->oh; u++)
+      for (size_t v = 0; v < P->ow; v++) {
+        size_t o = ((c * P->oh + u) * P->ow + v) * SC__TW;
+        SC__T taken[SC__TW];
+        for (int t = 0; t < SC__TW; t++) taken[t] = 0;
+        for (size_t i = 0; i < KH; i++)
+          for (size_t j = 0; j < KW; j++) {
+            size_t q = ((c * P->ih + u * KH + i) * P->iw + v * KW + j) * SC__TW;
+            for (int t = 0; t < SC__TW; t++) {
+              int hit = x[q + (size_t)t] == a[o + (size_t)t] && taken[t] == 0;
+              dx[q + (size_t)t] = hit ? dz[o + (size_t)t] : 0;
+              taken[t] = hit ? 1 : taken[t];
+            }
+          }
+      }
+}
+/* src/typed/lanes.h — dW in lane form (dense layers with few weights, every conv): accumulators of
+ * SC__TW lanes per weight, folded once per slice. */
+/* dW in lane form: wl[(o*I + i)*TW + t] += dz[o][t] x[i][t] (= when first) */
+SC__KSTATIC void SC__TN(sc__dense_dwl)(SC__T *restrict wl, const SC__T *restrict dz,
+                                       const SC__T *restrict x, size_t O, size_t I, int first) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) {
+      SC__T *w = wl + (o * I + i) * SC__TW;
+      if (first) /* the slice's first tile writes: no zeroing pass */
+        for (int t = 0; t < SC__TW; t++)
+          w[t] = dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+      else
+        for (int t = 0; t < SC__TW; t++)
+          w[t] += dz[o * SC__TW + (size_t)t] * x[i * SC__TW + (size_t)t];
+    }
+}
+
+/* gw[k] += the TW lanes of wl[k], in a fixed order: 8 partial sums (lanes t = j mod 8, in
+ * lane order), then added pairwise. A single chain of TW dependent additions per weight
+ * was the slowest part of a small double-precision valgrad (the BNN of examples/bnn.c). */
+SC__KSTATIC void SC__TN(sc__dwl_fold)(SC__T *restrict gw, const SC__T *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const SC__T *w = wl + k * SC__TW;
+    SC__T s[8];
+    for (int j = 0; j < 8; j++) s[j] = w[j];
+    for (int t = 8; t < SC__TW; t += 8)
+      for (int j = 0; j < 8; j++) s[j] += w[t + j];
+    gw[k] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+}
+/* kernels/x86/f64.h — the double vector kernels of an x86 kernel set: those that the sets take
+ * from explicit vector code instead of the portable source, only where the compiler's own
+ * vectorisation of the portable loop measured badly, or where another form measured faster for
+ * double. Included in a set's double instantiation, after the portable kernels. */
+/* kernels/x86/vone.h — the one-state dense kernels' parts that do not depend on the vector
+ * width, for vone_*_f64 (4 doubles, kernels/x86/f64.h) and vonef_* (8 floats, one_f32.h): T the
+ * element type, VT the vector type of W_ lanes, LD / ST its unaligned load and store, SPLAT its
+ * broadcast. */
+#ifndef SC__VONE_PARTS
+#define SC__VONE_PARTS 1
+/* dx[i] = sum_o W[o I + i] d[o] for 3 <= I (then dx[I..) padding = 0): column blocks of 2 W
+ * and W lanes, rows in pairs (four or two chains), the last columns as one vector */
+#define SC__VONE_DX_COLS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    size_t i = 0;                                                                                  \
+    for (; i + 2 * (W_) <= I; i += 2 * (W_)) {                                                     \
+      VT a0 = SPLAT(0), a1 = a0, b0 = a0, b1 = a0;                                                 \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        VT d0 = SPLAT(d[o]), d1 = SPLAT(d[o + 1]);                                                 \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+        b0 += LD(W + (o + 1) * I + i) * d1;                                                        \
+        b1 += LD(W + (o + 1) * I + i + (W_)) * d1;                                                 \
+      }                                                                                            \
+      if (o < O) {                                                                                 \
+        VT d0 = SPLAT(d[o]);                                                                       \
+        a0 += LD(W + o * I + i) * d0;                                                              \
+        a1 += LD(W + o * I + i + (W_)) * d0;                                                       \
+      }                                                                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+      ST(dx + i + (W_)) = a1 + b1;                                                                 \
+    }                                                                                              \
+    for (; i + (W_) <= I; i += (W_)) {                                                             \
+      VT a0 = SPLAT(0), b0 = a0;                                                                   \
+      size_t o = 0;                                                                                \
+      for (; o + 2 <= O; o += 2) {                                                                 \
+        a0 += LD(W + o * I + i) * SPLAT(d[o]);                                                     \
+        b0 += LD(W + (o + 1) * I + i) * SPLAT(d[o + 1]);                                           \
+      }                                                                                            \
+      if (o < O) a0 += LD(W + o * I + i) * SPLAT(d[o]);                                            \
+      ST(dx + i) = a0 + b0;                                                                        \
+    }                                                                                              \
+    if (i < I) {                                                                                   \
+      VT t = SPLAT(0);                                                                             \
+      for (size_t j = 0; i + j < I; j++) {                                                         \
+        T s = 0;                                                                                   \
+        for (size_t o = 0; o < O; o++) s += W[o * I + i + j] * d[o];                               \
+        t[j] = s;                                                                                  \
+      }                                                                                            \
+      ST(dx + i) = t;                                                                              \
+    }                                                                                              \
+  } while (0)
+/* gW[o I + i] += d[o] x[i] for the rows from o on, then gb[o] += d[o] for all (gb may be
+ * NULL); returns from the function */
+#define SC__VONE_DW_ROWS(T, VT, W_, LD, ST, SPLAT)                                                 \
+  do {                                                                                             \
+    for (; o < O; o++) {                                                                           \
+      T *restrict g = gW + o * I;                                                                  \
+      VT dv = SPLAT(d[o]);                                                                         \
+      size_t i = 0;                                                                                \
+      for (; i + (W_) <= I; i += (W_)) ST(g + i) = LD(g + i) + dv * LD(x + i);                     \
+      for (; i < I; i++) g[i] += d[o] * x[i];                                                      \
+    }                                                                                              \
+    if (!gb) return;                                                                               \
+    for (o = 0; o + (W_) <= O; o += (W_)) ST(gb + o) = LD(gb + o) + LD(d + o);                     \
+    for (; o < O; o++) gb[o] += d[o];                                                              \
+  } while (0)
+#endif
+/* vec_dwl_fold_f64: gw[k] += the SC__TW lanes of wl[k]. The portable sc__dwl_fold is
+ * vectorised by GCC across k, with 4 x 4 transposes and spills (40 % of a batch-32
+ * valgrad of 1 -> 32 relu -> 1 on AVX2); here each weight's lanes are added as two 4-wide
+ * vectors, in exactly sc__dwl_fold's order (partial sums s_j over the lanes t = j mod 8, in
+ * lane order, then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))), so the bits are the
+ * scalar path's. */
+#if SC__TW % 8 != 0
+#error "vec_dwl_fold_f64 needs a tile width that is a multiple of 8"
+#endif
+
+typedef double sc_v4d __attribute__((vector_size(32), aligned(8), may_alias));
+
+static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict wl, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const double *w = wl + k * SC__TW;
+    sc_v4d a = *(const sc_v4d *)(const void *)w, b = *(const sc_v4d *)(const void *)(w + 4);
+    for (int t = 8; t < SC__TW; t += 8) {
+      a += *(const sc_v4d *)(const void *)(w + t);
+      b += *(const sc_v4d *)(const void *)(w + t + 4);
+    }
+    gw[k] += ((a[0] + a[1]) + (a[2] + a[3])) + ((b[0] + b[1]) + (b[2] + b[3]));
+  }
+}
+
+/* The dense forward and dx of the batch paths in double, as explicit vector code of the ISA's
+ * width (8 doubles on AVX-512, 4 on AVX2), register blocks of DOB rows x 2 vectors. GCC's own
+ * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
+ * the rows of a register block, with vpermt2pd transposes into and out of it: on Zen 4 the
+ * BNN's gradient (1 -> 32 relu -> 1, batch 100) took 6.5 us on AVX-512 against 5.6 on AVX2
+ * (bench/RESULTS.md, session 25). Each output's sum is the portable one (the bias or 0, then
+ * the products in input order, each a multiply-add): the same bits. vec_dense_dx_act_f64
+ * also applies the activation pullback of the dense layer below (identity, relu, tanh,
+ * sigmoid: sc__act_bwd's operations) and adds its bias lanes, as vec_dense_dx_act_f32 does,
+ * so the pass of sc__act_bwd_lane over that layer is saved. */
+#if defined(SC__ISA_AVX512)
+#define DVW 8 /* doubles per vector */
+#define DOB 8 /* rows per register block: 8 x 2 accumulators */
+#else
+#define DVW 4
+#define DOB 4 /* 4 x 2 accumulators of 16 registers */
+#endif
+#define DNV (SC__TW / DVW) /* vectors per tile row */
+typedef double sc_vd __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
+typedef long long sc_vdl __attribute__((vector_size(DVW * 8), aligned(8), may_alias));
+#define D_ROW(p, j) (((const sc_vd *)(const void *)(p))[j])
+#define D_ROWW(p, j) (((sc_vd *)(void *)(p))[j])
+#if DVW == 8
+#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s), (s), (s), (s), (s)})
+#else
+#define D_SPLAT(s) ((sc_vd){(s), (s), (s), (s)})
+#endif
+/* v where m is false, else 0 (m: a comparison's lanes, all ones or all zeros) */
+#define D_ZERO_IF(m, v) ((sc_vd)((sc_vdl)(v) & ~(sc_vdl)(m)))
+
+/* acc[k][j] (NB rows, NVB vectors from vector jc of a tile row) = INIT(k), then for each of
+ * the n steps s in order, += wp[s * ws + k * wk] times vector jc + j of tile row s of src: a
+ * dense layer's sums in register blocks (the forward: rows of W against x's rows; dx: columns
+ * of W against dz's rows) */
+#define D_ACC(NB, NVB, INIT, src, n, wp, ws, wk)                                                   \
+  sc_vd acc[NB][NVB];                                                                              \
+  _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                          \
+    sc_vd ik = INIT(k);                                                                            \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] = ik;                          \
+  }                                                                                                \
+  for (size_t s = 0; s < (n); s++) {                                                               \
+    sc_vd sv[NVB];                                                                                 \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) sv[j] =                                  \
+        D_ROW((src) + s * SC__TW, jc + j);                                                         \
+    const double *w = (wp) + s * (ws);                                                             \
+    _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) {                                        \
+      sc_vd wv = D_SPLAT(w[(size_t)k * (wk)]);                                                     \
+      _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) acc[k][j] += wv * sv[j];               \
+    }                                                                                              \
+  }
+#define D_BIAS(k) D_SPLAT(b ? b[o + (size_t)(k)] : 0.0)
+#define D_ZERO(k) D_SPLAT(0.0)
+
+/* rows o..o+NB of a = act(W x + b), NVB vectors of the tile at a time; identity and relu are
+ * applied as the sums are stored (sc__act_n's operations), the other activations by
+ * sc__act_row from tmp */
+#define D_FWD_BODY(NB, NVB)                                                                        \
+  {                                                                                                \
+    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
+      D_ACC(NB, NVB, D_BIAS, x, I, W + o * I, 1, I)                                                \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
+        sc_vd v = acc[k][j];                                                                       \
+        size_t r = (o + (size_t)k) * SC__TW;                                                       \
+        if (act == SC_IDENTITY || act == SC_RELU) {                                                \
+          if (z) D_ROWW(z + r, jc + j) = v;                                                        \
+          D_ROWW(a + r, jc + j) = act == SC_RELU ? D_ZERO_IF(v < 0.0, v) : v;                      \
+        } else                                                                                     \
+          D_ROWW(tmp + (size_t)k * SC__TW, jc + j) = v;                                            \
+      }                                                                                            \
+    }                                                                                              \
+    if (act != SC_IDENTITY && act != SC_RELU)                                                      \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++) SC__TN(sc__act_row)(                   \
+          a + (o + (size_t)k) * SC__TW, z ? z + (o + (size_t)k) * SC__TW : NULL,                   \
+          tmp + (size_t)k * SC__TW, act);                                                          \
+    o += NB;                                                                                       \
+  }
+
+static void vec_dense_fwd_f64(double *restrict a, double *restrict z, const double *restrict W,
+                              const double *restrict b, const double *restrict x, size_t O,
+                              size_t I, sc_act act) {
+  double tmp[DOB * SC__TW] __attribute__((aligned(64)));
+  size_t o = 0;
+  while (o + DOB <= O) D_FWD_BODY(DOB, 2)
+#if DOB > 4
+  if (o + 4 <= O) D_FWD_BODY(4, 2)
+#endif
+  while (o < O) D_FWD_BODY(1, DNV) /* one row: the whole tile's vectors hide the latency */
+}
+
+/* rows i..i+NB of dx = W^T dz, then the layer below's pullback and bias lanes */
+#define D_DX_BODY(NB, NVB)                                                                         \
+  {                                                                                                \
+    _Pragma("GCC unroll 4") for (int jc = 0; jc < DNV; jc += NVB) {                                \
+      D_ACC(NB, NVB, D_ZERO, dz, O, W + i, I, 1)                                                   \
+      _Pragma("GCC unroll 16") for (int k = 0; k < NB; k++)                                        \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NVB; j++) {                                  \
+        sc_vd v = acc[k][j];                                                                       \
+        size_t r = (i + (size_t)k) * SC__TW;                                                       \
+        if (act != SC_IDENTITY) { /* the layer below's derivative, from its output xa */           \
+          sc_vd av = D_ROW(xa + r, jc + j);                                                        \
+          if (act == SC_RELU)                                                                      \
+            v = D_ZERO_IF(av <= 0.0, v);                                                           \
+          else if (act == SC_TANH)                                                                 \
+            v *= 1.0 - av * av;                                                                    \
+          else                                                                                     \
+            v *= av * (1.0 - av);                                                                  \
+        }                                                                                          \
+        D_ROWW(dx + r, jc + j) = v;                                                                \
+        if (bl) D_ROWW(bl + r, jc + j) = D_ROW(bl + r, jc + j) + v;                                \
+      }                                                                                            \
+    }                                                                                              \
+    i += NB;                                                                                       \
+  }
+
+static inline __attribute__((always_inline)) void
+vec_dense_dx_body_f64(double *restrict dx, const double *restrict W, const double *restrict dz,
+                      size_t O, size_t I, sc_act act, const double *restrict xa,
+                      double *restrict bl) {
+  size_t i = 0;
+  while (i + DOB <= I) D_DX_BODY(DOB, 2)
+#if DOB > 4
+  if (i + 4 <= I) D_DX_BODY(4, 2)
+#endif
+  while (i < I) D_DX_BODY(1, DNV)
+}
+static void vec_dense_dx_f64(double *restrict dx, const double *restrict W,
+                             const double *restrict dz, size_t O, size_t I) {
+  vec_dense_dx_body_f64(dx, W, dz, O, I, SC_IDENTITY, NULL, NULL);
+}
+static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
+                                 const double *restrict dz, size_t O, size_t I, sc_act act,
+                                 const double *restrict xa, double *restrict bl) {
+  vec_dense_dx_body_f64(dx, W, dz, O, I, act, xa, bl);
+}
+#undef D_FWD_BODY
+#undef D_DX_BODY
+#undef D_ACC
+#undef D_BIAS
+#undef D_ZERO
+#undef D_ZERO_IF
+#undef D_SPLAT
+#undef D_ROWW
+#undef D_ROW
+#undef DNV
+#undef DOB
+#undef DVW
+
+/* The one-state path's dense layers (sc_apply_f64, sc_vjp_f64, sc_jvp_f64: one sample, a
+ * neural ODE's right-hand side), as explicit 4-wide code. The portable versions (sc__one_*
+ * below) are plain loops the compiler vectorises with a scalar tail, a runtime alias check
+ * and, for 2 inputs, strided column sums: for the ODE net 2 -> 50 tanh -> 2 that fixed cost
+ * was most of the call (bench/RESULTS.md, session 12). Here W is read in its row-major
+ * layout only (no reads past a row's or the matrix's end; a tail of fewer than 4 rows or
+ * columns goes element by element) and every output is written up to a multiple of 4, the
+ * padding with zeros, so that the activation loops that follow run on whole vectors. The
+ * sums are in another order than the portable ones: results agree to the last bits only. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define SC__SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+typedef long long sc__v4l __attribute__((vector_size(32)));
+#define SC__SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (sc__v4l){i0, i1, i2, i3})
+#endif
+#define SC__LD4(ptr) (*(const sc_v4d *)(const void *)(ptr))
+#define SC__ST4(ptr) (*(sc_v4d *)(void *)(ptr))
+
+static inline sc_v4d vone_splat(double v) { return (sc_v4d){v, v, v, v}; }
+
+/* the four sums of r0..r3's lanes: (sum r0, sum r1, sum r2, sum r3) */
+static inline sc_v4d vone_hsum4(sc_v4d r0, sc_v4d r1, sc_v4d r2, sc_v4d r3) {
+  sc_v4d t0 = SC__SHUF4(r0, r1, 0, 4, 2, 6) + SC__SHUF4(r0, r1, 1, 5, 3, 7);
+  sc_v4d t1 = SC__SHUF4(r2, r3, 0, 4, 2, 6) + SC__SHUF4(r2, r3, 1, 5, 3, 7);
+  return SC__SHUF4(t0, t1, 0, 1, 4, 5) + SC__SHUF4(t0, t1, 2, 3, 6, 7);
+}
+
+/* dW of a small dense layer in dot form: gW[o*I + i] += the sum over the tile's SC__TW
+ * samples of dz[o][t] x[i][t], as two 4-wide partial sums (lanes t mod 8 < 4 and >= 4,
+ * samples in order), added as ((s0[0] + s1[0]) + (s0[1] + s1[1])) + ((s0[2] + s1[2]) +
+ * (s0[3] + s1[3])). On the double paths it replaces the lane form, whose read-modify-write
+ * of O x I x SC__TW accumulators per tile (and their fold per slice) was the largest cost
+ * of a small double valgrad; for float the lane form stays (twice the lanes per vector).
+ * Four weights at a time (consecutive o*I + i): their four lane sums s0 + s1 are reduced
+ * together by vone_hsum4's shuffles, which add them in the same pairs (the same bits as one
+ * at a time); one at a time, the horizontal sums were a quarter of the BNN's gradient. */
+static inline sc_v4d vec_dwd_lanes(const double *restrict d, const double *restrict xi) {
+  sc_v4d s0 = SC__LD4(d) * SC__LD4(xi), s1 = SC__LD4(d + 4) * SC__LD4(xi + 4);
+  for (int t = 8; t < SC__TW; t += 8) {
+    s0 += SC__LD4(d + t) * SC__LD4(xi + t);
+    s1 += SC__LD4(d + t + 4) * SC__LD4(xi + t + 4);
+  }
+  return s0 + s1; /* (s0[j] + s1[j]) */
+}
+static inline void vec_dense_dwd_f64(double *restrict gW, const double *restrict dz,
+                                     const double *restrict x, size_t O, size_t I) {
+  size_t n = O * I, f = 0, o = 0, i = 0; /* (o, i): the weight f's row and column */
+  for (; f + 4 <= n; f += 4) {
+    sc_v4d u[4];
+    for (int q = 0; q < 4; q++) {
+      u[q] = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
+      if (++i == I) i = 0, o++;
+    }
+    SC__ST4(gW + f) = SC__LD4(gW + f) + vone_hsum4(u[0], u[1], u[2], u[3]);
+  }
+  for (; f < n; f++) {
+    sc_v4d u = vec_dwd_lanes(dz + o * SC__TW, x + i * SC__TW);
+    gW[f] += (u[0] + u[1]) + (u[2] + u[3]);
+    if (++i == I) i = 0, o++;
+  }
+}
+
+/* the sum over the inputs of row r (W + r I) times x, 4 lanes then the tail */
+static inline double vone_rowdot(const double *restrict w, const double *restrict x, size_t I) {
+  sc_v4d s0 = vone_splat(0), s1 = s0, s2 = s0, s3 = s0; /* four chains: it is latency-bound */
+  size_t i = 0;
+  for (; i + 16 <= I; i += 16) {
+    s0 += SC__LD4(w + i) * SC__LD4(x + i);
+    s1 += SC__LD4(w + i + 4) * SC__LD4(x + i + 4);
+    s2 += SC__LD4(w + i + 8) * SC__LD4(x + i + 8);
+    s3 += SC__LD4(w + i + 12) * SC__LD4(x + i + 12);
+  }
+  for (; i + 4 <= I; i += 4) s0 += SC__LD4(w + i) * SC__LD4(x + i);
+  s0 = (s0 + s1) + (s2 + s3);
+  double s = (s0[0] + s0[1]) + (s0[2] + s0[3]);
+  for (; i < I; i++) s += w[i] * x[i];
+  return s;
+}
+
+/* pre[o] = b[o] + sum_i W[o I + i] x[i] for o < O (b may be NULL); pre[O..O4) = 0 */
+static void vone_fwd_f64(double *restrict pre, const double *restrict W, const double *restrict b,
+                         const double *restrict x, size_t O, size_t I) {
+  size_t o = 0;
+  if (I == 1) {
+    sc_v4d xv = vone_splat(x[0]);
+    for (; o + 4 <= O; o += 4)
+      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + SC__LD4(W + o) * xv;
+  } else if (I == 2) { /* four rows are two vectors (w00 w01 w10 w11), (w20 w21 w30 w31) */
+    sc_v4d xx = {x[0], x[1], x[0], x[1]};
+    for (; o + 4 <= O; o += 4) {
+      sc_v4d p0 = SC__LD4(W + 2 * o) * xx, p1 = SC__LD4(W + 2 * o + 4) * xx;
+      sc_v4d s = SC__SHUF4(p0, p1, 0, 2, 4, 6) + SC__SHUF4(p0, p1, 1, 3, 5, 7);
+      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + s;
+    }
+  } else if (I >= 4) {
+    for (; o + 4 <= O; o += 4) {
+      const double *w0 = W + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
+      sc_v4d r0 = vone_splat(0), r1 = r0, r2 = r0, r3 = r0;
+      size_t i = 0;
+      for (; i + 4 <= I; i += 4) {
+        sc_v4d xv = SC__LD4(x + i);
+        r0 += SC__LD4(w0 + i) * xv;
+        r1 += SC__LD4(w1 + i) * xv;
+        r2 += SC__LD4(w2 + i) * xv;
+        r3 += SC__LD4(w3 + i) * xv;
+      }
+      sc_v4d s = vone_hsum4(r0, r1, r2, r3);
+      for (; i < I; i++) s += (sc_v4d){w0[i], w1[i], w2[i], w3[i]} * vone_splat(x[i]);
+      SC__ST4(pre + o) = (b ? SC__LD4(b + o) : vone_splat(0)) + s;
+    }
+  }
+  /* the rows left (all of them for I = 3), 4 at a time, the last vector with the padding (the
+   * loads that follow read it so) */
+  for (; o < O; o += 4) {
+    sc_v4d t = vone_splat(0);
+    for (size_t j = 0; j < 4 && o + j < O; j++)
+      t[j] = (b ? b[o + j] : 0) + vone_rowdot(W + (o + j) * I, x, I);
+    SC__ST4(pre + o) = t;
+  }
+}
+
+/* dx[i] = sum_o W[o I + i] d[o] for i < I; dx[I..I4) = 0 */
+static void vone_dx_f64(double *restrict dx, const double *restrict W, const double *restrict d,
+                        size_t O, size_t I) {
+  if (I == 1) {
+    SC__ST4(dx) = (sc_v4d){vone_rowdot(W, d, O), 0, 0, 0};
+  } else if (I == 2) { /* (w00 w01 w10 w11) (d0 d0 d1 d1): lanes 0, 2 go to dx0, 1, 3 to dx1 */
+    sc_v4d a0 = vone_splat(0), a1 = a0, a2 = a0, a3 = a0;
+    size_t o = 0;
+    for (; o + 8 <= O; o += 8) {
+      sc_v4d dv = SC__LD4(d + o), dw = SC__LD4(d + o + 4);
+      a0 += SC__LD4(W + 2 * o) * SC__SHUF4(dv, dv, 0, 0, 1, 1);
+      a1 += SC__LD4(W + 2 * o + 4) * SC__SHUF4(dv, dv, 2, 2, 3, 3);
+      a2 += SC__LD4(W + 2 * o + 8) * SC__SHUF4(dw, dw, 0, 0, 1, 1);
+      a3 += SC__LD4(W + 2 * o + 12) * SC__SHUF4(dw, dw, 2, 2, 3, 3);
+    }
+    if (o + 4 <= O) {
+      sc_v4d dv = SC__LD4(d + o);
+      a0 += SC__LD4(W + 2 * o) * SC__SHUF4(dv, dv, 0, 0, 1, 1);
+      a1 += SC__LD4(W + 2 * o + 4) * SC__SHUF4(dv, dv, 2, 2, 3, 3);
+      o += 4;
+    }
+    a0 = (a0 + a1) + (a2 + a3);
+    double s0 = a0[0] + a0[2], s1 = a0[1] + a0[3];
+    for (; o < O; o++) s0 += W[2 * o] * d[o], s1 += W[2 * o + 1] * d[o];
+    SC__ST4(dx) = (sc_v4d){s0, s1, 0, 0};
+  } else
+    SC__VONE_DX_COLS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
+}
+
+/* gW[o I + i] += d[o] x[i], gb[o] += d[o] (gb may be NULL) */
+static void vone_dw_f64(double *restrict gW, double *restrict gb, const double *restrict d,
+                        const double *restrict x, size_t O, size_t I) {
+  size_t o = 0;
+  if (I == 1) {
+    sc_v4d xv = vone_splat(x[0]);
+    for (; o + 4 <= O; o += 4) SC__ST4(gW + o) = SC__LD4(gW + o) + SC__LD4(d + o) * xv;
+  } else if (I == 2) {
+    sc_v4d xx = {x[0], x[1], x[0], x[1]};
+    for (; o + 4 <= O; o += 4) {
+      sc_v4d dv = SC__LD4(d + o);
+      SC__ST4(gW + 2 * o) = SC__LD4(gW + 2 * o) + SC__SHUF4(dv, dv, 0, 0, 1, 1) * xx;
+      SC__ST4(gW + 2 * o + 4) = SC__LD4(gW + 2 * o + 4) + SC__SHUF4(dv, dv, 2, 2, 3, 3) * xx;
+    }
+  }
+  SC__VONE_DW_ROWS(double, sc_v4d, 4, SC__LD4, SC__ST4, vone_splat);
+}
+#define SC__K_FOLD_TW vec_dwl_fold_f64
+#define SC__K_DWD vec_dense_dwd_f64 /* small dense layers: dW in dot form, not lane form */
+#define SC__K_FWD vec_dense_fwd_f64
+#define SC__K_DX vec_dense_dx_f64
+#define SC__K_DX_ACT vec_dense_dx_act_f64
+#define SC__DX_ACT_OK(act)                                                                         \
+  ((act) == SC_IDENTITY || (act) == SC_RELU || (act) == SC_TANH || (act) == SC_SIGMOID)
+#define SC__DWD_DENSE 1
+/* src/typed/choice.h — which kernel each step of the slice pipeline (src/typed/slice.h) calls: a
+ * kernel set's vector kernels define the SC__K_* they take over (kernels/x86/f32.h, f64.h, included
+ * before this file); the portable kernels of this element type take the rest. */
+#ifndef SC__K_FWD
+#define SC__K_FWD SC__TN(sc__dense_fwd)
+#endif
+#ifndef SC__BFP
+#define SC__BFP(name) sc__bf16_##name
+#endif
+#ifndef SC__K_DW
+#define SC__K_DW SC__TN(sc__dense_dw)
+#endif
+#ifndef SC__K_DX
+#define SC__K_DX SC__TN(sc__dense_dx)
+#endif
+#ifndef SC__K_DWL
+#define SC__K_DWL SC__TN(sc__dense_dwl)
+#endif
+/* folds SC__TW-lane accumulators (the bias lanes everywhere, dW lanes off the float vector
+ * paths) */
+#ifndef SC__K_FOLD_TW
+#define SC__K_FOLD_TW SC__TN(sc__dwl_fold)
+#endif
+#ifndef SC__K_DWL_FOLD
+#define SC__K_DWL_FOLD SC__K_FOLD_TW
+#endif
+#ifndef SC__DWL_LANES
+#define SC__DWL_LANES SC__TW
+#endif
+#ifndef SC__DWD_DENSE
+#define SC__DWD_DENSE 0
+#endif
+#define SC__K_ACTB SC__TN(sc__act_bwd)
+#ifndef SC__K_CONV_FWD
+#define SC__K_CONV_FWD SC__TN(sc__conv_fwd)
+#define SC__K_CONV_DWL SC__TN(sc__conv_dwl)
+#define SC__K_CONV_DX SC__TN(sc__conv_dx)
+#define SC__K_POOL_FWD SC__TN(sc__pool_fwd)
+#define SC__K_POOL_BWD SC__TN(sc__pool_bwd)
+#endif
+/* src/typed/slice.h — the per-slice pipeline of sc_forward, sc_valgrad and sc_pullback: a tile's
+ * input and target gathered, every layer's forward, the loss and its gradient, every layer's
+ * pullback (activation derivative, dW, db, dx), the slice's gradient; the NaN scan and the float
+ * ADAM step of the kernel table. Compiled once per element type and kernel set. */
+#ifndef SC__BUILTIN_PASS /* the built-in passes use the types of the first pass */
+typedef struct SC__TT(sc__job) {
+  const sc_chain *c;
+  const SC__TT(sc__kt) * kt;
+  sc_workspace *ws;
+  int mode;
+  sc_loss loss;
+  const SC__T *p, *x, *dy;
+  const size_t *idx; /* sample order (NULL: 0..batch-1) */
+  const void *target;
+  size_t batch, ntiles, nslices;
+  SC__T *y, *gx;
+  int want_g;
+  SC__T scale;       /* 1 / batch */
+  int train;         /* dropout active (sc_valgrad, sc_train) */
+  int count_correct; /* cross-entropy: count argmax == label (sc_evaluate) */
+  uint64_t drop_seed, drop_step;
+  double slice_loss[SC__MAX_SLICES];
+  double slice_correct[SC__MAX_SLICES];
+  int own_slices;            /* compute only slices [slice_lo, slice_hi), reduce nothing */
+  size_t slice_lo, slice_hi; /* (set by sc__execute from dist_rank / dist_ranks) */
+  int dist_rank, dist_ranks;
+  int bf16;  /* round the matrix operands to bfloat16 (float only; J->p is then ws->bf_p) */
+  int bf16k; /* and the dense and conv layers' products by the bf16 kernels (ws->bf16k) */
+  int chk_x; /* the input's NaN / Inf check done by the gathers (sc__gather): a slice that finds
+              * one stops and sets slice_bad[s]; sc__execute then writes nothing and sets x_bad */
+  int x_bad;
+  unsigned char slice_bad[SC__MAX_SLICES];
+  /* the batch's input and target tiles made beforehand (ws->tiles_x, ws->tiles_t: tile k at
+   * k in SC__TW and k out SC__TW), read in place instead of gathered; NULL: gathered */
+  const SC__T *tiles_x, *tiles_t;
+} SC__TT(sc__job);
+#endif
+
+static inline size_t SC__TN(sc__row)(const SC__TT(sc__job) * J, size_t b) {
+  return J->idx ? J->idx[b] : b;
+}
+
+/* tile (rows x SC__TW, feature-major) <- samples b0..b0+n of a row-major array. With chk, returns
+ * whether any of the rows' values is NaN or Inf (else 0): the vector gathers check what they
+ * load, the portable one checks the tile after */
+static int SC__TN(sc__gather)(SC__T *restrict tile, const SC__T *restrict src, size_t cols,
+                              const SC__TT(sc__job) * J, size_t b0, size_t n, int chk) {
+#if SC__F32 && defined(SC__VEC_GATHER)
+  int bad = 0;
+  if (vec_gather_f32(tile, src, cols, J->idx, b0, n, chk ? &bad : NULL)) return bad;
+#endif
+  if (cols == 1) /* one feature (a 1-D regression, a scalar target) */
+    for (size_t t = 0; t < n; t++) tile[t] = src[SC__TN(sc__row)(J, b0 + t)];
+  else
+    for (size_t t = 0; t < n; t++) {
+      const SC__T *r = src + SC__TN(sc__row)(J, b0 + t) * cols;
+      for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = r[i];
+    }
+  for (size_t t = n; t < SC__TW; t++)
+    for (size_t i = 0; i < cols; i++) tile[i * SC__TW + t] = 0;
+  return chk && J->kt->find_nonfinite(tile, cols * SC__TW) != cols * SC__TW;
+}
+
+/* rows b0..b0+n of a row-major array <- tile */
+static void SC__TN(sc__scatter)(SC__T *restrict dst, const SC__T *restrict tile, size_t cols,
+                                size_t b0, size_t n) {
+  for (size_t t = 0; t < n; t++) {
+    SC__T *r = dst + (b0 + t) * cols;
+    for (size_t i = 0; i < cols; i++) r[i] = tile[i * SC__TW + t];
+  }
+}
+
+/* xT (SC__TW x ld, sample-major, zero-padded to ld) <- x (I x SC__TW) */
+static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restrict x, size_t I,
+                                         size_t ld) {
+  for (int t = 0; t < SC__TW; t++) {
+    SC__T *r = xT + (size_t)t * ld;
+    for (size_t i = 0; i < I; i++) r[i] = x[i * SC__TW + (size_t)t];
+    for (size_t i = I; i < ld; i++) r[i] = 0;
+  }
+}
+
+/* the exp and log of a tile row in place, for the logit cross-entropy */
+#ifdef SC__SLEEF
+#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#else
+#define SC__CE_EXP_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
+#define SC__CE_LOG_ROW(r)                                                                          \
+  for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__LOG((r)[q_])
+#endif
+/* loss of one tile into lanes; with d != NULL also dL/dyhat (zero in padded columns) */
+static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lanes,
+                                  SC__T *restrict d, const SC__T *restrict yhat, SC__T *restrict tg,
+                                  size_t b0, size_t n) {
+  const sc_chain *c = J->c;
+  size_t O = c->out;
+  SC__T s = J->scale;
+  if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
+    /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
+     * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
+     * session 26). Per sample the same operations in the same order as one sample at a time
+     * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
+     * on every lane; the padding lanes' results are dropped. */
+    const int32_t *lab = J->target;
+    SC__T m[SC__TW], se[SC__TW], e[SC__TW];
+    int32_t am[SC__TW], y[SC__TW];
+    int t;
+    for (t = 0; t < SC__TW; t++) {
+      y[t] = (size_t)t < n ? lab[SC__TN(sc__row)(J, b0 + (size_t)t)] : -1;
+      m[t] = yhat[t], am[t] = 0, se[t] = 1;
+    }
+    for (size_t o = 1; o < O; o++)
+      for (t = 0; t < SC__TW; t++) {
+        SC__T v = yhat[o * SC__TW + (size_t)t];
+        int gt = v > m[t];
+        m[t] = gt ? v : m[t];
+        am[t] = gt ? (int32_t)o : am[t];
+      }
+    for (size_t o = 0; o < O; o++) {
+      for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - m[t];
+      SC__CE_EXP_ROW(e);
+      for (t = 0; t < SC__TW; t++) se[t] += am[t] == (int32_t)o ? 0 : e[t];
+    }
+    SC__CE_LOG_ROW(se);                         /* log(se) */
+    for (t = 0; t < SC__TW; t++) se[t] += m[t]; /* lse */
+    for (t = 0; t < (int)n; t++) {
+      lanes[t] += se[t] - yhat[(size_t)y[t] * SC__TW + (size_t)t];
+      if (J->count_correct) lanes[SC__TW + t] += am[t] == y[t] ? 1 : 0;
+    }
+    if (d)
+      for (size_t o = 0; o < O; o++) {
+        SC__T *dr = d + o * SC__TW;
+        for (t = 0; t < SC__TW; t++) e[t] = yhat[o * SC__TW + (size_t)t] - se[t];
+        SC__CE_EXP_ROW(e);
+        for (t = 0; t < SC__TW; t++)
+          dr[t] = (size_t)t < n ? s * (e[t] - (y[t] == (int32_t)o ? 1 : 0)) : 0;
+      }
+    return;
+  }
+  const SC__T *tt = tg; /* the targets' tile: made before the step, or gathered here */
+  if (J->tiles_t)
+    tt = J->tiles_t + b0 * O;
+  else
+    SC__TN(sc__gather)(tg, (const SC__T *)J->target, O, J, b0, n, 0);
+  SC__T mask[SC__TW];
+  for (int t = 0; t < SC__TW; t++) mask[t] = (size_t)t < n ? 1 : 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *yr = yhat + o * SC__TW, *tr = tt + o * SC__TW;
+    SC__T *dr = d ? d + o * SC__TW : NULL;
+    if (J->loss == SC_LOSS_SQUARED) {
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += e * e;
+        if (dr) dr[t] = 2 * s * e;
+      }
+    } else { /* absolute */
+      for (int t = 0; t < SC__TW; t++) {
+        SC__T e = (yr[t] - tr[t]) * mask[t];
+        lanes[t] += SC__FABS(e);
+        /* sign(e) s, as a product: GCC 12 at -O2 with AVX2 enabled crashes (an internal
+         * compiler error in const_vector_mask_from_tree) on e > 0 ? s : (e < 0 ? -s : 0) */
+        if (dr) dr[t] = s * (SC__T)((e > 0) - (e < 0));
+      }
+    }
+  }
+}
+
+#if SC__F32
+/* a = act(a + b) in place after a bf16 GEMM wrote a = W x: K channels of npos tile rows each
+ * (a dense layer: npos = 1), channel k's bias b[k]; z as in the forward kernels */
+static void SC__TN(sc__bias_act_tile)(float *restrict a, float *restrict z, const float *restrict b,
+                                      size_t K, size_t npos, sc_act act) {
+#if defined(SC__VEC_F32)
+  vec_conv_bias_act_f32(a, z, b, K, npos, act);
+#else
+  for (size_t k = 0; k < K; k++)
+    for (size_t q = k * npos; q < (k + 1) * npos; q++) {
+      float tmp[SC__TW];
+      for (int t = 0; t < SC__TW; t++) tmp[t] = a[q * SC__TW + (size_t)t] + (b ? b[k] : 0.0f);
+      SC__TN(sc__act_row)(a + q * SC__TW, z ? z + q * SC__TW : NULL, tmp, act);
+    }
+#endif
+}
+#endif
+
+/* The slice's work, instantiated twice by sc__run_slice: with the profile clock reads
+ * (profiling = 1) and without (0: they compile away; read or not, they cost 9 % of a LeNet5
+ * epoch when merely present) */
+#if defined(__GNUC__)
+#define SC__ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SC__ALWAYS_INLINE inline
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+/* float conv layer l's forward with the 2 x 2 max-pool above it folded in (vec_conv_pool_fwd_f32:
+ * the conv's output area holds the pool's hits, a byte a lane), its pullback by
+ * vec_pool2_hits_bwd_f32; SC_POOL_FUSE=0 turns it off with the other fusion */
+#define SC__F32_POOL_FOLD(l) (!J->bf16 && sc__pool_fold_f32(c, l))
+#endif
+static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, size_t s, size_t area,
+                                                         const int profiling) {
+  const sc_chain *c = J->c;
+  sc_workspace *ws = J->ws;
+  /* the tile memory and the bf16 packing area are scratch, used only while the slice runs:
+   * those of area (the worker's, see sc__task), so that one thread's slices reuse memory
+   * already in its caches; the slice's gradient (gs) is its own */
+  SC__T *tm = (SC__T *)(void *)(ws->slices + area * ws->slice_bytes);
+  SC__T *gs = (SC__T *)(void *)(ws->slices + s * ws->slice_bytes + ws->tile_bytes);
+  size_t t0 = s * J->ntiles / J->nslices, t1 = (s + 1) * J->ntiles / J->nslices;
+  size_t L = c->nlayers;
+  SC__T *lanes = tm + c->lossl_off;
+  int backward = J->mode == SC__VALGRAD || J->mode == SC__PULLBACK;
+  int want_g = backward && J->want_g;
+#if SC__F32
+  /* the bf16 kernels' packed operands (this slice's area) */
+  uint32_t *bfs = J->bf16k ? ws->bf_scr + area * ws->bf_scr_stride : NULL;
+  /* layer l's products on the bf16 GEMM (else the float kernels, on the same rounded operands) */
+#define SC__BFK(l) (J->bf16k && (ws->bf_on[l] & 1))  /* its forward */
+#define SC__BFKB(l) (J->bf16k && (ws->bf_on[l] & 2)) /* its pullback */
+  /* its dW made whole by each tile (a dense layer's GEMM, a conv's dW^T in dwt), so stored
+   * rather than added by a slice's first tile, the slice's gradient not cleared there (LeNet5
+   * bf16: 3.5-4 of the 19-20 ms of the batch's row went to clearing 176 KB a slice) */
+#define SC__BF_DW_FIRST(l)                                                                         \
+  (SC__BFKB(l) && (c->L[l].spec.kind == SC_LAYER_DENSE ||                                          \
+                   (c->L[l].spec.kind == SC_LAYER_CONV2D && c->L[l].spec.sw == 1 &&                \
+                    !(ws->bf_nt && c->L[l].oc < 16) && (ws->bf_gemm_rows || ws->bf_gemm_grp))))
+  /* conv layer l's forward on pairs read in place with its epilogue, with the 2 x 2 max-pool
+   * above it folded in (ws->bf_pool_hits; its pullback then by bf_dz_pool_hits): the conv's
+   * output area holds the hits (a byte a lane, a sixteenth of it), then a 2-row scratch (room
+   * for both: oh >= 4) */
+#define SC__POOL_FOLD(l)                                                                           \
+  (ws->bf_pool_hits && SC__BFK(l) && SC__BFKB(l) && ws->bf_gemm_ep && ws->bf_dz_pool &&            \
+   c->L[l].spec.kind == SC_LAYER_CONV2D &&                                                         \
+   (c->L[l].spec.act == SC_RELU || c->L[l].spec.act == SC_IDENTITY) &&                             \
+   ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg)) && (l) + 1 < L &&            \
+   c->L[(l) + 1].spec.kind == SC_LAYER_MAXPOOL2D && c->L[(l) + 1].spec.kh == 2 &&                  \
+   c->L[(l) + 1].spec.kw == 2 && c->L[l].oh % 2 == 0 && c->L[l].ow % 2 == 0 && c->L[l].oh >= 4)
+#define SC__HITS_SCR(P) /* the scratch after the hits (oc npos TW / 4 bytes), 64-byte aligned */   \
+  (((P)->oc * (P)->oh * (P)->ow * SC__TW / 16 + 15) & ~(size_t)15)
+  /* rounding to bf16 in place: VCVTNEPS2BF16 with the native kernels, else the set's code */
+#define SC__BFROUND(x, n) (ws->bf_round ? ws->bf_round : SC__BFP(round_n))(x, n)
+#else
+#define SC__BFK(l) 0
+#define SC__BFKB(l) 0
+#define SC__BF_DW_FIRST(l) 0
+#endif
+  /* profiling (sc_workspace_profile): time since tq goes to a layer's row, or to the last
+   * row (the batch gather, the loss, the folds) */
+  sc__pcount *pf = profiling ? ws->prof + s * ws->prof_stride : NULL; /* this slice's set */
+  uint64_t tq = pf ? sc__ns() : 0;
+#define SC__PROF(row, dir, samples)                                                                \
+  do {                                                                                             \
+    if (pf) {                                                                                      \
+      uint64_t t_ = sc__ns();                                                                      \
+      SC__PADD(pf[(row)*SC__P_W + (dir)], t_ - tq);                                                \
+      SC__PADD(pf[(row)*SC__P_W + (dir) + 2], (samples));                                          \
+      tq = t_;                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+  for (int t = 0; t < 2 * SC__TW; t++) lanes[t] = 0;
+  if (want_g) {
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = SC__BF_DW_FIRST(l) ? P->np - (P->spec.bias ? P->oc : 0) : 0; /* kept */
+      memset(gs + P->poff + nw, 0, (P->np - nw) * sizeof(SC__T));
+      if (P->lane_off != SIZE_MAX) memset(tm + P->lane_off, 0, P->oc * SC__TW * sizeof(SC__T));
+      if (P->dwl_off != SIZE_MAX && P->spec.kind != SC_LAYER_DENSE &&
+          !SC__BFKB(l)) /* dense: first */
+        memset(tm + P->dwl_off, 0,
+               (P->np - (P->spec.bias ? P->oc : 0)) * SC__DWL_LANES * sizeof(SC__T));
+    }
+  }
+  for (size_t tile = t0; tile < t1; tile++) {
+    size_t b0 = tile * SC__TW, n = J->batch - b0 < SC__TW ? J->batch - b0 : SC__TW;
+#ifdef SC__K_FWD_H
+    /* a batch's last tile of at most SC__TW / 2 samples (not with bf16 operands) goes through
+     * the dense kernels' half forms (SC__KH): the first half of each row computed, zeros stored
+     * in the second. The padding's activations are then zeros where the whole-tile kernels
+     * leave act(b); its dz is zeros either way, so the results are the same but for the sign
+     * of a sum that is zero. (The micro-benchmark's 200 samples end in a tile of 8.) */
+    const int half = n <= SC__TW / 2 && !J->bf16;
+#define SC__KH(k) (half ? k##_H : k)
+#else
+#define SC__KH(k) k
+#endif
+#ifdef SC__K_DWL2
+    /* pairs of consecutive tiles of this slice (a last odd tile goes alone); the second
+     * tile of a pair keeps its activations in the a_off2 buffers */
+    int pair_first = (tile - t0) % 2 == 0 && tile + 1 < t1, pair_second = (tile - t0) % 2 == 1;
+#define SC__AOFF(P) (pair_second ? (P)->a_off2 : (P)->a_off)
+    SC__T *Xg = tm + (pair_second ? c->x_off2 : c->x_off);
+#else
+#define SC__AOFF(P) ((P)->a_off)
+    SC__T *Xg = tm + c->x_off;
+#endif
+    const SC__T *X = Xg;
+    if (J->tiles_x) /* made before the step (sc__train_tiles), rounded there with bf16 */
+      X = J->tiles_x + tile * c->in * SC__TW;
+    else {
+      if (SC__TN(sc__gather)(Xg, J->x, c->in, J, b0, n, J->chk_x)) {
+        J->slice_bad[s] = 1; /* a NaN or Inf in the input: no result (sc__execute) */
+        return;
+      }
+#if SC__F32
+      if (J->bf16) SC__BFROUND(Xg, c->in * SC__TW);
+#endif
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    const SC__T *in = X;
+#if SC__F32
+    int pooled = 0; /* the layer above (a max-pool) was made by the conv's forward */
+#endif
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+#if SC__F32
+      /* bf16 native kernels: the bias, a relu or identity and the rounding of the layer's
+       * output done by the GEMM as it stores (ep: else NULL, and the passes after it) */
+      sc__bf16_ep epv = {NULL, P->spec.act == SC_RELU, l + 1 < L}, *ep = NULL;
+      if (J->bf16k && ws->bf_gemm_ep && (ws->bf_on[l] & 1) &&
+          (P->spec.act == SC_RELU || P->spec.act == SC_IDENTITY) &&
+          (P->spec.kind == SC_LAYER_DENSE || P->spec.kind == SC_LAYER_CONV2D)) {
+        epv.bias = !P->spec.bias                     ? NULL
+                   : P->spec.kind == SC_LAYER_CONV2D ? W + P->oc * P->R
+                                                     : W + P->in * P->out;
+        ep = &epv;
+      }
+#endif
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        sc_act fa = P->spec.act;
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->tanh_var) fa = SC__TANH_ACT(P->tanh_var); /* the planner's tanh variant */
+#endif
+#if SC__F32
+        if (SC__BFK(l)) { /* bf16 kernels: a = W x on pairs of inputs, then bias and activation */
+          size_t I2 = (P->in + 1) / 2;
+          SC__BFP(pack_rows)(bfs, in, P->in, SC__TW, SC__TW);
+          if (ep) {
+            ws->bf_gemm_ep(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW,
+                           I2, NULL, ep);
+            break;
+          }
+          ws->bf_gemm(a, SC__TW, ws->bf_w + ws->bf_woff[l], I2, bfs, SC__TW, P->out, SC__TW, I2, 0);
+          SC__TN(sc__bias_act_tile)(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, 1, fa);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xfwd) { /* libxsmm's GEMM, then bias and activation (sc__xsmm_plan) */
+          P->xfwd(in, W, a);
+          vec_bias_act_f32(a, z, P->spec.bias ? W + P->in * P->out : NULL, P->out, fa);
+          break;
+        }
+#endif
+        SC__KH(SC__K_FWD)(a, z, W, P->spec.bias ? W + P->in * P->out : NULL, in, P->out, P->in, fa);
+        break;
+      }
+      case SC_LAYER_CONV2D:
+        if (P->pad_off != SIZE_MAX) {
+          SC__TN(sc__pad)(tm + P->pad_off, in, P);
+          in = tm + P->pad_off;
+        }
+#if SC__F32
+        if (SC__BFK(l) && ((ws->bf_on[l] & 4) || ((ws->bf_on[l] & 16) && !ws->bf_gemm_sumg))) {
+          /* the input tile packed once, B's row k read in place at brow[k]: bit 4 its pairs of
+           * neighbouring columns (the direct forward, cpoff), else (bit 16, AVX512_BF16 or its
+           * model) its channel pairs, the pair cp of tap (i, j) being row k = (cp kh + i) kw + j
+           * at roff[k] (roff's formula with cp for ci) */
+          int cols = ws->bf_on[l] & 4;
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, t = P->spec.kh * P->spec.kw;
+          size_t K2 = cols ? P->ic * ((t + 1) / 2) : (P->ic + 1) / 2 * t;
+          const uint32_t *wb = ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) +
+                               (cols ? 1 : 2) * P->R * ((P->oc + 1) / 2); /* wc or wh */
+          const size_t *brow = cols ? P->cpoff : P->roff;
+          int pc = ep && SC__POOL_FOLD(l);
+          float *s2 = pc ? a + SC__HITS_SCR(P) : NULL;
+          /* folded, a relu conv's GEMM adds the bias alone: the pool relu's and rounds */
+          sc__bf16_ep epr = {ep ? ep->bias : NULL, 0, 0};
+          if (cols)
+            sc__bf16_pack_colpairs(bfs, in, P);
+          else
+            sc__bf16_pack_chpairs(bfs, in, P);
+          /* the pooled: rows 2 q, 2 q + 1 made by chunks of wn windows (at most about 16 KB of
+           * the scratch, in L1), each chunk pooled as soon as it is made */
+          size_t PW = P->ow / 2, wn = P->oc >= 32 ? 1 : 32 / P->oc;
+          for (size_t q = 0; pc && q < P->oh / 2; q++)
+            for (size_t w0 = 0; w0 < PW; w0 += wn) {
+              size_t w1 = PW - w0 < wn ? PW : w0 + wn, n0 = 2 * w0 * SC__TW;
+              for (size_t u = 2 * q; u < 2 * q + 2; u++)
+                ws->bf_gemm_ep(s2 + (u % 2) * RW + n0, 2 * RW, wb, K2,
+                               bfs + u * P->spec.sh * P->wp * SC__TW + n0, SC__TW, P->oc,
+                               2 * (w1 - w0) * SC__TW, K2, brow, ep->relu ? &epr : ep);
+              ws->bf_pool_hits(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, s2, P->oc, q,
+                               P->oh / 2, PW, w0, w1, P->spec.act == SC_RELU);
+              pooled = 1;
+            }
+          for (size_t u = 0; !pc && u < P->oh; u++) {
+            const uint32_t *B = bfs + u * P->spec.sh * P->wp * SC__TW;
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, brow, ep);
+            else
+              ws->bf_gemm_rows(a + u * RW, npos * SC__TW, wb, K2, B, SC__TW, P->oc, RW, K2, 0, NULL,
+                               NULL, 0, brow);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l) && (ws->bf_on[l] & 16)) { /* AMX: the input's channel pairs in place */
+          size_t RW = P->ow * SC__TW, npos = P->oh * P->ow, kw = P->spec.kw;
+          size_t CP = (P->ic + 1) / 2, KC = CP * P->spec.kh * kw;
+          const uint32_t *wh =
+              ws->bf_w + ws->bf_woff[l] + P->oc * ((P->R + 1) / 2) + 2 * P->R * ((P->oc + 1) / 2);
+          sc__bf16_pack_chpairs(bfs, in, P);
+          for (size_t u = 0; u < P->oh; u++) /* group (cp, i): kw taps, B's rows TW apart */
+            ws->bf_gemm_sumg(a + u * RW, npos * SC__TW, wh, KC, (sc__grp_off){NULL, 0, 0, kw},
+                             bfs + u * P->spec.sh * P->wp * SC__TW, SC__TW,
+                             (sc__grp_off){P->roff, kw, SC__TW, 0}, P->oc, RW, kw, CP * P->spec.kh);
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+        if (SC__BFK(l)) { /* bf16 kernels: each output row a GEMM on pairs of taps (im2col) */
+          size_t R2 = (P->R + 1) / 2, RW = P->ow * SC__TW, npos = P->oh * P->ow;
+          for (size_t u = 0; u < P->oh; u++) {
+            SC__BFP(pack_taps)(bfs, in, P, u);
+            if (ep)
+              ws->bf_gemm_ep(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW,
+                             P->oc, RW, R2, NULL, ep);
+            else
+              ws->bf_gemm(a + u * RW, npos * SC__TW, ws->bf_w + ws->bf_woff[l], R2, bfs, RW, P->oc,
+                          RW, R2, 0);
+          }
+          if (ep) break;
+          SC__TN(sc__bias_act_tile)
+          (a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, npos, P->spec.act);
+          break;
+        }
+#endif
+#if SC__F32 && defined(SC__VEC_F32)
+        if (P->xconv) { /* libxsmm: im2col per output row, one GEMM per row, bias + act */
+          size_t OW = P->ow, RW = OW * SC__TW, step = P->spec.sw * SC__TW;
+          SC__T *col = tm + P->col_off;
+          for (size_t u = 0; u < P->oh; u++) {
+            const SC__T *row = in + u * P->spec.sh * P->wp * SC__TW;
+            for (size_t r = 0; r < P->R; r++) {
+              const SC__T *src = row + P->roff[r] * SC__TW;
+              if (P->spec.sw == 1)
+                memcpy(col + r * RW, src, RW * sizeof *col);
+              else
+                for (size_t v = 0; v < OW; v++)
+                  memcpy(col + r * RW + v * SC__TW, src + v * step, SC__TW * sizeof *col);
+            }
+            P->xconv(col, W, a + u * RW);
+          }
+          vec_conv_bias_act_f32(a, z, P->spec.bias ? W + P->oc * P->R : NULL, P->oc, P->oh * OW,
+                                P->spec.act);
+          break;
+        }
+#endif
+#ifdef SC__K_CONV_POOL_FWD
+        if (SC__F32_POOL_FOLD(l)) {
+          SC__K_CONV_POOL_FWD(tm + SC__AOFF(&c->L[l + 1]), (uint8_t *)(void *)a, W,
+                              P->spec.bias ? W + P->oc * P->R : NULL, in, P->spec.act == SC_RELU,
+                              P);
+          pooled = 1;
+          break;
+        }
+#endif
+        SC__K_CONV_FWD(a, z, W, P->spec.bias ? W + P->oc * P->R : NULL, in, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (pooled) { /* by the conv below (SC__POOL_FOLD) */
+          pooled = 0;
+          break;
+        }
+#endif
+        SC__K_POOL_FWD(a, in, P);
+        break;
+      case SC_LAYER_FLATTEN: break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          uint32_t *mask = (uint32_t *)(void *)(tm + P->mask_off);
+          uint32_t thr = (uint32_t)(P->spec.rate * 4294967296.0);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++) {
+            uint32_t m = mask[f] = sc__drop_word(J->drop_seed, J->drop_step, b0, f, thr);
+            for (int t = 0; t < SC__TW; t++)
+              a[f * SC__TW + (size_t)t] = (m >> t & 1u) ? in[f * SC__TW + (size_t)t] * keep : 0;
+          }
+        } else
+          memcpy(a, in, P->out * SC__TW * sizeof(SC__T));
+        break;
+      }
+      in = tm + SC__AOFF(P);
+#if SC__F32
+      /* bf16: a layer's output is the next matrix product's operand; the last one's is not */
+      if (J->bf16 && l + 1 < L && !ep && P->spec.kind != SC_LAYER_FLATTEN &&
+          P->spec.kind != SC_LAYER_MAXPOOL2D) /* (those two pick rounded inputs) */
+        SC__BFROUND(tm + SC__AOFF(P), P->out * SC__TW);
+#endif
+      SC__PROF(l, SC__P_FNS, n);
+    }
+    const SC__T *yhat = in;
+    /* dz ping-pongs between two buffers: a layer reads cur and writes the dz of the layer below
+     * into nxt, the other one. On the first tile of a pair, a dense layer that holds its dz for
+     * the pair's dW (hold_off) gets it written there directly instead (no copy); its dx then
+     * goes to a ping-pong buffer again */
+    SC__T *const pp0 = tm + c->d0_off, *const pp1 = tm + c->d1_off;
+#ifdef SC__K_DWL2
+#define SC__HOLDS(Q) (pair_first && (Q)->hold_off != SIZE_MAX)
+#else
+#define SC__HOLDS(Q) 0
+#endif
+    SC__T *cur = pp0, *nxt = pp1;
+    if (backward && SC__HOLDS(&c->L[L - 1])) cur = tm + c->L[L - 1].hold_off;
+    if (J->mode == SC__FORWARD) {
+      SC__TN(sc__scatter)(J->y, yhat, c->out, b0, n);
+      continue;
+    }
+    if (J->mode == SC__LOSS || J->mode == SC__VALGRAD) {
+      SC__T *dl = J->mode == SC__VALGRAD ? cur : NULL;
+      SC__TN(sc__loss_tile)(J, lanes, dl, yhat, tm + c->t_off, b0, n);
+    } else { /* pullback: the cotangent is given */
+      SC__TN(sc__gather)(cur, J->dy, c->out, J, b0, n, 0);
+    }
+    SC__PROF(L, SC__P_FNS, 0);
+    if (!backward) continue;
+    int d_ready = 0; /* cur already holds dz of this layer (fused into the dx above) */
+#if SC__F32
+    /* bf16 native: conv layer k's dz (k = 0: no dx) made with its dW's packing in one pass
+     * (ws->bf_dz_lanes), and with a max-pooling layer above it, that pool's pullback too
+     * (ws->bf_dz_pool, pool_fused: the pool left its dz in cur) */
+#define SC__DZ_FUSE(k)                                                                             \
+  ((k) == 0 && !J->gx && want_g && SC__BFKB(k) && ws->bf_dz_lanes && ws->bf_nt &&                  \
+   c->L[k].spec.kind == SC_LAYER_CONV2D && c->L[k].spec.sw == 1 && c->L[k].oc < 16 &&              \
+   (c->L[k].spec.act == SC_RELU || c->L[k].spec.act == SC_IDENTITY))
+    int pool_fused = 0;
+#endif
+#ifdef SC__DWL_BL
+    /* dense layer k's bias lanes are added by its lane-form dW (SC__DWL_BL, as it reads dz)
+     * where the dx pass of the layer above would have added them (d_ready); not with bf16
+     * operands, whose dz is rounded after the bias gradient is taken */
+#define SC__DWL_BIAS(k)                                                                            \
+  (want_g && !J->bf16 && c->L[k].spec.kind == SC_LAYER_DENSE && c->L[k].lane_off != SIZE_MAX &&    \
+   c->L[k].dwl_off != SIZE_MAX && !c->L[k].dw_dot && !SC__BFKB(k))
+#else
+#define SC__DWL_BIAS(k) 0
+#endif
+    for (size_t l = L; l-- > 0;) {
+      const sc__lplan *P = &c->L[l];
+      const SC__T *W = J->p + P->poff;
+      const SC__T *xin = l ? tm + SC__AOFF(&c->L[l - 1]) : X;
+      const SC__T *a = tm + SC__AOFF(P), *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+      int need_dx = l > 0 || J->gx;
+      nxt = cur == pp0 ? pp1 : pp0;
+      if (l > 0 && SC__HOLDS(&c->L[l - 1])) nxt = tm + c->L[l - 1].hold_off;
+      switch (P->spec.kind) {
+      case SC_LAYER_DENSE: {
+        /* this tile's bias lanes go with the dW below: the dx pass above left them, or the
+         * layer is an identity one whose pullback would only have added them */
+        SC__T *dwl_bl =
+            SC__DWL_BIAS(l) && (d_ready || P->spec.act == SC_IDENTITY) ? tm + P->lane_off : NULL;
+        if (d_ready)
+          d_ready = 0;
+        else if (dwl_bl) {
+          /* identity: dz is as given, and the dW below adds the bias lanes */
+        } else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+          SC__TN(sc__act_bwd_lane)(cur, tm + P->lane_off, a, z, P->out, 1, P->spec.act);
+        else
+          SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+        if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+        if (SC__BFKB(l)) { /* bf16 kernels: dW and dx as GEMMs on pairs */
+          size_t O = P->out, I = P->in, O2 = (O + 1) / 2;
+          if (want_g) { /* gs[o][i] += the sum over the tile's pairs of samples */
+            uint32_t *dzb = bfs, *xtp = bfs + O * (SC__TW / 2);
+            SC__BFP(pack_lanes)(dzb, cur, O, SC__TW, SC__TW);
+            SC__BFP(pack_lanes_t)(xtp, xin, I, SC__TW);
+            ws->bf_gemm(gs + P->poff, I, dzb, SC__TW / 2, xtp, I, O, I, SC__TW / 2,
+                        tile > t0); /* (SC__BF_DW_FIRST) */
+          }
+          if (need_dx) { /* pairs of outputs (the packing reuses the area) */
+            SC__BFP(pack_rows)(bfs, cur, O, SC__TW, SC__TW);
+            ws->bf_gemm(nxt, SC__TW, ws->bf_w + ws->bf_woff[l] + O * ((I + 1) / 2), O2, bfs, SC__TW,
+                        I, SC__TW, O2, 0);
+          }
+          break;
+        }
+#endif
+        if (want_g) {
+          if (P->dwl_off != SIZE_MAX && !P->dw_dot) {
+            /* the first dW write of this slice for this layer stores instead of adding
+             * (every tile writes every accumulator; with pairs the first write is the
+             * second tile's, or the first's when the slice has one tile) */
+#if defined(SC__K_DWD)
+            SC__K_DWD(gs + P->poff, cur, xin, P->out, P->in);
+#elif defined(SC__K_DWL2)
+            int first = tile == t0 || (P->hold_off != SIZE_MAX && tile == t0 + 1);
+            /* tiles in pairs: the first one's dz is held (its input stays in the a_off
+             * buffers, x_off for layer 0), the second's pass does both (the same FMAs on
+             * each accumulator in the same order: same bits) */
+            if (P->hold_off != SIZE_MAX && (pair_first || pair_second)) {
+              SC__T *hd = tm + P->hold_off;
+              const SC__T *hx = l            ? tm + c->L[l - 1].a_off
+                                : J->tiles_x ? J->tiles_x + (tile - 1) * c->in * SC__TW
+                                             : tm + c->x_off;
+              if (pair_first) {
+                if (cur != hd) /* (written there by the layer above, or not) */
+                  memcpy(hd, cur, P->out * SC__TW * sizeof(SC__T));
+              } else /* (with bias lanes: both tiles', the first tile's dz in hd) */
+                SC__K_DWL2(tm + P->dwl_off, hd, hx, cur, xin, P->out, P->in, first, dwl_bl, half);
+            } else
+              SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, first, dwl_bl, half);
+#elif defined(SC__DWL_BL)
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0, dwl_bl, half);
+#else
+            SC__K_DWL(tm + P->dwl_off, cur, xin, P->out, P->in, tile == t0);
+#endif
+          } else {
+            size_t ld = (P->in + 15) & ~(size_t)15;
+            SC__T *xT = tm + c->xT_off;
+#ifdef SC__K_TRANSPOSE
+            SC__K_TRANSPOSE(xT, xin, P->in, ld);
+#else
+            SC__TN(sc__transpose)(xT, xin, P->in, ld);
+#endif
+            SC__K_DW(gs + P->poff, cur, xT, P->out, P->in, ld);
+          }
+        }
+        if (need_dx) {
+#ifdef SC__K_DX_ACT
+          /* a dense layer below with a cheap derivative: its activation pullback (and
+           * bias lanes) is applied as dx is stored, and its own pass is skipped */
+          const sc__lplan *Q = l ? &c->L[l - 1] : NULL;
+          if (Q && Q->spec.kind == SC_LAYER_DENSE && SC__DX_ACT_OK(Q->spec.act)) {
+            SC__KH(SC__K_DX_ACT)
+            (nxt, W, cur, P->out, P->in, Q->spec.act, xin,
+             want_g && Q->lane_off != SIZE_MAX && !SC__DWL_BIAS(l - 1) ? tm + Q->lane_off : NULL);
+            d_ready = 1;
+          } else
+#endif
+            SC__KH(SC__K_DX)(nxt, W, cur, P->out, P->in);
+        }
+        break;
+      }
+      case SC_LAYER_CONV2D:
+#if SC__F32
+        if (SC__DZ_FUSE(l)) {
+          /* the dot-product form's dW alone: dz's pullback, bias lanes, rounding and lane
+           * pairs in one pass (sc__bf16_dz_lanes_native), then as below */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t npos = P->oh * P->ow, ld = npos * SC__TW, hw = P->hp * P->wp * SC__TW;
+          uint32_t *dzp = bfs, *xp = bfs + P->oc * (ld / 2);
+          float *bl = P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (pool_fused && SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(dzp, NULL, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else if (pool_fused) {
+            const sc__lplan *Q = &c->L[l + 1];
+            ws->bf_dz_pool(dzp, NULL, cur, tm + SC__AOFF(Q), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          } else
+            ws->bf_dz_lanes(dzp, cur, bl, a, P->oc, npos, P->spec.act == SC_RELU);
+          SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+          ws->bf_nt(gs + P->poff, P->R, dzp, ld / 2, P->ow * (SC__TW / 2), xp, P->roff, SC__TW / 2,
+                    P->spec.sh * P->wp * (SC__TW / 2), P->oc, P->R, P->ow * (SC__TW / 2), P->oh);
+          break;
+        }
+#endif
+#if SC__F32
+        if (pool_fused) { /* the pool's and the activation's pullback, the lanes, the rounding */
+          float *bl = want_g && P->lane_off != SIZE_MAX ? tm + P->lane_off : NULL;
+          if (SC__POOL_FOLD(l))
+            ws->bf_dz_pool_hits(NULL, nxt, cur, (const uint8_t *)(const void *)a, bl, P->oc, P->oh,
+                                P->ow);
+          else
+            ws->bf_dz_pool(NULL, nxt, cur, tm + SC__AOFF(&c->L[l + 1]), a, bl, P->oc, P->oh, P->ow,
+                           P->spec.act == SC_RELU);
+          SC__T *tmp = cur;
+          cur = nxt;
+          nxt = tmp;
+          pool_fused = 0;
+        } else
+#endif
+        {
+          if (d_ready) /* the max-pool above made dz with this layer's activation and lanes */
+            d_ready = 0;
+          else if (want_g && P->lane_off != SIZE_MAX) /* with the bias gradient, in one pass */
+            SC__TN(sc__act_bwd_lane)
+          (cur, tm + P->lane_off, a, z, P->oc, P->oh * P->ow, P->spec.act);
+          else SC__K_ACTB(cur, a, z, P->out * SC__TW, P->spec.act);
+#if SC__F32
+          if (J->bf16) SC__BFROUND(cur, P->out * SC__TW); /* after the bias gradient */
+#endif
+        }
+#if SC__F32
+        if (SC__BFKB(l)) { /* bf16 kernels: per output row, dW and the taps' dx as GEMMs */
+          const float *xs = P->pad_off != SIZE_MAX ? tm + P->pad_off : xin;
+          size_t K = P->oc, R = P->R, RW = P->ow * SC__TW, ld = P->oh * RW, K2 = (K + 1) / 2;
+          if (want_g && P->spec.sw == 1 && ws->bf_nt && K < 16) {
+            /* few channels: dW = dz (x's taps)^T as dot products along the lane pairs, both
+             * read in place (dz packed once, the input tile packed once), over all rows */
+            uint32_t *dzp = bfs, *xp = bfs + K * (ld / 2);
+            size_t hw = P->hp * P->wp * SC__TW;
+            SC__BFP(pack_lanes)(dzp, cur, K, ld, ld);
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            ws->bf_nt(gs + P->poff, R, dzp, ld / 2, RW / 2, xp, P->roff, SC__TW / 2,
+                      P->spec.sh * P->wp * (SC__TW / 2), K, R, RW / 2, P->oh);
+          } else if (want_g && P->spec.sw == 1 && (ws->bf_gemm_rows || ws->bf_gemm_grp)) {
+            /* dW^T = (the taps' lane pairs) dz^T, row u by row u: A's row r is the input's
+             * lane pairs at tap r, read in place from the tile packed once (xp); B is dz's
+             * lane pairs transposed (dzt); the product accumulates in dwt (R x K). On AMX one
+             * group of kw taps (ci, i) is a GEMM of the grouped form (its rows of A one
+             * lane-pair row apart, overlapping) */
+            float *dwt = (float *)(void *)bfs;
+            uint32_t *dzt = bfs + R * K, *xp = dzt + (RW / 2) * K;
+            size_t hw = P->hp * P->wp * SC__TW, kw = P->spec.kw;
+            /* a 5 x 5 kernel: the whole tile's dz^T, then every tap row from each input row
+             * (sc__bf16_dwt5_native: the same sums in the same order) */
+            int dwt5 = ws->bf_dwt5 && P->spec.kh == 5 && kw == 5 && P->spec.sh == 1 && K <= 16 &&
+                       P->oh >= 4;
+            if (dwt5) xp = dzt + P->oh * (RW / 2) * K;
+            SC__BFP(pack_lanes)(xp, xs, P->ic, hw, hw);
+            if (dwt5) {
+              SC__BFP(pack_lanes_ts)(dzt, cur, K, ld, ld);
+              ws->bf_dwt5(dwt, xp, dzt, K, P->ic, P->hp, P->wp, P->oh, P->ow);
+            }
+            for (size_t u = 0; !dwt5 && u < P->oh; u++) {
+              const uint32_t *xu = xp + u * P->spec.sh * P->wp * (SC__TW / 2);
+              SC__BFP(pack_lanes_ts)(dzt, cur + u * RW, K, RW, ld);
+              if (ws->bf_gemm_rows)
+                ws->bf_gemm_rows(dwt, K, xu, SC__TW / 2, dzt, K, R, K, RW / 2, u > 0, P->roff, NULL,
+                                 0, NULL);
+              else
+                ws->bf_gemm_grp(dwt, K, (sc__grp_off){NULL, 0, 0, kw * K}, xu, SC__TW / 2,
+                                (sc__grp_off){P->roff, kw, SC__TW / 2, 0}, dzt, K, kw, K, RW / 2,
+                                P->ic * P->spec.kh, u > 0);
+            }
+            float *gw = gs + P->poff;
+            if (tile == t0) /* (SC__BF_DW_FIRST) 0 + dwt: the bits of adding to a cleared gw */
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] = 0.0f + dwt[r * K + o];
+            else
+              for (size_t o = 0; o < K; o++)
+                for (size_t r = 0; r < R; r++) gw[o * R + r] += dwt[r * K + o];
+          } else if (want_g)
+            for (size_t u = 0; u < P->oh; u++) {
+              uint32_t *dzb = bfs, *xt = bfs + K * (RW / 2);
+              SC__BFP(pack_lanes)(dzb, cur + u * RW, K, RW, ld);
+              SC__BFP(pack_taps_t)(xt, xs, P, u);
+              ws->bf_gemm(gs + P->poff, R, dzb, RW / 2, xt, R, K, R, RW / 2, 1);
+            }
+          if (need_dx && (ws->bf_on[l] & 32)) { /* a correlation, each sum made once */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            SC__BFP(pack_rows)(bfs, cur, K, ld, ld);
+            ws->bf_dx_corr(xg, wt, bfs, P->ic, K2, P->spec.kh, P->spec.kw, P->oh, P->ow);
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          } else if (need_dx) { /* into the padded buffer when there is one (dW is done with it) */
+            float *xg = P->pad_off != SIZE_MAX ? tm + P->pad_off : nxt;
+            float *dcol = (float *)(void *)(bfs + K2 * RW);
+            memset(xg, 0, P->ic * P->hp * P->wp * SC__TW * sizeof(float));
+            const uint32_t *wt = ws->bf_w + ws->bf_woff[l] + K * ((R + 1) / 2); /* W^T pairs */
+            for (size_t u = 0; u < P->oh; u++) {
+              float *xu = xg + u * P->spec.sh * P->wp * SC__TW;
+              SC__BFP(pack_rows)(bfs, cur + u * RW, K, RW, ld);
+              if (P->spec.sw == 1 && ws->bf_gemm_rows) /* the taps' dx added in place: C's rows
+                                                          are the input tile's, by tap groups */
+                ws->bf_gemm_rows(xu, SC__TW, wt, K2, bfs, RW, R, RW, K2, 1, P->tperm, P->troff,
+                                 P->ic, NULL);
+              else if (ws->bf_on[l] & 8) /* AMX: the same, one group of ic taps (rows hp wp TW
+                                            apart) a GEMM of the grouped form, A's rows permuted */
+                ws->bf_gemm_grp(xu, P->hp * P->wp * SC__TW,
+                                (sc__grp_off){P->troff, P->ic, SC__TW, 0}, wt + R * K2, K2,
+                                (sc__grp_off){NULL, 0, 0, P->ic * K2}, bfs, RW, P->ic, RW, K2,
+                                P->spec.kh * P->spec.kw, 1);
+              else { /* im2col: the taps' dx in dcol, then added into the tile */
+                ws->bf_gemm(dcol, RW, wt, K2, bfs, RW, R, RW, K2, 0);
+                sc__bf16_col2im(xg, dcol, P, u);
+              }
+            }
+            if (P->pad_off != SIZE_MAX) sc__bf16_crop(nxt, xg, P);
+          }
+          break;
+        }
+#endif
+        if (want_g)
+          SC__K_CONV_DWL(tm + P->dwl_off, cur, P->pad_off != SIZE_MAX ? tm + P->pad_off : xin, P);
+        if (need_dx) SC__K_CONV_DX(nxt, W, cur, P);
+        break;
+      case SC_LAYER_MAXPOOL2D:
+#if SC__F32
+        if (l >= 1 && ws->bf_dz_pool && c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            SC__BFKB(l - 1) &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* the conv below does this pullback (with its activation's) */
+          pool_fused = 1;
+          need_dx = 0; /* cur stays */
+          break;
+        }
+#endif
+#ifdef SC__K_POOL2_ACT_BWD
+        if (need_dx && l >= 1 && !J->bf16 && c->pool_fuse &&
+            c->L[l - 1].spec.kind == SC_LAYER_CONV2D &&
+            (c->L[l - 1].spec.act == SC_RELU || c->L[l - 1].spec.act == SC_IDENTITY) &&
+            P->spec.kh == 2 && P->spec.kw == 2 && P->ih % 2 == 0 && P->iw % 2 == 0) {
+          /* with the conv's activation pullback and bias lanes (d_ready: the conv skips them) */
+          const sc__lplan *Q = &c->L[l - 1];
+#ifdef SC__K_CONV_POOL_FWD
+          if (SC__F32_POOL_FOLD(l - 1)) {
+            SC__K_POOL2_HITS_BWD(nxt, (const uint8_t *)(const void *)(tm + SC__AOFF(Q)), cur,
+                                 want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL, P);
+            d_ready = 1;
+            break;
+          }
+#endif
+          /* dx over the conv's output, which nothing reads after this pass: the tile's
+           * working set at conv1's pullback 442 KB smaller (LeNet5's pool1 pullback 17.1 ->
+           * 12.5 ms per epoch at 1 thread, Zen 5) */
+          nxt = tm + SC__AOFF(Q);
+          SC__K_POOL2_ACT_BWD(nxt, xin, a, cur,
+                              want_g && Q->lane_off != SIZE_MAX ? tm + Q->lane_off : NULL,
+                              Q->spec.act == SC_RELU, P);
+          d_ready = 1;
+          break;
+        }
+#endif
+        if (need_dx) SC__K_POOL_BWD(nxt, xin, a, cur, P);
+        break;
+      case SC_LAYER_FLATTEN:
+        need_dx = 0; /* the same rows: cur stays */
+        break;
+      case SC_LAYER_DROPOUT:
+        if (J->train && P->spec.rate > 0) {
+          const uint32_t *mask = (const uint32_t *)(const void *)(tm + P->mask_off);
+          SC__T keep = (SC__T)(1.0 / (1.0 - P->spec.rate));
+          for (size_t f = 0; f < P->out; f++)
+            for (int t = 0; t < SC__TW; t++)
+              cur[f * SC__TW + (size_t)t] *= (mask[f] >> t & 1u) ? keep : 0;
+        }
+        need_dx = 0; /* in place */
+        break;
+      }
+      if (need_dx) cur = nxt;
+      SC__PROF(l, SC__P_BNS, n);
+    }
+    if (J->gx) SC__TN(sc__scatter)(J->gx, cur, c->in, b0, n);
+#undef SC__KH
+  }
+  /* fold the lane accumulators, in a fixed order */
+  /* the loss lanes in double, as eight running sums (lanes t = k mod 8) and a tree: one chain
+   * of 32 dependent adds at the end of each slice held 1.7 % of the micro-benchmark's samples
+   * (5.6 % at batch 32). The order sets the loss's last bits, not the gradient's. The counts
+   * only when they are counted. */
+  double ls, cs = 0;
+  {
+    double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = 0; t < SC__TW; t += 8)
+      for (int k = 0; k < 8; k++) q[k] += (double)lanes[t + k];
+    ls = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+  }
+  if (J->count_correct)
+    for (int t = 0; t < SC__TW; t++) cs += (double)lanes[SC__TW + t];
+  J->slice_loss[s] = ls;
+  J->slice_correct[s] = cs;
+  if (want_g)
+    for (size_t l = 0; l < L; l++) {
+      const sc__lplan *P = &c->L[l];
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->dwl_off != SIZE_MAX && !SC__BFKB(l) &&
+          !(P->spec.kind == SC_LAYER_DENSE && (SC__DWD_DENSE || P->dw_dot)))
+        SC__K_DWL_FOLD(gs + P->poff, tm + P->dwl_off, nw);
+      if (P->lane_off == SIZE_MAX) continue;
+      SC__T *bl = tm + P->lane_off;
+      SC__T *gb = gs + P->poff + nw;
+#if SC__F32 && defined(SC__VEC_F32)
+      /* each output's NV vectors added in order into one, stored in place as vector o (below
+       * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
+       * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
+       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+      for (size_t o = 0; o < P->oc; o++) {
+        sc_vf v = V_ROW(bl + o * SC__TW, 0);
+        for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
+        V_ROWW(bl + o * VW, 0) = v;
+      }
+      vec_dwl_fold_f32(gb, bl, P->oc);
+#else
+      SC__K_FOLD_TW(gb, bl, P->oc);
+#endif
+    }
+  SC__PROF(L, SC__P_BNS, 0);
+#undef SC__PROF
+}
+#undef SC__BFK
+#undef SC__BFKB
+#undef SC__BF_DW_FIRST
+#ifdef SC__DZ_FUSE
+#undef SC__DZ_FUSE
+#endif
+#undef SC__BFROUND
+
+static void SC__TN(sc__run_slice)(SC__TT(sc__job) * J, size_t s, size_t area) {
+  if (J->ws->prof)
+    SC__TN(sc__run_slice_body)(J, s, area, 1);
+  else
+    SC__TN(sc__run_slice_body)(J, s, area, 0);
+}
+
+#undef SC__AOFF
+#undef SC__HOLDS
+#undef SC__DWL_BIAS
+
+/* index of the first NaN/Inf in v[0..n), or n */
+SC__KSTATIC size_t SC__TN(sc__find_nonfinite)(const SC__T *v, size_t n) {
+  /* v - v is +0 (all bits clear) exactly when v is finite, NaN when v is NaN or Inf: an OR
+   * of those bits is a reduction the compiler vectorises with no dependency chain (an
+   * integer OR reassociates), one subtract, one OR per element; 128 bytes of accumulators
+   * (four AVX2 vectors, two AVX-512) keep the loads going (64 bytes, one AVX-512 vector: 170 ns
+   * for 4,799 floats on Zen 4, 128 bytes: 132 ns; 32 bytes: 30 ns for 252 doubles, 64: 22) */
+#if SC__F32
+  typedef uint32_t sc__ubits;
+#else
+  typedef uint64_t sc__ubits;
+#endif
+  enum { NACC = 128 / sizeof(SC__T) };
+  sc__ubits accs[NACC] = {0}, acc = 0;
+  size_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (size_t j = 0; j < NACC; j++) {
+      SC__T d = v[k + j] - v[k + j];
+      sc__ubits u;
+      memcpy(&u, &d, sizeof u);
+      accs[j] |= u;
+    }
+  for (; k < n; k++) {
+    SC__T d = v[k] - v[k];
+    sc__ubits u;
+    memcpy(&u, &d, sizeof u);
+    acc |= u;
+  }
+  for (size_t j = 0; j < NACC; j++) acc |= accs[j];
+  if (acc == 0) return n;
+  for (size_t k = 0; k < n; k++)
+    if (!isfinite(v[k])) return k;
+  return n;
+}
+
+#if SC__F32
+/* one fused pass of ADAM/AdamW over p, m, v */
+SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, float *restrict m,
+                                  float *restrict v, size_t n, const sc__adam_coef *k) {
+  const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, step = k->step;
+  const float isb2 = k->isb2, eps = k->eps, decay = k->decay, l2 = k->l2;
+  for (size_t i = 0; i < n; i++) {
+    float gk = g[i] + l2 * p[i];
+    float mk = b1 * m[i] + omb1 * gk, vk = b2 * v[i] + omb2 * gk * gk;
+    m[i] = mk;
+    v[i] = vk;
+    p[i] = p[i] * decay - step * mk / (sqrtf(vk) * isb2 + eps);
+  }
+}
+#endif
+/* ---------------------------------------------------------------- one state */
+/* The single-state path (sc_apply, sc_vjp, sc_jvp): one sample, no tiles, so an ODE
+ * right-hand side costs a few matrix-vector products. Activations of layer l live at
+ * scratch + a_off (the first `out` elements of its tile area), gelu's pre-activations at
+ * z_off, the cotangent in the d0/d1 areas and the tangent in the xT area... all inside
+ * slice 0's tile memory, which is far larger than one sample needs.
+ *   forward always; with v: du += J_u^T v (du may be NULL), dp += J_p^T v (may be NULL);
+ *   with w: jw = J_u w. y (may be NULL) receives f(u). Dropout is the identity here. */
+/* y[k] = act'(.) * y[k] for k < n (the pullback's act_bwd, which is also the tangent's) */
+#if !SC__F32 && defined(SC__VEC_F64)
+#define SC__ONE_VEC 1 /* the dense layers by vone_*_f64 */
+#elif SC__F32 && defined(SC__VEC_F32)
+#define SC__ONE_VEC 2 /* by vonef_* */
+#else
+#define SC__ONE_VEC 0
+#endif
+#define SC__ONE_ACTD(buf, a, z, n, act) SC__TN(sc__act_bwd)((buf), (a), (z), (n), (act))
+
+/* The outputs u (of n_out) that tap i reaches inside an input of n_in with stride s and
+ * padding p: 0 <= u s + i - p < n_in for u in [*lo, *hi) */
+static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s, size_t p, size_t i,
+                                            size_t *lo, size_t *hi) {
+  size_t l = i >= p ? 0 : (p - i + s - 1) / s;
+  size_t h = n_in + p <= i ? 0 : (n_in - 1 + p - i) / s + 1;
+  if (h > n_out) h = n_out;
+  *lo = l;
+  *hi = h > l ? h : l;
+}
+
+/* conv over one sample: out[k][u][v] = b[k] + the sum over the taps (ci, i, j) in order of
+ * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
+ * each output took its taps one by one with two bounds checks each: every output gets the
+ * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
+ * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
+                                 const SC__T *restrict b, const SC__T *restrict in,
+                                 const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW;
+  for (size_t k = 0; k < P->oc; k++) {
+    SC__T *restrict o = out + k * npos, b0 = b ? b[k] : 0;
+    for (size_t q = 0; q < npos; q++) o[q] = b0;
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = 0; i < KH; i++) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = 0; j < KW; j++) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            const SC__T *restrict r = in + (ci * P->ih + u * sh + i - ph) * P->iw;
+            SC__T *restrict d = o + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v + j - pw];
+            else
+              for (size_t v = v0; v < v1; v++) d[v] += w * r[v * sw + j - pw];
+          }
+        }
+      }
+  }
+}
+
+/* The pullback of a conv layer over one sample, for d = dL/d(pre-activation) (oc x npos):
+ * dx (nxt, overwritten) and dp's weights and bias (added to). The same additions in the same
+ * order as the direct loop over (k, u, v, ci, i, j) it replaces: into dx[ci][y][x], k by k,
+ * and for each k the outputs (u, v) in raster order, which is the taps (i, j) in descending
+ * order; into each weight and bias, the outputs in raster order. dW goes 16 channels at a
+ * time along d transposed into dt (npos x KP, KP = oc rounded up to 16; free scratch). */
+static void SC__TN(sc__one_conv_bwd)(SC__T *restrict nxt, SC__T *restrict dpw, SC__T *restrict dpb,
+                                     SC__T *restrict dt, const SC__T *restrict d,
+                                     const SC__T *restrict W, const SC__T *restrict xin,
+                                     const sc__lplan *P) {
+  size_t KH = P->spec.kh, KW = P->spec.kw, sh = P->spec.sh, sw = P->spec.sw;
+  size_t ph = P->spec.ph, pw = P->spec.pw, OH = P->oh, OW = P->ow, npos = OH * OW, K = P->oc;
+  if (dpb)
+    for (size_t k = 0; k < K; k++) {
+      SC__T s = dpb[k];
+      for (size_t q = 0; q < npos; q++) s += d[k * npos + q];
+      dpb[k] = s;
+    }
+  if (dpw) {
+    size_t KP = (K + 15) & ~(size_t)15;
+    for (size_t q = 0; q < npos; q++)
+      for (size_t k = 0; k < KP; k++) dt[q * KP + k] = k < K ? d[k * npos + q] : 0;
+    for (size_t k0 = 0; k0 < K; k0 += 16)
+      for (size_t ci = 0; ci < P->ic; ci++)
+        for (size_t i = 0; i < KH; i++) {
+          size_t u0, u1;
+          SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+          for (size_t j = 0; j < KW; j++) {
+            size_t v0, v1, r = (ci * KH + i) * KW + j;
+            SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+            SC__T acc[16];
+            for (size_t t = 0; t < 16; t++) acc[t] = k0 + t < K ? dpw[(k0 + t) * P->R + r] : 0;
+            for (size_t u = u0; u < u1; u++) {
+              const SC__T *restrict xr = xin + (ci * P->ih + u * sh + i - ph) * P->iw;
+              for (size_t v = v0; v < v1; v++) {
+                SC__T x = xr[v * sw + j - pw];
+                const SC__T *restrict dq = dt + (u * OW + v) * KP + k0;
+                for (size_t t = 0; t < 16; t++) acc[t] += dq[t] * x;
+              }
+            }
+            for (size_t t = 0; t < 16 && k0 + t < K; t++) dpw[(k0 + t) * P->R + r] = acc[t];
+          }
+        }
+  }
+  if (!nxt) return;
+  for (size_t e = 0; e < P->in; e++) nxt[e] = 0;
+  for (size_t k = 0; k < K; k++)
+    for (size_t ci = 0; ci < P->ic; ci++)
+      for (size_t i = KH; i-- > 0;) {
+        size_t u0, u1;
+        SC__TN(sc__one_taprange)(OH, P->ih, sh, ph, i, &u0, &u1);
+        for (size_t j = KW; j-- > 0;) {
+          size_t v0, v1;
+          SC__TN(sc__one_taprange)(OW, P->iw, sw, pw, j, &v0, &v1);
+          SC__T w = W[k * P->R + (ci * KH + i) * KW + j];
+          for (size_t u = u0; u < u1; u++) {
+            SC__T *restrict nr = nxt + (ci * P->ih + u * sh + i - ph) * P->iw;
+            const SC__T *restrict dr = d + k * npos + u * OW;
+            if (sw == 1)
+              for (size_t v = v0; v < v1; v++) nr[v + j - pw] += w * dr[v];
+            else
+              for (size_t v = v0; v < v1; v++) nr[v * sw + j - pw] += w * dr[v];
+          }
+        }
+      }
+}
+
+/* index of the first maximum of each pool window, for one sample */
+static size_t SC__TN(sc__one_argmax)(const SC__T *in, const sc__lplan *P, size_t c, size_t u,
+                                     size_t v) {
+  size_t best = (c * P->ih + u * P->spec.kh) * P->iw + v * P->spec.kw;
+  for (size_t i = 0; i < P->spec.kh; i++)
+    for (size_t j = 0; j < P->spec.kw; j++) {
+      size_t q = (c * P->ih + u * P->spec.kh + i) * P->iw + v * P->spec.kw + j;
+      if (in[q] > in[best]) best = q;
+    }
+  return best;
+}
+
+/* dot product with four partial sums (no long dependency chain; order fixed) */
+static inline SC__T SC__TN(sc__dot)(const SC__T *restrict a, const SC__T *restrict b, size_t n) {
+  SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  if (n < 8) {
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return s0;
+  }
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#if !SC__ONE_VEC /* else vone_*_f64 */
+/* dx = W^T d for a dense layer (W: O x I): narrow inputs column by column (four
+ * partial sums over o), wide ones row by row (vectorizable over i) */
+static void SC__TN(sc__one_dense_dx)(SC__T *restrict dx, const SC__T *restrict W,
+                                     const SC__T *restrict d, size_t O, size_t I) {
+  if (I < 16) {
+    for (size_t i = 0; i < I; i++) {
+      SC__T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t o = 0;
+      for (; o + 4 <= O; o += 4) {
+        s0 += W[o * I + i] * d[o];
+        s1 += W[(o + 1) * I + i] * d[o + 1];
+        s2 += W[(o + 2) * I + i] * d[o + 2];
+        s3 += W[(o + 3) * I + i] * d[o + 3];
+      }
+      for (; o < O; o++) s0 += W[o * I + i] * d[o];
+      dx[i] = (s0 + s1) + (s2 + s3);
+    }
+    return;
+  }
+  for (size_t i = 0; i < I; i++) dx[i] = 0;
+  for (size_t o = 0; o < O; o++) {
+    const SC__T *restrict wr = W + o * I;
+    SC__T dv = d[o];
+    for (size_t i = 0; i < I; i++) dx[i] += wr[i] * dv;
+  }
+}
+
+/* a = b + W x for a dense layer (W: O x I, b may be NULL). Narrow inputs (I < 8, the first
+ * layer of an ODE right-hand side) go column by column, vectorizable over the outputs, with
+ * I a constant in each case; wide ones are one dot product per output. */
+static inline void SC__TN(sc__one_fwd_cols)(SC__T *restrict a, const SC__T *restrict W,
+                                            const SC__T *restrict b, const SC__T *restrict x,
+                                            size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++) {
+    SC__T s = 0; /* the order of sc__dot for n < 8, then the bias */
+    for (size_t i = 0; i < I; i++) s += W[o * I + i] * x[i];
+    a[o] = (b ? b[o] : 0) + s;
+  }
+}
+
+static void SC__TN(sc__one_dense_fwd)(SC__T *restrict a, const SC__T *restrict W,
+                                      const SC__T *restrict b, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  switch (I) {
+  case 1: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 1); return;
+  case 2: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 2); return;
+  case 3: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 3); return;
+  case 4: SC__TN(sc__one_fwd_cols)(a, W, b, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) a[o] = (b ? b[o] : 0) + SC__TN(sc__dot)(W + o * I, x, I);
+}
+
+/* gW += d x^T (gW: O x I); narrow inputs with I a constant, vectorizable over the outputs */
+static inline void SC__TN(sc__one_dw_cols)(SC__T *restrict gW, const SC__T *restrict d,
+                                           const SC__T *restrict x, size_t O, const size_t I) {
+  for (size_t o = 0; o < O; o++)
+    for (size_t i = 0; i < I; i++) gW[o * I + i] += d[o] * x[i];
+}
+
+/* gW += d x^T and gb += d (gb may be NULL) */
+static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
+                                      const SC__T *restrict d, const SC__T *restrict x, size_t O,
+                                      size_t I) {
+  if (gb)
+    for (size_t o = 0; o < O; o++) gb[o] += d[o];
+  switch (I) {
+  case 1: SC__TN(sc__one_dw_cols)(gW, d, x, O, 1); return;
+  case 2: SC__TN(sc__one_dw_cols)(gW, d, x, O, 2); return;
+  case 3: SC__TN(sc__one_dw_cols)(gW, d, x, O, 3); return;
+  case 4: SC__TN(sc__one_dw_cols)(gW, d, x, O, 4); return;
+  default: break;
+  }
+  for (size_t o = 0; o < O; o++) {
+    SC__T dv = d[o];
+    SC__T *restrict gr = gW + o * I;
+    for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
+  }
+}
+#endif           /* the portable dense kernels */
+
+/* the dense layers' kernels of this path, and the length their outputs are written to */
+#if SC__ONE_VEC == 1
+#define SC__ONE_PAD(n) (((n) + 3) & ~(size_t)3)
+#define SC__ONE_FWD vone_fwd_f64
+#define SC__ONE_DX vone_dx_f64
+#define SC__ONE_DW vone_dw_f64
+#elif SC__ONE_VEC == 2
+#define SC__ONE_PAD(n) (((n) + 7) & ~(size_t)7)
+#define SC__ONE_FWD vonef_fwd
+#define SC__ONE_DX vonef_dx
+#define SC__ONE_DW vonef_dw
+#else
+#define SC__ONE_PAD(n) (n)
+#define SC__ONE_FWD SC__TN(sc__one_dense_fwd)
+#define SC__ONE_DX SC__TN(sc__one_dense_dx)
+#define SC__ONE_DW SC__TN(sc__one_dense_dwb)
+#endif
+
+static void SC__TN(sc__one)(const sc_chain *c, const SC__T *p, const SC__T *u, const SC__T *v,
+                            const SC__T *w, SC__T *y, SC__T *du, SC__T *dp, SC__T *jw,
+                            SC__T *scratch, int fwd) {
+  size_t L = c->nlayers;
+  SC__T *tm = scratch;
+  /* the tangent ping-pongs between two areas as large as the widest layer */
+  SC__T *ta = tm + c->d0_off, *tb = tm + c->d1_off;
+  const SC__T *in = u, *tin = w;
+  /* fwd = 0: the activations of this u and p are in scratch from the call before (a forward
+   * with v = NULL, w = NULL); only the pullback runs (y and jw must be NULL) */
+  for (size_t l = 0; fwd && l < L; l++) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    SC__T *tout = tin ? (tin == ta ? tb : ta) : NULL;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      int dense = P->spec.kind == SC_LAYER_DENSE;
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      const SC__T *b = P->spec.bias ? W + nw : NULL;
+      /* pre-activations go to z (gelu keeps them) or to the unused rest of this layer's tile
+       * area (out x SC__TW elements), then are activated into a; with no activation, straight
+       * into a. A dense layer's outputs are written up to no = SC__ONE_PAD(out) (zeros) */
+      size_t no = dense ? SC__ONE_PAD(P->out) : P->out;
+      SC__T *pre = P->spec.act == SC_IDENTITY ? a : z ? z : a + no;
+      if (dense)
+        SC__ONE_FWD(pre, W, b, in, P->out, P->in);
+      else
+        SC__TN(sc__one_conv)(pre, W, b, in, P);
+      if (pre != a) SC__TN(sc__act_n)(a, NULL, pre, no, P->spec.act);
+      if (tout) {
+        if (dense)
+          SC__ONE_FWD(tout, W, NULL, tin, P->out, P->in);
+        else
+          SC__TN(sc__one_conv)(tout, W, NULL, tin, P);
+        SC__ONE_ACTD(tout, a, z, no, P->spec.act);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      for (size_t ch = 0; ch < P->oc; ch++)
+        for (size_t uu = 0; uu < P->oh; uu++)
+          for (size_t vv = 0; vv < P->ow; vv++) {
+            size_t q = SC__TN(sc__one_argmax)(in, P, ch, uu, vv),
+                   o = (ch * P->oh + uu) * P->ow + vv;
+            a[o] = in[q];
+            if (tout) tout[o] = tin[q];
+          }
+      break;
+    case SC_LAYER_FLATTEN: /* a view: the same elements */
+      a = (SC__T *)in;
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    case SC_LAYER_DROPOUT:
+      if (a != in) memcpy(a, in, P->out * sizeof(SC__T));
+      if (tout) memcpy(tout, tin, P->out * sizeof(SC__T));
+      break;
+    }
+    in = P->spec.kind == SC_LAYER_FLATTEN ? in : a;
+    if (tout) tin = tout;
+  }
+  /* (loops, not memcpy: a few elements, where the library call costs more) */
+  if (y)
+    for (size_t k = 0; k < c->out; k++) y[k] = in[k];
+  if (jw)
+    for (size_t k = 0; k < c->out; k++) jw[k] = tin[k];
+  if (!v || (!du && !dp)) return;
+  /* pullback of v */
+  SC__T *cur = tm + c->d0_off, *nxt = tm + c->d1_off;
+  for (size_t k = 0; k < c->out; k++) cur[k] = v[k];
+  for (size_t l = L; l-- > 0;) {
+    const sc__lplan *P = &c->L[l];
+    const SC__T *W = p + P->poff;
+    const SC__T *xin = u;
+    for (size_t q = l; q-- > 0;) /* the input of layer l: the last non-flatten output */
+      if (c->L[q].spec.kind != SC_LAYER_FLATTEN) {
+        xin = tm + c->L[q].a_off;
+        break;
+      }
+    const SC__T *a = tm + P->a_off, *z = P->z_off != SIZE_MAX ? tm + P->z_off : NULL;
+    int need_dx = l > 0 || du;
+    switch (P->spec.kind) {
+    case SC_LAYER_DENSE:
+    case SC_LAYER_CONV2D: {
+      size_t nw = P->np - (P->spec.bias ? P->oc : 0);
+      if (P->spec.kind == SC_LAYER_DENSE) {
+        size_t no = SC__ONE_PAD(P->out);
+        for (size_t o = P->out; o < no; o++) cur[o] = 0; /* (from v or a non-dense layer) */
+        SC__ONE_ACTD(cur, a, z, no, P->spec.act);
+        if (dp)
+          SC__ONE_DW(dp + P->poff, P->spec.bias ? dp + P->poff + nw : NULL, cur, xin, P->out,
+                     P->in);
+        if (need_dx) SC__ONE_DX(nxt, W, cur, P->out, P->in);
+      } else {
+        SC__ONE_ACTD(cur, a, z, P->out, P->spec.act);
+        /* (dt: the free rest of this layer's tile area, out x (SC__TW - 1) elements) */
+        SC__TN(sc__one_conv_bwd)
+        (need_dx ? nxt : NULL, dp ? dp + P->poff : NULL,
+         dp && P->spec.bias ? dp + P->poff + nw : NULL, tm + P->a_off + P->out, cur, W, xin, P);
+      }
+      break;
+    }
+    case SC_LAYER_MAXPOOL2D:
+      if (need_dx) {
+        for (size_t i = 0; i < P->in; i++) nxt[i] = 0;
+        for (size_t ch = 0; ch < P->oc; ch++)
+          for (size_t uu = 0; uu < P->oh; uu++)
+            for (size_t vv = 0; vv < P->ow; vv++)
+              nxt[SC__TN(sc__one_argmax)(xin, P, ch, uu, vv)] = cur[(ch * P->oh + uu) * P->ow + vv];
+      }
+      break;
+    case SC_LAYER_FLATTEN:
+    case SC_LAYER_DROPOUT:
+      need_dx = 0; /* identity: cur stays */
+      break;
+    }
+    if (need_dx) {
+      SC__T *t = cur;
+      cur = nxt;
+      nxt = t;
+    }
+  }
+  if (du)
+    for (size_t i = 0; i < c->in; i++) du[i] += cur[i];
+}
+#undef SC__ONE_ACTD
+#undef SC__ONE_VEC
+#undef SC__ONE_PAD
+#undef SC__ONE_FWD
+#undef SC__ONE_DX
+#undef SC__ONE_DW
+/* src/typed/table.h — a kernel set's table (src/internal.h's sc__kt_f32 / sc__kt_f64): exported
+ * from its kernels/ file, static in a built-in set of the two drop-in files (SC__KT_LINKAGE), and
+ * the portable set's ("scalar", src/compute.c). */
+#ifdef SC__KERNELS_ONLY
+#ifndef SC__KT_LINKAGE
+#define SC__KT_LINKAGE /* exported from a kernels/ file; static for the built-in set */
+#endif
+#if SC__F32
+SC__KT_LINKAGE const sc__kt_f32 SC__KT_EXPORT_F32 = {SC__ISA_NAME,
+                                                     SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite),
+                                                     SC__TN(sc__adam),
+                                                     SC__TN(sc__one),
+#ifdef SC__VEC_CONV
+                                                     vec_conv_fwd_names,
+                                                     vec_conv_dw_names,
+                                                     V_CONV_DW_K6
+#else
+                                                     NULL,
+                                                     NULL,
+                                                     0
+#endif
+};
+#else
+SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__run_slice),
+                                                     SC__TN(sc__find_nonfinite), SC__TN(sc__one)};
+#endif
+#else /* the portable set */
+#if SC__F32
+static const sc__kt_f32 sc__kt_ref_f32 = {
+    "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
+#else
+static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+                                          sc__one_f64};
+#endif
+#endif
+/* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
+ * that the next one (the other element type, another kernel set) starts clean. */
+#undef SC__K_FWD
+#undef SC__BFP
+#undef SC__K_DW
+#undef SC__K_TRANSPOSE
+#undef SC__K_DX
+#undef SC__K_DWL
+#undef SC__DWL_BL
+#undef SC__K_FWD_H
+#undef SC__K_DX_H
+#undef SC__K_DX_ACT_H
+#undef SC__K_DWL_FOLD
+#undef SC__K_FOLD_TW
+#undef SC__K_DWD
+#undef SC__DWD_DENSE
+#undef SC__K_DWL2
+#undef SC__K_DX_ACT
+#undef SC__DX_ACT_OK
+#undef SC__DWL_LANES
+#undef SC__K_ACTB
+#undef SC__K_CONV_FWD
+#undef SC__K_CONV_DWL
+#undef SC__K_CONV_DX
+#undef SC__K_POOL_FWD
+#undef SC__K_POOL_BWD
+#undef SC__K_POOL2_ACT_BWD
+#undef SC__K_CONV_POOL_FWD
+#undef SC__K_POOL2_HITS_BWD
+#undef SC__F32_POOL_FOLD
+
+#undef SC__TANH
+#undef SC__EXP
+#undef SC__EXPM1
+#undef SC__LOG1P
+#undef SC__LOG
+#undef SC__FABS
+#undef SC__GELU_K0
+#undef SC__GELU_K1
+#undef SC__EXPMAX
+#ifdef SC__POP_OPTIONS
+#pragma GCC pop_options
+#undef SC__POP_OPTIONS
+#endif
+#undef SC__T
+#undef SC__TN
+#undef SC__TT
+#undef SC__F32
+#undef SC__KSTATIC
+
+/* kernels/avx512/end.h — closes the AVX-512 kernel set opened by kernels/avx512/begin.h. */
+/* kernels/x86/end.h — undefines the vector kernels' macros at the end of a kernel set, so that
+ * the next set (the AVX-512 one after the AVX2 one in the two drop-in files' built-in sets)
+ * defines them anew for its vector width. */
+#undef CDX_CB
+#undef NC
+#undef NV
+#undef NVB
+#undef NVBH
+#undef NVH
+#undef SC__LD4
+#undef SC__LD8
+#undef SC__SHUF4
+#undef SC__SHUF8
+#undef SC__ST4
+#undef SC__ST8
+#undef SC__VEC_CONV
+#undef SC__VEC_DWL2
+#undef SC__VEC_GATHER
+#undef SC__VONE_DW_ROWS
+#undef SC__VONE_DX_COLS
+#undef SC__VONE_PARTS
+#undef VW
+#undef V_BCAST
+#undef V_CDW_BLOCK
+#undef V_CDW_ROWS
+#undef V_CDX_POS
+#undef V_CDX_ROWS
+#undef V_CDX_XROWS
+#undef V_CONV_BLOCK
+#undef V_CONV_DW_BLOCKS
+#undef V_CONV_DW_FN
+#undef V_CONV_DW_K6
+#undef V_CONV_FWD_BLOCKS
+#undef V_CONV_FWD_FN
+#undef V_CONV_ROWS
+#undef V_FMA
+#undef V_RCP
+#undef V_ROW
+#undef V_ROWW
+#undef V_TANH
+#undef v_ge_sel
+#undef v_max
+#undef v_min
+#undef v_relu
+#undef v_tanh
+#undef SC__ISA_AVX512
+#undef SC__KERNELS_ONLY
+#undef SC__ISA_NAME
+#undef SC__VEC_F32
+#undef SC__VEC_F64
+#undef VOB
+#undef SC__OB
+#undef SC__KT_LINKAGE
+#undef SC__KT_EXPORT_F32
+#undef SC__KT_EXPORT_F64
+#ifdef SC__AVX512_POP
+#undef SC__AVX512_POP
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
 #endif
 #endif

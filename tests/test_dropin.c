@@ -18,8 +18,8 @@
  * Kernel sets: on x86-64 the two files alone carry built-in AVX-512 and AVX2 sets, picked on
  * a CPU with AVX-512 (F, BW, VL, DQ), else AVX2 + FMA; -DSC_NO_BUILTIN_AVX512 leaves out the
  * first, -DSC_NO_BUILTIN_AVX2 both (only the portable "scalar" set). Every scalar run
- * (SC_ISA=scalar) gives the same bits. test_dropin_kernels compiles kernels/avx2.c and
- * kernels/avx512.c along, with no flags of their own: the app must then run on the kernel
+ * (SC_ISA=scalar) gives the same bits. test_dropin_kernels compiles kernels/avx2/avx2.c and
+ * kernels/avx512/avx512.c along, with no flags of their own: the app must then run on the kernel
  * set the CPU supports, reach the portable build's loss within 1e-3 relative, and give
  * exactly the bits of the built-in set of the same name (the same code): AVX-512 by default
  * on a CPU with it, AVX2 with SC_ISA=avx2.
@@ -215,8 +215,8 @@ static const char *expected_isa(const char *flags, int kernels) {
 
 /* builds and runs the app with extra compiler flags (and runs it once more with SC_ISA=isa
  * for each name in isas, a space-separated list, where isas is not NULL); expects it to print
- * DROPIN OK. With kernels, kernels/avx2.c and
- * kernels/avx512.c are compiled along with no flags of their own (issue 13: the fast paths
+ * DROPIN OK. With kernels, kernels/avx2/avx2.c and
+ * kernels/avx512/avx512.c are compiled along with no flags of their own (the fast paths
  * from a plain cc command) */
 static void run_app(const char *dir, const char *extra_flags, int kernels, const char *isa);
 static void build_and_run_k(const char *extra_flags, int kernels, const char *isas) {
@@ -250,7 +250,7 @@ static void build_and_run_k(const char *extra_flags, int kernels, const char *is
   /* exactly the documented drop-in build: the app and simplechain.c, nothing else */
   char cmd[32768], kfiles[8400] = "";
   if (kernels)
-    snprintf(kfiles, sizeof kfiles, "'%s/kernels/avx2.c' '%s/kernels/avx512.c'", srcdir, srcdir);
+    snprintf(kfiles, sizeof kfiles, "'%s/kernels/avx2/avx2.c' '%s/kernels/avx512/avx512.c'", srcdir, srcdir);
   snprintf(cmd, sizeof cmd,
            "cd '%s' && cc -std=c11 -O2 -Wall -Wextra -Werror %s app.c '%s' %s -I'%s' -o app -lm "
            ">build.log 2>&1",
@@ -327,12 +327,12 @@ static void run_app(const char *dir, const char *extra_flags, int kernels, const
     scalar_loss = l1;
     snprintf(scalar_bits, sizeof scalar_bits, "%.*s", BITS_LEN, bits);
   }
-  /* the built-in AVX2 set and kernels/avx2.c are the same code: the same bits */
+  /* the built-in AVX2 set and kernels/avx2/avx2.c are the same code: the same bits */
   if (avx2 && avx2_bits[0] && strncmp(bits, avx2_bits, BITS_LEN) != 0)
     fail_msg("avx2 runs differ: %.*s (%s%s) against %s", BITS_LEN, bits, extra_flags,
              kernels ? ", kernels/ files" : "", avx2_bits);
   if (avx2 && !avx2_bits[0]) snprintf(avx2_bits, sizeof avx2_bits, "%.*s", BITS_LEN, bits);
-  /* so are the built-in AVX-512 set and kernels/avx512.c */
+  /* so are the built-in AVX-512 set and kernels/avx512/avx512.c */
   if (avx512 && avx512_bits[0] && strncmp(bits, avx512_bits, BITS_LEN) != 0)
     fail_msg("avx512 runs differ: %.*s (%s%s) against %s", BITS_LEN, bits, extra_flags,
              kernels ? ", kernels/ files" : "", avx512_bits);
@@ -389,7 +389,7 @@ static void test_dropin_pthread_pedantic(void **state) {
   build_and_run("-pthread -Wpedantic", NULL);
 }
 
-/* cc -O2 app.c simplechain.c kernels/avx2.c kernels/avx512.c: the fast paths, no -m or -D
+/* cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c: the fast paths, no -m or -D
  * flags (weak references in simplechain.c, target pragmas in the kernel files); with
  * SC_ISA=avx2 the bits of the built-in AVX2 set */
 static void test_dropin_kernels(void **state) {

@@ -1,0 +1,45 @@
+/* kernels/x86/end.h — undefines the vector kernels' macros at the end of a kernel set, so that
+ * the next set (the AVX-512 one after the AVX2 one in the two drop-in files' built-in sets)
+ * defines them anew for its vector width. */
+#undef CDX_CB
+#undef NC
+#undef NV
+#undef NVB
+#undef NVBH
+#undef NVH
+#undef SC__LD4
+#undef SC__LD8
+#undef SC__SHUF4
+#undef SC__SHUF8
+#undef SC__ST4
+#undef SC__ST8
+#undef SC__VEC_CONV
+#undef SC__VEC_DWL2
+#undef SC__VEC_GATHER
+#undef SC__VONE_DW_ROWS
+#undef SC__VONE_DX_COLS
+#undef SC__VONE_PARTS
+#undef VW
+#undef V_BCAST
+#undef V_CDW_BLOCK
+#undef V_CDW_ROWS
+#undef V_CDX_POS
+#undef V_CDX_ROWS
+#undef V_CDX_XROWS
+#undef V_CONV_BLOCK
+#undef V_CONV_DW_BLOCKS
+#undef V_CONV_DW_FN
+#undef V_CONV_DW_K6
+#undef V_CONV_FWD_BLOCKS
+#undef V_CONV_FWD_FN
+#undef V_CONV_ROWS
+#undef V_FMA
+#undef V_RCP
+#undef V_ROW
+#undef V_ROWW
+#undef V_TANH
+#undef v_ge_sel
+#undef v_max
+#undef v_min
+#undef v_relu
+#undef v_tanh
