@@ -5,7 +5,11 @@
  * simplechain's engine, its portable kernels and its built-in AVX2 and AVX-512 kernel sets in
  * one file: with simplechain.h beside it, `cc -std=c11 -O2 app.c simplechain.c -lm -pthread`
  * builds a program that picks the fastest set this CPU runs. Sources, in order: 
- *   src/internal.h, src/engine.c, src/builtin_sets.h.
+ *   src/internal.h, src/error.c, src/layers.c, src/dispatch.c,
+ *   src/chain.c, src/params.c, src/fileio.c, src/npz.c,
+ *   src/planner.c, src/idx.c, src/threads.c, src/workspace.c,
+ *   src/precision.c, src/profile.c, src/checks.c, src/compute.c,
+ *   src/optim.c, src/checkpoint.c, src/train.c, src/builtin_sets.h.
  */
 #define SC__AMALGAMATION 1
 /* src/internal.h — what the engine's rooms (the .c files of src/) and every kernel set (src/compute.c,
@@ -575,10 +579,349 @@ static inline double sc__dof(uint64_t u) {
 }
 
 
+/* ---------------------------------------------------------------- what the rooms lend each other */
+/* The engine's rooms (the .c files of src/) are separate translation units in the tree's build
+ * and one in the generated simplechain.c. A function one room defines and others call is
+ * declared here with SC__INT: external but hidden in the tree's build (simplechain.map exports
+ * the sc_* API only), static in simplechain.c. SC__INT_DATA declares such an object. */
+#ifdef SC__AMALGAMATION
+#define SC__INT static
+#define SC__INT_DATA static
+#elif defined(__GNUC__)
+#define SC__INT __attribute__((visibility("hidden")))
+#define SC__INT_DATA extern __attribute__((visibility("hidden")))
+#else
+#define SC__INT
+#define SC__INT_DATA extern
+#endif
+
+/* src/error.c: every failure goes through sc__fail, which formats "fn: message" into the
+ * thread's error buffer and returns st; SC__FAIL names the calling function */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+SC__INT sc_status
+sc__fail(sc_status st, const char *fn, const char *fmt, ...);
+#define SC__FAIL(st, ...) sc__fail((st), __func__, __VA_ARGS__)
+#define SC__CHECK_NULL(ptr)                                                                        \
+  do {                                                                                             \
+    if (!(ptr)) return SC__FAIL(SC_ERR_NULL, "argument '%s' is NULL", #ptr);                       \
+  } while (0)
+/* appends to a bounded buffer, tracking the length it would have had */
+typedef struct sc__sbuf {
+  char *buf;
+  size_t cap, len;
+} sc__sbuf;
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+SC__INT void
+sc__sprintf(sc__sbuf *b, const char *fmt, ...);
+
+/* src/util.h — small helpers every room uses, inline: size arithmetic that detects overflow,
+ * the PRNG (splitmix64 to seed, xoshiro256** to draw: the same numbers on every machine), the
+ * clock. Included by src/internal.h. */
+#ifndef SC_UTIL_H
+#define SC_UTIL_H
+/* ---------------------------------------------------------------- size arithmetic */
+/* All size computations go through these; *ok is cleared on overflow. */
+static inline size_t sc__add(size_t a, size_t b, int *ok) {
+  if (a > SIZE_MAX - b) {
+    *ok = 0;
+    return 0;
+  }
+  return a + b;
+}
+static inline size_t sc__mul(size_t a, size_t b, int *ok) {
+  if (a != 0 && b > SIZE_MAX / a) {
+    *ok = 0;
+    return 0;
+  }
+  return a * b;
+}
+static inline size_t sc__roundup(size_t a, size_t m, int *ok) {
+  size_t r = sc__add(a, m - 1, ok);
+  return r - r % m;
+}
+
+/* ---------------------------------------------------------------- PRNG */
+/* splitmix64 to seed, xoshiro256** to draw: same numbers on every machine. */
+typedef struct sc__rng {
+  uint64_t s[4];
+} sc__rng;
+
+static inline uint64_t sc__splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static inline void sc__rng_seed(sc__rng *r, uint64_t seed) {
+  for (int i = 0; i < 4; i++) r->s[i] = sc__splitmix(&seed);
+}
+static inline uint64_t sc__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t sc__rng_next(sc__rng *r) {
+  uint64_t *s = r->s;
+  uint64_t out = sc__rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = sc__rotl(s[3], 45);
+  return out;
+}
+/* uniform in [0, 1) with 53 random bits */
+static inline double sc__rng_unif(sc__rng *r) { return (double)(sc__rng_next(r) >> 11) * 0x1.0p-53; }
+/* uniform integer in [0, n), unbiased (rejection) */
+static inline uint64_t sc__rng_below(sc__rng *r, uint64_t n) {
+  uint64_t lim = UINT64_MAX - UINT64_MAX % n, v;
+  do v = sc__rng_next(r);
+  while (v >= lim);
+  return v % n;
+}
+
+/* wall-clock seconds (sc_train's report) */
+static inline double sc__now(void) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#endif /* SC_UTIL_H */
+
+/* src/dispatch.c: the kernel sets (not seen by a kernel set's own translation unit) */
+#ifndef SC__KERNELS_ONLY
+/* the kernel tables: the portable ones (src/compute.c), the kernel sets' (kernels/, or built in) */
+SC__INT_DATA const sc__kt_f32 sc__kt_ref_f32;
+SC__INT_DATA const sc__kt_f64 sc__kt_ref_f64;
+/* A build without kernels/ files (the two drop-in files, SC_HAVE_KERNELS undefined) on
+ * x86-64 with GCC >= 8 or Clang >= 10 compiles the kernel sets at the end of the
+ * generated simplechain.c, by target pragma (src/builtin_sets.h): the AVX2 + FMA one (the same
+ * code as kernels/avx2/avx2.c: the "avx2" set) and the AVX-512 one (kernels/avx512/avx512.c:
+ * "avx512"), picked by CPUID like the kernels/ ones. -DSC_NO_BUILTIN_AVX512 leaves out the second (a faster compile), -DSC_NO_BUILTIN_AVX2
+ * both. */
+#if !defined(SC_HAVE_KERNELS) && !defined(SC__KERNELS_ONLY) && !defined(SC_NO_BUILTIN_AVX2) &&     \
+    defined(__x86_64__) && defined(__GNUC__) && defined(__OPTIMIZE__)
+#if (defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 8)
+#define SC__BUILTIN_AVX2 1
+static const sc__kt_f32 sc__kt_f32_avx2in;
+static const sc__kt_f64 sc__kt_f64_avx2in;
+#ifndef SC_NO_BUILTIN_AVX512
+#define SC__BUILTIN_AVX512 1
+static const sc__kt_f32 sc__kt_f32_avx512in;
+static const sc__kt_f64 sc__kt_f64_avx512in;
+#endif
+#endif
+#endif
+#ifndef SC__BUILTIN_AVX2
+#define SC__BUILTIN_AVX2 0
+#endif
+#ifndef SC__BUILTIN_AVX512
+#define SC__BUILTIN_AVX512 0
+#endif
+#ifdef SC_HAVE_KERNELS
+extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
+extern const sc__kt_f64 sc__kt_f64_avx2, sc__kt_f64_avx512;
+#define SC__KERNELS 1
+#define SC__HAS_KT(t) 1
+#elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__ELF__)
+/* A drop-in build that compiles kernels/avx2/avx2.c and kernels/avx512/avx512.c along (no -D
+ * needed): weak references, null when those files are not linked in */
+extern const sc__kt_f32 sc__kt_f32_avx2 __attribute__((weak));
+extern const sc__kt_f32 sc__kt_f32_avx512 __attribute__((weak));
+extern const sc__kt_f64 sc__kt_f64_avx2 __attribute__((weak));
+extern const sc__kt_f64 sc__kt_f64_avx512 __attribute__((weak));
+#define SC__KERNELS 1
+#define SC__HAS_KT(t) (&(t) != NULL)
+#else
+#define SC__KERNELS 0
+#endif
+#endif
+SC__INT sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const sc__kt_f64 **kd);
+
+/* src/chain.c, src/planner.c: a chain's plan, and the variants the planner picks for it */
+SC__INT sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, size_t ih, size_t iw,
+                                   const sc_layer *layers, size_t nlayers);
+SC__INT sc_status sc__variant_plan(const char *fn, sc_chain *c);
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* r = EAX, EBX, ECX, EDX of CPUID leaf, subleaf */
+static inline void sc__cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+  __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+#endif
+
+/* src/params.c: the checks of a parameter vector, the chain's fingerprint, little-endian fields */
+SC__INT sc_status sc__init_check(const char *fn, const sc_chain *c, const void *p, size_t n);
+SC__INT sc_status sc__write_check(const char *fn, const sc_chain *chain, const void *pv, int f64,
+                                  size_t n, const char *path, const char *verb);
+#define SC__FNV_INIT 0xCBF29CE484222325ull
+SC__INT uint64_t sc__fnv1a(uint64_t h, const void *data, size_t n);
+SC__INT uint64_t sc__fingerprint(const sc_chain *c);
+SC__INT void sc__put_le(unsigned char *b, uint64_t v, int bytes);
+SC__INT uint64_t sc__get_le(const unsigned char *b, int bytes);
+
+/* src/fileio.c: atomic writes and reads */
+#if defined(__unix__) || defined(__APPLE__)
+#define SC__POSIX_IO 1
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#else
+#define SC__POSIX_IO 0
+#endif
+
+#define SC__TMP_EXTRA 64 /* bytes a temporary name needs beyond the path */
+
+typedef struct sc__wfile {
+#if SC__POSIX_IO
+  int fd;
+#else
+  FILE *f;
+#endif
+  char *tmp; /* caller's buffer of strlen(path) + SC__TMP_EXTRA bytes */
+  int err;   /* first errno seen (0: none), or -1 for a short write without errno */
+} sc__wfile;
+
+SC__INT sc_status sc__io_fail(const char *fn, int e, const char *what, const char *path);
+SC__INT sc_status sc__wopen(sc__wfile *w, const char *path, char *tmp, const char *fn);
+SC__INT void sc__wwrite(sc__wfile *w, const void *data, size_t n);
+SC__INT sc_status sc__wcommit(sc__wfile *w, const char *path, const char *fn);
+SC__INT sc_status sc__ropen(FILE **f, const char *path, const char *fn);
+SC__INT sc_status sc__rerr(FILE *f, const char *path, const char *fn);
+
+/* src/threads.c: the thread pool */
+typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
+typedef struct sc__pool sc__pool;
+SC__INT size_t sc__parts(int nworkers);
+SC__INT void sc__part_range(size_t w, size_t parts, size_t n, size_t *k0, size_t *k1);
+#if SC__THREADS
+SC__INT sc_status sc__pool_create(sc__pool **out, int nthreads);
+#endif
+SC__INT void sc__pool_destroy(sc__pool *P);
+SC__INT int sc__pool_threads(const sc__pool *P);
+SC__INT size_t sc__pool_claim(sc__pool *P);
+SC__INT void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg);
+
+/* src/workspace.c: slices */
+/* rank r of R's contiguous run [*lo, *hi) of n slices (data-parallel training, sc_dist) */
+static inline void sc__rank_slices(size_t n, size_t r, size_t R, size_t *lo, size_t *hi) {
+  *lo = r * n / R;
+  *hi = (r + 1) * n / R;
+}
+SC__INT size_t sc__slices_for(const sc_chain *c, size_t batch);
+/* a thread count's range (sc_workspace_set_threads, sc_train's opts.threads) */
+static inline sc_status sc__threads_check(const char *fn, int threads) {
+  if (threads < 1 || threads > 1024)
+    return sc__fail(SC_ERR_ARG, fn, "threads = %d, must be in [1, 1024]", threads);
+  return SC_OK;
+}
+
+/* src/precision.c: the bf16 kernels this compiler builds (AVX512_BF16: GCC >= 10, clang >= 9;
+ * AMX: Linux on x86-64, GCC >= 11, clang >= 12), and the weight packers the parameters' rounding
+ * (src/typed/exec.h) calls */
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
+                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
+#define SC__HAVE_BF16_NATIVE 1
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
+sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0, size_t o1);
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
+sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
+                   size_t m0, size_t m1, int rnd);
+#endif
+#if defined(__x86_64__) && defined(__linux__) &&                                                   \
+    ((defined(__clang__) && __clang_major__ >= 12) ||                                              \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define SC__HAVE_AMX 1
+#endif
+
+/* src/checks.c: the compute entry points' argument checks */
+SC__INT sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p, const void *x,
+                                    size_t batch, const sc_workspace *ws);
+SC__INT sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
+                                 const void *target);
+SC__INT sc_status sc__labels_check(const char *fn, const int32_t *lab, size_t n, size_t classes);
+
+/* src/compute.c: the typed bodies the other rooms call (src/typed/exec.h) */
+SC__INT sc_status sc__finite_check_f32(const char *fn, const sc_chain *c, const char *what,
+                                       const float *v, size_t rows, size_t cols);
+SC__INT sc_status sc__finite_check_f64(const char *fn, const sc_chain *c, const char *what,
+                                       const double *v, size_t rows, size_t cols);
+SC__INT void sc__tiles_fill_f32(float *restrict dst, const void *src, size_t cols, size_t n);
+SC__INT void sc__tiles_fill_f64(double *restrict dst, const void *src, size_t cols, size_t n);
+SC__INT int sc__valgrad_run_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                const float *x, const size_t *idx, const void *target,
+                                size_t batch, double *lossv, float *g, float *gx, sc_workspace *ws,
+                                int train, int chk_x);
+SC__INT int sc__valgrad_run_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                const double *x, const size_t *idx, const void *target,
+                                size_t batch, double *lossv, double *g, double *gx,
+                                sc_workspace *ws, int train, int chk_x);
+SC__INT void sc__valgrad_own_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                 const float *x, const size_t *idx, const void *target,
+                                 size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
+                                 size_t *lo, size_t *hi, double *slice_loss);
+SC__INT void sc__valgrad_own_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                 const double *x, const size_t *idx, const void *target,
+                                 size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
+                                 size_t *lo, size_t *hi, double *slice_loss);
+
+/* src/optim.c: an optimizer's state, its plan, and sc_train's float ADAM step on the threads */
+struct sc_optimizer {
+  const sc__kt_f32 *kf; /* for the fused update */
+  sc_optim cfg;
+  size_t n;
+  uint64_t t;
+  void *m, *v; /* ADAM moments; SGD uses m as the momentum buffer: n floats, or n doubles
+                  once stepped in double (room for doubles is always there) */
+  int prec;    /* the type of the steps since creation or reset: 0 none yet, 1 float, 2 double */
+  void *owned;
+};
+/* (src/optim.c) the optimizer's plan, and sc_train's float ADAM step on the threads */
+SC__INT sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, size_t *bytes);
+SC__INT size_t sc__train_adam_f32(sc_optimizer *opt, sc__pool *pool, float *p, float *pbak,
+                                  const float *g, size_t n);
+
+/* src/checkpoint.c: sc_train's checkpoints */
+/* A checkpoint file (little-endian, see simplechain.h for the guarantees):
+ *   0 magic "SCCHECKP"   8 version (1, u32)      12 flags (u32: 0, or 1 = the arrays are
+ *                                                   float64, written by sc_train_f64)
+ *  16 nparams           24 chain fingerprint     32 samples     40 batch size    48 seed
+ *  56 shuffle (u32)     60 optimizer kind (u32)
+ *  64 lr, beta1, beta2, eps, momentum, weight_decay, clip_norm, lr_schedule, lr_min and
+ *     the schedule's length in steps (0 for a constant rate) (10 doubles, as bits)
+ * 144 step             152 epoch               160 steps into the epoch
+ * 168 optimizer t      176 shuffling generator state (4 x u64)
+ * 208 loss sum of the epoch so far (double)    216 index count (samples if shuffled, else 0)
+ * 224 p, then the optimizer's m and v (nparams float32 or float64 each), then the sample order
+ *     (count u64), then an FNV-1a checksum (u64) of every byte before it. */
+#define SC__CK_MAGIC "SCCHECKP"
+#define SC__CK_HEAD 224
+#define SC__CK_NH 10
+
+typedef struct sc__ckpt {
+  uint64_t np, fp, nsamples, bs, seed;
+  uint32_t shuffle, kind;
+  double hyper[SC__CK_NH]; /* see the layout above */
+  uint64_t step, epoch, pos, t, rng[4];
+  double epoch_sum;
+  uint64_t nidx;
+  uint32_t f64; /* flags bit 0: the arrays are doubles */
+} sc__ckpt;
+
+SC__INT void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
+                             const sc_train_opts *o, size_t total);
+SC__INT sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck,
+                              size_t step, size_t epoch, size_t pos, double sum, const sc__rng *rng,
+                              const void *p, const sc_optimizer *opt, const size_t *idx, size_t n);
+SC__INT sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
+                              const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
+                              size_t *idx);
+
 #endif /* SC_INTERNAL_H */
-/* src/engine.c — the engine: errors, layers, chain planning, files, the planner, threads,
- * workspaces, precision, profiling, the portable kernel set and the typed entry points,
- * optimizers, checkpoints, training. See simplechain.h. */
+/* src/error.c — errors as values: the message of the thread's last failure (sc_last_error,
+ * sc__fail, which every room reports through), the names of the status codes, and a bounded
+ * text buffer for the reports (sc_chain_summary, sc_chain_plan, the profile). */
 
 /* ---------------------------------------------------------------- errors */
 static SC__TLS char sc__errbuf[512];
@@ -586,7 +929,7 @@ static SC__TLS char sc__errbuf[512];
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static sc_status
+SC__INT sc_status
 sc__fail(sc_status st, const char *fn, const char *fmt, ...) {
   va_list ap;
   int k = snprintf(sc__errbuf, sizeof sc__errbuf, "%s: ", fn);
@@ -597,11 +940,6 @@ sc__fail(sc_status st, const char *fn, const char *fmt, ...) {
   va_end(ap);
   return st;
 }
-#define SC__FAIL(st, ...) sc__fail((st), __func__, __VA_ARGS__)
-#define SC__CHECK_NULL(ptr)                                                                        \
-  do {                                                                                             \
-    if (!(ptr)) return SC__FAIL(SC_ERR_NULL, "argument '%s' is NULL", #ptr);                       \
-  } while (0)
 
 const char *sc_last_error(void) { return sc__errbuf; }
 
@@ -638,64 +976,22 @@ const char *sc_status_str(sc_status s) {
   }
   return "SC_ERR_(unknown)";
 }
-
-/* ---------------------------------------------------------------- size arithmetic */
-/* All size computations go through these; *ok is cleared on overflow. */
-static size_t sc__add(size_t a, size_t b, int *ok) {
-  if (a > SIZE_MAX - b) {
-    *ok = 0;
-    return 0;
-  }
-  return a + b;
+/* ---------------------------------------------------------------- bounded text */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+SC__INT void
+sc__sprintf(sc__sbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *dst = b->len < b->cap ? b->buf + b->len : NULL;
+  size_t room = b->len < b->cap ? b->cap - b->len : 0;
+  int k = vsnprintf(dst, room, fmt, ap);
+  va_end(ap);
+  if (k > 0) b->len += (size_t)k;
 }
-static size_t sc__mul(size_t a, size_t b, int *ok) {
-  if (a != 0 && b > SIZE_MAX / a) {
-    *ok = 0;
-    return 0;
-  }
-  return a * b;
-}
-static size_t sc__roundup(size_t a, size_t m, int *ok) {
-  size_t r = sc__add(a, m - 1, ok);
-  return r - r % m;
-}
-
-/* ---------------------------------------------------------------- PRNG */
-/* splitmix64 to seed, xoshiro256** to draw: same numbers on every machine. */
-typedef struct sc__rng {
-  uint64_t s[4];
-} sc__rng;
-
-static uint64_t sc__splitmix(uint64_t *x) {
-  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static void sc__rng_seed(sc__rng *r, uint64_t seed) {
-  for (int i = 0; i < 4; i++) r->s[i] = sc__splitmix(&seed);
-}
-static uint64_t sc__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-static uint64_t sc__rng_next(sc__rng *r) {
-  uint64_t *s = r->s;
-  uint64_t out = sc__rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = sc__rotl(s[3], 45);
-  return out;
-}
-/* uniform in [0, 1) with 53 random bits */
-static double sc__rng_unif(sc__rng *r) { return (double)(sc__rng_next(r) >> 11) * 0x1.0p-53; }
-/* uniform integer in [0, n), unbiased (rejection) */
-static uint64_t sc__rng_below(sc__rng *r, uint64_t n) {
-  uint64_t lim = UINT64_MAX - UINT64_MAX % n, v;
-  do v = sc__rng_next(r);
-  while (v >= lim);
-  return v % n;
-}
+/* src/layers.c — the layer descriptions (sc_dense, sc_conv2d, sc_maxpool2d, sc_flatten,
+ * sc_dropout, ...) and the names of layers and activations. */
 
 /* ---------------------------------------------------------------- layers */
 sc_layer sc_dense(size_t outputs, sc_act act) {
@@ -772,56 +1068,13 @@ const char *sc_act_name(sc_act act) {
   }
   return "?";
 }
+/* src/dispatch.c — the kernel sets this build has (the portable one, the kernels/ files, the
+ * built-in sets of the two drop-in files) and the one a chain runs on: the fastest this CPU
+ * supports, or the one SC_ISA forces. */
 
 /* ---------------------------------------------------------------- chain plan */
-/* kernel tables: reference ones from the typed section below, optional ISA ones */
-static const sc__kt_f32 sc__kt_ref_f32;
-static const sc__kt_f64 sc__kt_ref_f64;
-/* A build without kernels/ files (the two drop-in files, SC_HAVE_KERNELS undefined) on
- * x86-64 with GCC >= 8 or Clang >= 10 compiles the typed section twice more at the end of
- * this file, by target pragma: for AVX2 + FMA (the same code as kernels/avx2.c: the "avx2"
- * set) and for AVX-512 (as kernels/avx512.c: "avx512"), picked by CPUID like the kernels/
- * ones. -DSC_NO_BUILTIN_AVX512 leaves out the second (a faster compile), -DSC_NO_BUILTIN_AVX2
- * both. */
-#if !defined(SC_HAVE_KERNELS) && !defined(SC__KERNELS_ONLY) && !defined(SC_NO_BUILTIN_AVX2) &&     \
-    defined(__x86_64__) && defined(__GNUC__) && defined(__OPTIMIZE__)
-#if (defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 8)
-#define SC__BUILTIN_AVX2 1
-static const sc__kt_f32 sc__kt_f32_avx2in;
-static const sc__kt_f64 sc__kt_f64_avx2in;
-#ifndef SC_NO_BUILTIN_AVX512
-#define SC__BUILTIN_AVX512 1
-static const sc__kt_f32 sc__kt_f32_avx512in;
-static const sc__kt_f64 sc__kt_f64_avx512in;
-#endif
-#endif
-#endif
-#ifndef SC__BUILTIN_AVX2
-#define SC__BUILTIN_AVX2 0
-#endif
-#ifndef SC__BUILTIN_AVX512
-#define SC__BUILTIN_AVX512 0
-#endif
-#ifdef SC_HAVE_KERNELS
-extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
-extern const sc__kt_f64 sc__kt_f64_avx2, sc__kt_f64_avx512;
-#define SC__KERNELS 1
-#define SC__HAS_KT(t) 1
-#elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__ELF__)
-/* A drop-in build that compiles kernels/avx2.c and kernels/avx512.c along (no -D needed):
- * weak references, null when those files are not linked in */
-extern const sc__kt_f32 sc__kt_f32_avx2 __attribute__((weak));
-extern const sc__kt_f32 sc__kt_f32_avx512 __attribute__((weak));
-extern const sc__kt_f64 sc__kt_f64_avx2 __attribute__((weak));
-extern const sc__kt_f64 sc__kt_f64_avx512 __attribute__((weak));
-#define SC__KERNELS 1
-#define SC__HAS_KT(t) (&(t) != NULL)
-#else
-#define SC__KERNELS 0
-#endif
-
 /* The kernel tables for this CPU, or the ones SC_ISA forces. */
-static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const sc__kt_f64 **kd) {
+SC__INT sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const sc__kt_f64 **kd) {
   const char *want = getenv("SC_ISA");
   const sc__kt_f32 *f2 = NULL, *f5 = NULL; /* the AVX2 and AVX-512 sets, where usable */
   const sc__kt_f64 *d2 = NULL, *d5 = NULL;
@@ -874,9 +1127,10 @@ static sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const s
 }
 
 const char *sc_chain_isa(const sc_chain *chain) { return chain ? chain->kf->name : "?"; }
+/* src/chain.c — a chain's plan: every layer checked against its input shape, the parameter
+ * layout, the memory plan of a slice's tiles; the chain's accessors and sc_chain_summary. */
 
-/* the variant planner (after the file helpers it uses; see "variants" below) */
-static sc_status sc__variant_plan(const char *fn, sc_chain *c);
+SC__INT sc_status sc__variant_plan(const char *fn, sc_chain *c);
 
 static size_t sc__tile_alloc(size_t *cursor, size_t elems, int *ok) {
   size_t at = *cursor;
@@ -1037,7 +1291,7 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
   return SC_OK;
 }
 
-static sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, size_t ih, size_t iw,
+SC__INT sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, size_t ih, size_t iw,
                                   const sc_layer *layers, size_t nlayers) {
   if (!out) return sc__fail(SC_ERR_NULL, fn, "argument 'out' is NULL");
   *out = NULL;
@@ -1276,25 +1530,6 @@ sc_status sc_chain_layer_info(const sc_chain *chain, size_t index, sc_layer_info
   return SC_OK;
 }
 
-/* appends to a bounded buffer, tracking the length it would have had */
-typedef struct sc__sbuf {
-  char *buf;
-  size_t cap, len;
-} sc__sbuf;
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-sc__sprintf(sc__sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *dst = b->len < b->cap ? b->buf + b->len : NULL;
-  size_t room = b->len < b->cap ? b->cap - b->len : 0;
-  int k = vsnprintf(dst, room, fmt, ap);
-  va_end(ap);
-  if (k > 0) b->len += (size_t)k;
-}
-
 sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t *needed) {
   SC__CHECK_NULL(chain);
   if (!buf && cap > 0) return SC__FAIL(SC_ERR_NULL, "buf is NULL but cap is %zu", cap);
@@ -1345,9 +1580,11 @@ sc_status sc_chain_summary(const sc_chain *chain, char *buf, size_t cap, size_t 
   }
   return SC_OK;
 }
+/* src/params.c — a chain's parameters: Glorot initialisation (sc_params_init), the chain's
+ * shape fingerprint, and the parameter file format (sc_params_save, sc_params_load). */
 
 /* ---------------------------------------------------------------- params init */
-static sc_status sc__init_check(const char *fn, const sc_chain *c, const void *p, size_t n) {
+SC__INT sc_status sc__init_check(const char *fn, const sc_chain *c, const void *p, size_t n) {
   if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
   if (n != c->nparams)
@@ -1393,7 +1630,7 @@ sc_status sc_params_init_f64(const sc_chain *chain, double *p, size_t n, uint64_
 #define SC__PF_MAGIC "SCPARAMS"
 #define SC__PF_HEAD 32
 
-static uint64_t sc__fnv1a(uint64_t h, const void *data, size_t n) {
+SC__INT uint64_t sc__fnv1a(uint64_t h, const void *data, size_t n) {
   const unsigned char *b = data;
   for (size_t i = 0; i < n; i++) {
     h ^= b[i];
@@ -1401,9 +1638,8 @@ static uint64_t sc__fnv1a(uint64_t h, const void *data, size_t n) {
   }
   return h;
 }
-#define SC__FNV_INIT 0xCBF29CE484222325ull
 
-static uint64_t sc__fingerprint(const sc_chain *c) {
+SC__INT uint64_t sc__fingerprint(const sc_chain *c) {
   uint64_t h = SC__FNV_INIT, v[10];
   v[0] = (uint64_t)c->in_c, v[1] = (uint64_t)c->in_h, v[2] = (uint64_t)c->in_w;
   h = sc__fnv1a(h, v, 3 * sizeof v[0]);
@@ -1421,164 +1657,19 @@ static uint64_t sc__fingerprint(const sc_chain *c) {
   return h;
 }
 
-static void sc__put_le(unsigned char *b, uint64_t v, int bytes) {
+SC__INT void sc__put_le(unsigned char *b, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; i++) b[i] = (unsigned char)(v >> (8 * i));
 }
-static uint64_t sc__get_le(const unsigned char *b, int bytes) {
+SC__INT uint64_t sc__get_le(const unsigned char *b, int bytes) {
   uint64_t v = 0;
   for (int i = 0; i < bytes; i++) v |= (uint64_t)b[i] << (8 * i);
   return v;
 }
 
-/* ---------------------------------------------------------------- atomic file writes */
-/* Files are written under a temporary name no other writer uses, in the directory of the
- * target ("<path>.tmp-<pid>-<counter>-<clock>", created exclusively), flushed to the disk
- * (fsync, where the system has it) and renamed over the target; the directory is then
- * synced so the rename itself survives a power cut. On every error path the temporary file
- * is removed. Where POSIX I/O exists no heap memory is used (the caller gives the name
- * buffer), so a trainer may checkpoint without allocating. */
-#if defined(__unix__) || defined(__APPLE__)
-#define SC__POSIX_IO 1
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#else
-#define SC__POSIX_IO 0
-#endif
-
-#define SC__TMP_EXTRA 64 /* bytes a temporary name needs beyond the path */
-
-typedef struct sc__wfile {
-#if SC__POSIX_IO
-  int fd;
-#else
-  FILE *f;
-#endif
-  char *tmp; /* caller's buffer of strlen(path) + SC__TMP_EXTRA bytes */
-  int err;   /* first errno seen (0: none), or -1 for a short write without errno */
-} sc__wfile;
-
-static sc_status sc__io_fail(const char *fn, int e, const char *what, const char *path) {
-  if (e == ENOMEM) return sc__fail(SC_ERR_NOMEM, fn, "%s '%s': out of memory", what, path);
-  return sc__fail(SC_ERR_IO, fn, "%s '%s': %s", what, path,
-                  e > 0 ? strerror(e) : "write error (disk full?)");
-}
-
-static sc_status sc__wopen(sc__wfile *w, const char *path, char *tmp, const char *fn) {
-  static unsigned long counter; /* a race only costs a retry: creation is exclusive */
-  size_t plen = strlen(path);
-  int e = 0;
-  w->tmp = tmp;
-  w->err = 0;
-  for (int attempt = 0; attempt < 100; attempt++) {
-    unsigned long k = counter++;
-#if SC__POSIX_IO
-    unsigned long id = (unsigned long)getpid();
-#else
-    unsigned long id = (unsigned long)(uintptr_t)&k;
-#endif
-    snprintf(tmp, plen + SC__TMP_EXTRA, "%s.tmp-%lx-%lx-%lx", path, id, k, (unsigned long)clock());
-    errno = 0;
-#if SC__POSIX_IO
-    w->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0666);
-    if (w->fd >= 0) return SC_OK;
-#else
-    w->f = fopen(tmp, "wbx");
-    if (w->f) return SC_OK;
-#endif
-    e = errno;
-    if (e != EEXIST) break;
-  }
-  if (e == ENOMEM)
-    return sc__fail(SC_ERR_NOMEM, fn, "cannot create a file beside '%s': out of memory", path);
-  return sc__fail(SC_ERR_IO, fn, "cannot create a temporary file beside '%s': %s", path,
-                  e ? strerror(e) : "no unused name");
-}
-
-static void sc__wwrite(sc__wfile *w, const void *data, size_t n) {
-  const unsigned char *b = data;
-  while (n > 0 && !w->err) {
-#if SC__POSIX_IO
-    ssize_t r = write(w->fd, b, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      w->err = r < 0 && errno ? errno : -1;
-      break;
-    }
-    b += r, n -= (size_t)r;
-#else
-    size_t r = fwrite(b, 1, n, w->f);
-    if (r < n) w->err = errno ? errno : -1;
-    n = 0;
-#endif
-  }
-}
-
-/* Ends the write: sync, close, rename over path, sync the directory; or, after an error
- * (w->err or fail), removes the temporary file. Returns the status with a message. */
-static sc_status sc__wcommit(sc__wfile *w, const char *path, const char *fn) {
-  int e = w->err;
-#if SC__POSIX_IO
-  if (!e && fsync(w->fd) != 0) e = errno;
-  if (close(w->fd) != 0 && !e) e = errno;
-#else
-  if (!e && fflush(w->f) != 0) e = errno ? errno : -1;
-  if (fclose(w->f) != 0 && !e) e = errno ? errno : -1;
-#endif
-  if (!e && rename(w->tmp, path) != 0) e = errno ? errno : -1;
-  if (e) {
-    remove(w->tmp);
-    return sc__io_fail(fn, e, "cannot write", path);
-  }
-#if SC__POSIX_IO
-  /* the directory entry: sync the directory holding path (best effort: some file systems
-   * refuse fsync on a directory, and the data itself is already on the disk) */
-  const char *slash = strrchr(path, '/');
-  char *dir = w->tmp;
-  if (!slash)
-    strcpy(dir, ".");
-  else if (slash == path)
-    strcpy(dir, "/");
-  else {
-    memcpy(dir, path, (size_t)(slash - path));
-    dir[slash - path] = '\0';
-  }
-  int dfd = open(dir, O_RDONLY);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
-  }
-#endif
-  return SC_OK;
-}
-
-/* Opens path for reading; a directory or an unreadable path is SC_ERR_IO with the system's
- * reason, an allocation failure SC_ERR_NOMEM. */
-static sc_status sc__ropen(FILE **f, const char *path, const char *fn) {
-  errno = 0;
-  *f = fopen(path, "rb");
-  if (!*f) return sc__io_fail(fn, errno, "cannot open", path);
-#if SC__POSIX_IO
-  struct stat sb;
-  if (fstat(fileno(*f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    fclose(*f);
-    *f = NULL;
-    return sc__io_fail(fn, EISDIR, "cannot read", path);
-  }
-#endif
-  return SC_OK;
-}
-
-/* After a short fread: a read error (SC_ERR_IO with the system's reason) or end of file (0). */
-static sc_status sc__rerr(FILE *f, const char *path, const char *fn) {
-  if (!ferror(f)) return SC_OK;
-  return sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
-}
-
 /* What every parameter writer (files, .npz) checks first: chain, p and n, a usable path, and
  * finite values, float (f64 = 0) or double: a file the loaders would refuse is never written.
  * verb says what did not happen ("saved", "exported"). */
-static sc_status sc__write_check(const char *fn, const sc_chain *chain, const void *pv, int f64,
+SC__INT sc_status sc__write_check(const char *fn, const sc_chain *chain, const void *pv, int f64,
                                  size_t n, const char *path, const char *verb) {
   sc_status st = sc__init_check(fn, chain, pv, n);
   if (st) return st;
@@ -1750,6 +1841,135 @@ sc_status sc_params_load(const sc_chain *chain, float *p, size_t n, const char *
 sc_status sc_params_load_f64(const sc_chain *chain, double *p, size_t n, const char *path) {
   return sc__params_load(__func__, chain, p, 1, n, path);
 }
+/* src/fileio.c — files: atomic writes (a temporary name, fsync, rename, the directory synced)
+ * without heap memory, and opening a file for reading with errors that name it. */
+
+/* ---------------------------------------------------------------- atomic file writes */
+/* Files are written under a temporary name no other writer uses, in the directory of the
+ * target ("<path>.tmp-<pid>-<counter>-<clock>", created exclusively), flushed to the disk
+ * (fsync, where the system has it) and renamed over the target; the directory is then
+ * synced so the rename itself survives a power cut. On every error path the temporary file
+ * is removed. Where POSIX I/O exists no heap memory is used (the caller gives the name
+ * buffer), so a trainer may checkpoint without allocating. */
+
+SC__INT sc_status sc__io_fail(const char *fn, int e, const char *what, const char *path) {
+  if (e == ENOMEM) return sc__fail(SC_ERR_NOMEM, fn, "%s '%s': out of memory", what, path);
+  return sc__fail(SC_ERR_IO, fn, "%s '%s': %s", what, path,
+                  e > 0 ? strerror(e) : "write error (disk full?)");
+}
+
+SC__INT sc_status sc__wopen(sc__wfile *w, const char *path, char *tmp, const char *fn) {
+  static unsigned long counter; /* a race only costs a retry: creation is exclusive */
+  size_t plen = strlen(path);
+  int e = 0;
+  w->tmp = tmp;
+  w->err = 0;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    unsigned long k = counter++;
+#if SC__POSIX_IO
+    unsigned long id = (unsigned long)getpid();
+#else
+    unsigned long id = (unsigned long)(uintptr_t)&k;
+#endif
+    snprintf(tmp, plen + SC__TMP_EXTRA, "%s.tmp-%lx-%lx-%lx", path, id, k, (unsigned long)clock());
+    errno = 0;
+#if SC__POSIX_IO
+    w->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0666);
+    if (w->fd >= 0) return SC_OK;
+#else
+    w->f = fopen(tmp, "wbx");
+    if (w->f) return SC_OK;
+#endif
+    e = errno;
+    if (e != EEXIST) break;
+  }
+  if (e == ENOMEM)
+    return sc__fail(SC_ERR_NOMEM, fn, "cannot create a file beside '%s': out of memory", path);
+  return sc__fail(SC_ERR_IO, fn, "cannot create a temporary file beside '%s': %s", path,
+                  e ? strerror(e) : "no unused name");
+}
+
+SC__INT void sc__wwrite(sc__wfile *w, const void *data, size_t n) {
+  const unsigned char *b = data;
+  while (n > 0 && !w->err) {
+#if SC__POSIX_IO
+    ssize_t r = write(w->fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      w->err = r < 0 && errno ? errno : -1;
+      break;
+    }
+    b += r, n -= (size_t)r;
+#else
+    size_t r = fwrite(b, 1, n, w->f);
+    if (r < n) w->err = errno ? errno : -1;
+    n = 0;
+#endif
+  }
+}
+
+/* Ends the write: sync, close, rename over path, sync the directory; or, after an error
+ * (w->err or fail), removes the temporary file. Returns the status with a message. */
+SC__INT sc_status sc__wcommit(sc__wfile *w, const char *path, const char *fn) {
+  int e = w->err;
+#if SC__POSIX_IO
+  if (!e && fsync(w->fd) != 0) e = errno;
+  if (close(w->fd) != 0 && !e) e = errno;
+#else
+  if (!e && fflush(w->f) != 0) e = errno ? errno : -1;
+  if (fclose(w->f) != 0 && !e) e = errno ? errno : -1;
+#endif
+  if (!e && rename(w->tmp, path) != 0) e = errno ? errno : -1;
+  if (e) {
+    remove(w->tmp);
+    return sc__io_fail(fn, e, "cannot write", path);
+  }
+#if SC__POSIX_IO
+  /* the directory entry: sync the directory holding path (best effort: some file systems
+   * refuse fsync on a directory, and the data itself is already on the disk) */
+  const char *slash = strrchr(path, '/');
+  char *dir = w->tmp;
+  if (!slash)
+    strcpy(dir, ".");
+  else if (slash == path)
+    strcpy(dir, "/");
+  else {
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+  }
+  int dfd = open(dir, O_RDONLY);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+#endif
+  return SC_OK;
+}
+
+/* Opens path for reading; a directory or an unreadable path is SC_ERR_IO with the system's
+ * reason, an allocation failure SC_ERR_NOMEM. */
+SC__INT sc_status sc__ropen(FILE **f, const char *path, const char *fn) {
+  errno = 0;
+  *f = fopen(path, "rb");
+  if (!*f) return sc__io_fail(fn, errno, "cannot open", path);
+#if SC__POSIX_IO
+  struct stat sb;
+  if (fstat(fileno(*f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(*f);
+    *f = NULL;
+    return sc__io_fail(fn, EISDIR, "cannot read", path);
+  }
+#endif
+  return SC_OK;
+}
+
+/* After a short fread: a read error (SC_ERR_IO with the system's reason) or end of file (0). */
+SC__INT sc_status sc__rerr(FILE *f, const char *path, const char *fn) {
+  if (!ferror(f)) return SC_OK;
+  return sc__io_fail(fn, errno ? errno : EIO, "cannot read", path);
+}
+/* src/npz.c — NumPy .npz files: the parameters exported as the arrays of the matching
+ * torch.nn.Sequential's state_dict, and imported back (stored or deflated). */
 
 /* ---------------------------------------------------------------- NumPy .npz files */
 /* An .npz file is a zip archive of .npy files, one per array. The arrays are the
@@ -2416,6 +2636,8 @@ sc_status sc_params_import_npz(const sc_chain *chain, float *p, size_t n, const 
 sc_status sc_params_import_npz_f64(const sc_chain *chain, double *p, size_t n, const char *path) {
   return sc__npz_import(__func__, chain, p, 1, n, path);
 }
+/* src/planner.c — the variant planner: which variant of a layer's kernels a chain runs (by rule,
+ * by measurement, from a wisdom file, or forced), and sc_chain_plan, which says so. */
 
 /* ---------------------------------------------------------------- variants (the planner) */
 /* The dense layers' float forward comes in two variants on the SIMD kernel sets: "fused"
@@ -2489,12 +2711,6 @@ static sc__xsmm_fn sc__xsmm_conv_kernel(const sc__lplan *P) {
 #define SC__XSMM 0
 #endif
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-/* r = EAX, EBX, ECX, EDX of CPUID leaf, subleaf */
-static inline void sc__cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
-  __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
-}
-#endif
 
 /* The CPU's brand string (x86 CPUID), spaces as '_', for wisdom keys */
 static void sc__cpu_model(char *buf, size_t cap) {
@@ -2895,7 +3111,7 @@ static int sc__conv_dw_rule(const sc__kt_f32 *kf, const sc__lplan *P) {
 
 /* Chooses every dense layer's forward variant and tanh variant, and every conv layer's
  * register blocks (see above). */
-static sc_status sc__variant_plan(const char *fn, sc_chain *c) {
+SC__INT sc_status sc__variant_plan(const char *fn, sc_chain *c) {
   c->plan_note[0] = 0;
   c->pool_fuse = 1;
   if (sc__planning) return SC_OK;
@@ -3208,6 +3424,8 @@ sc_status sc_chain_plan(const sc_chain *chain, char *buf, size_t cap, size_t *ne
   }
   return SC_OK;
 }
+/* src/idx.c — MNIST-style IDX files (gzipped or not): images as floats, labels as int32, every
+ * header field checked. */
 
 /* ---------------------------------------------------------------- IDX files (MNIST) */
 /* sc_idx_load_images / sc_idx_load_labels (see simplechain.h). A file is read through a
@@ -3563,21 +3781,22 @@ sc_status sc_idx_load_labels(const char *path, int32_t **labels, size_t *n, size
   *n = dims[0];
   return SC_OK;
 }
+/* src/threads.c — the persistent thread pool of a workspace: spin-then-sleep workers pinned to
+ * CPUs, work items claimed as they go, elementwise work cut at fixed points. */
 
 /* ---------------------------------------------------------------- thread pool */
 /* A persistent pool: workers wait for a new generation number, run the task, and
  * count down `pending`. Between the steps of a training run the wait is short, so a
  * worker first spins on the atomic counter (no system call, a few microseconds to
  * start a step) and only then sleeps on the condition variable. */
-typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
 
 /* Elementwise work on n elements split over the workers: part w of `parts` (at most
  * SC__OPT_PARTS) is [*k0, *k1), cut at multiples of 64 but for the end, so that every element
  * gets the same operations whatever the split (vector bodies, not tails) */
-static size_t sc__parts(int nworkers) {
+SC__INT size_t sc__parts(int nworkers) {
   return (size_t)nworkers < SC__OPT_PARTS ? (size_t)nworkers : SC__OPT_PARTS;
 }
-static void sc__part_range(size_t w, size_t parts, size_t n, size_t *k0, size_t *k1) {
+SC__INT void sc__part_range(size_t w, size_t parts, size_t n, size_t *k0, size_t *k1) {
   *k0 = (w * n / parts) & ~(size_t)63;
   *k1 = w + 1 < parts ? ((w + 1) * n / parts) & ~(size_t)63 : n;
 }
@@ -3658,7 +3877,7 @@ static void *sc__worker_main(void *vp) {
 }
 #endif
 
-static void sc__pool_destroy(sc__pool *P) {
+SC__INT void sc__pool_destroy(sc__pool *P) {
   if (!P) return;
 #if SC__THREADS
   if (P->th) {
@@ -3676,7 +3895,7 @@ static void sc__pool_destroy(sc__pool *P) {
 }
 
 #if SC__THREADS
-static sc_status sc__pool_create(sc__pool **out, int nthreads) {
+SC__INT sc_status sc__pool_create(sc__pool **out, int nthreads) {
   *out = NULL;
   /* worker args live right after the pool struct */
   sc__pool *P = calloc(1, sizeof(sc__pool) + (size_t)nthreads * sizeof(sc__worker_arg));
@@ -3738,9 +3957,12 @@ static sc_status sc__pool_create(sc__pool **out, int nthreads) {
 }
 #endif
 
+/* the workers of a pool, the caller included */
+SC__INT int sc__pool_threads(const sc__pool *P) { return P->nthreads; }
+
 /* the next work item of the current run, for workers that take items as they go (called
  * only from a task run with nworkers > 1) */
-static size_t sc__pool_claim(sc__pool *P) {
+SC__INT size_t sc__pool_claim(sc__pool *P) {
 #if SC__THREADS
   return atomic_fetch_add_explicit(&P->next, 1, memory_order_relaxed);
 #else
@@ -3773,7 +3995,7 @@ static void sc__pool_nudge(sc__pool *P) {
 #endif
 
 /* run fn on every worker (the caller is worker 0) and wait for all */
-static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
+SC__INT void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
   if (!P || P->nthreads <= 1) {
     fn(arg, 0, 1);
     return;
@@ -3796,16 +4018,13 @@ static void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
     if (spins > SC__SPIN) sched_yield();
 #endif
 }
+/* src/workspace.c — workspaces: the slices' tile memory and gradient accumulators planned for a
+ * maximum batch, in the library's memory or the caller's; threads and dropout settings. */
 
 /* ---------------------------------------------------------------- workspaces */
 
-/* rank r of R's contiguous run [*lo, *hi) of n slices (data-parallel training, sc_dist) */
-static inline void sc__rank_slices(size_t n, size_t r, size_t R, size_t *lo, size_t *hi) {
-  *lo = r * n / R;
-  *hi = (r + 1) * n / R;
-}
 
-static size_t sc__slices_for(const sc_chain *c, size_t batch) {
+SC__INT size_t sc__slices_for(const sc_chain *c, size_t batch) {
   size_t tiles = (batch + SC__TW - 1) / SC__TW;
   size_t s = (tiles + c->min_tiles - 1) / c->min_tiles;
   if (s > SC__MAX_SLICES) s = SC__MAX_SLICES;
@@ -3881,18 +4100,12 @@ sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t ma
   return SC_OK;
 }
 
-/* a thread count's range (sc_workspace_set_threads, sc_train's opts.threads) */
-static inline sc_status sc__threads_check(const char *fn, int threads) {
-  if (threads < 1 || threads > 1024)
-    return sc__fail(SC_ERR_ARG, fn, "threads = %d, must be in [1, 1024]", threads);
-  return SC_OK;
-}
 
 sc_status sc_workspace_set_threads(sc_workspace *ws, int threads) {
   SC__CHECK_NULL(ws);
   sc_status tst = sc__threads_check(__func__, threads);
   if (tst) return tst;
-  if (ws->pool && ws->pool->nthreads == threads) return SC_OK;
+  if (ws->pool && sc__pool_threads(ws->pool) == threads) return SC_OK;
   sc__pool_destroy(ws->pool);
   ws->pool = NULL;
   if (threads == 1) return SC_OK;
@@ -3926,6 +4139,8 @@ void sc_workspace_destroy(sc_workspace *ws) {
   ws->bf_on = NULL;
   free(ws->owned);
 }
+/* src/precision.c — the bf16 precision: the bf16 GEMMs (the portable model, the AVX512_BF16
+ * kernels, AMX) and a workspace's choice of them, its packed weights and buffers. */
 
 /* ---------------------------------------------------------------- precision */
 const char *sc_precision_name(sc_precision precision) {
@@ -4033,9 +4248,7 @@ static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t ld
     }
 }
 
-#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
-                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
-#define SC__HAVE_BF16_NATIVE 1
+#ifdef SC__HAVE_BF16_NATIVE
 /* GCC at -O2 (the two drop-in files' `cc -O2`) leaves the register blocks' loops over their
  * accumulator arrays rolled, the accumulators on the stack: LeNet5's bf16 epoch (20,000 images,
  * 2 threads, Zen 5) took 0.57 s against the make build's 0.14 (conv2's forward at 84 GFLOP/s a
@@ -4752,7 +4965,7 @@ sc__bf16_wd_pairs(const float *a, const float *b, __mmask16 lm, int rnd) {
 /* a dense layer's rows [o0, o1) of W (O x I floats, not rounded) as the forward's pairs along
  * the inputs, wf[o][k] = (W[o][2k], W[o][2k + 1]) rounded (VCVTNEPS2BF16; an odd I's last pair
  * with 0): the bits of rounding W and pairing its upper halves (sc__bf16_params_rows) */
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) static void
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
 sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0, size_t o1) {
   size_t I2 = (I + 1) / 2;
   for (size_t o = o0; o < o1; o++)
@@ -4769,7 +4982,7 @@ sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, siz
  * as they are loaded. Blocks of 8 pairs (16 rows) x 16 inputs: 8 vectors of pairs along i,
  * transposed in registers into 16 rows of 8 pairs. The same bits as the scalar loop, which took 5
  * of the 10 ms that LeNet5's bf16 weights cost over 20,000 images (1 thread, Zen 4) */
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) static void
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
 sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
                    size_t m0, size_t m1, int rnd) {
   const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
@@ -5007,10 +5220,7 @@ static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, siz
   sc__bf16_gemm_amx_model_grp(C, ldc, one, A, lda, one, B, ldb, M, N, K2, 1, acc);
 }
 
-#if defined(__x86_64__) && defined(__linux__) &&                                                   \
-    ((defined(__clang__) && __clang_major__ >= 12) ||                                              \
-     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
-#define SC__HAVE_AMX 1
+#ifdef SC__HAVE_AMX
 #include <sys/syscall.h>
 /* the AMX GEMM itself (SC_BF16_KERNELS=amx, on a CPU with AMX-BF16); written from Intel's
  * documentation, checked through the model above and run on an Intel Emerald Rapids (session 17) */
@@ -5325,6 +5535,7 @@ sc_status sc_workspace_precision(const sc_workspace *ws, sc_precision *precision
 uint16_t sc_bf16_from_float(float x) { return sc__bf16_bits(x); }
 
 float sc_float_from_bf16(uint16_t b) { return sc__fof((uint32_t)b << 16); }
+/* src/profile.c — the per-layer profiler of a workspace (sc_workspace_profile, its report). */
 
 /* ---------------------------------------------------------------- profiling */
 sc_status sc_workspace_profile(sc_workspace *ws, int on) {
@@ -5428,9 +5639,11 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
     return SC__FAIL(SC_ERR_NOMEM, "the table needs %zu bytes, the buffer has %zu", b.len + 1, cap);
   return SC_OK;
 }
+/* src/checks.c — the argument checks the compute entry points share (chain, parameters, input,
+ * batch against the workspace; the loss and its targets). */
 
 /* ---------------------------------------------------------------- shared checks */
-static sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p, const void *x,
+SC__INT sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p, const void *x,
                                    size_t batch, const sc_workspace *ws) {
   if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
@@ -5445,7 +5658,7 @@ static sc_status sc__compute_check(const char *fn, const sc_chain *c, const void
   return SC_OK;
 }
 
-static sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
+SC__INT sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
                                 const void *target) {
   if (!target) return sc__fail(SC_ERR_NULL, fn, "argument 'target' is NULL");
   if (loss != SC_LOSS_SQUARED && loss != SC_LOSS_ABSOLUTE && loss != SC_LOSS_LOGIT_CROSSENTROPY)
@@ -5456,21 +5669,17 @@ static sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
   return SC_OK;
 }
 
-static sc_status sc__labels_check(const char *fn, const int32_t *lab, size_t n, size_t classes) {
+SC__INT sc_status sc__labels_check(const char *fn, const int32_t *lab, size_t n, size_t classes) {
   for (size_t b = 0; b < n; b++)
     if (lab[b] < 0 || (size_t)lab[b] >= classes)
       return sc__fail(SC_ERR_ARG, fn, "label of sample %zu is %ld, outside [0, %zu)", b,
                       (long)lab[b], classes);
   return SC_OK;
 }
+/* src/compute.c — the portable kernel set ("scalar": the reference every vector kernel is tested
+ * against) and the typed bodies of the compute entry points (src/api.c), for float and double:
+ * the typed files of src/typed/ compiled once per element type, with the baseline flags. */
 
-static double sc__now(void) {
-  struct timespec ts;
-  timespec_get(&ts, TIME_UTC);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ============================== the portable kernel set and the typed entry points, float and double */
 #define SC__T float
 #define SC__TN(name) name##_f32
 #define SC__TT(name) name##_f32
@@ -5733,7 +5942,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SIGMOID:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
@@ -5742,8 +5951,8 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SOFTPLUS:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
-    SC__TN(sc__sleef_log1p)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_log1p)(a, a, n);
     for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
 #else
     for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
@@ -5752,7 +5961,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) {
@@ -5795,7 +6004,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
       SC__T e[SC__ACT_CHUNK];
       for (j = 0; j < m; j++) e[j] = -a[k + j];
-      SC__TN(sc__sleef_expm1)(e, e, m);
+      SC__TT(sc__sleef_expm1)(e, e, m);
       for (j = 0; j < m; j++) d[k + j] *= -e[j];
     }
 #else
@@ -5811,7 +6020,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
 #ifdef SC__SLEEF
-      SC__TN(sc__sleef_exp)(e, e, m);
+      SC__TT(sc__sleef_exp)(e, e, m);
 #else
       for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
@@ -6255,8 +6464,8 @@ static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restri
 
 /* the exp and log of a tile row in place, for the logit cross-entropy */
 #ifdef SC__SLEEF
-#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
-#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#define SC__CE_EXP_ROW(r) SC__TT(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TT(sc__sleef_log)((r), (r), SC__TW)
 #else
 #define SC__CE_EXP_ROW(r)                                                                          \
   for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
@@ -7564,10 +7773,10 @@ SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__ru
 #endif
 #else /* the portable set */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {
+SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
 #endif
@@ -7581,7 +7790,7 @@ static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_
 #define SC__PUB(name) name##_f64
 #endif
 
-static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
+SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
                                           const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = 0;
@@ -7987,7 +8196,7 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
 
 /* tiles <- the n samples of a row-major array, in order (tile k at k cols SC__TW, zeros past
  * the last sample): what the steps' gathers make, made once (sc__train_tiles) */
-static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
+SC__INT void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
   SC__TT(sc__job) J;
   memset(&J, 0, sizeof J); /* (no idx, no check) */
   for (size_t b0 = 0; b0 < n; b0 += SC__TW) {
@@ -8007,7 +8216,7 @@ static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
 /* valgrad core, shared by the public entry points and sc_train (idx, no checks). chk_x: the
  * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
  * they found one, else 0 */
-static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
                                    const SC__T *x, const size_t *idx, const void *target,
                                    size_t batch, double *lossv, SC__T *g, SC__T *gx,
                                    sc_workspace *ws, int train, int chk_x) {
@@ -8031,7 +8240,7 @@ static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC
 
 /* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
  * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
-static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+SC__INT void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
                                     const SC__T *x, const size_t *idx, const void *target,
                                     size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                     size_t *lo, size_t *hi, double *slice_loss) {
@@ -8267,6 +8476,7 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__TT
 #undef SC__F32
 #undef SC__KSTATIC
+
 #define SC__T double
 #define SC__TN(name) name##_f64
 #define SC__TT(name) name##_f64
@@ -8529,7 +8739,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SIGMOID:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
@@ -8538,8 +8748,8 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SOFTPLUS:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
-    SC__TN(sc__sleef_log1p)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_log1p)(a, a, n);
     for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
 #else
     for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
@@ -8548,7 +8758,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) {
@@ -8591,7 +8801,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
       SC__T e[SC__ACT_CHUNK];
       for (j = 0; j < m; j++) e[j] = -a[k + j];
-      SC__TN(sc__sleef_expm1)(e, e, m);
+      SC__TT(sc__sleef_expm1)(e, e, m);
       for (j = 0; j < m; j++) d[k + j] *= -e[j];
     }
 #else
@@ -8607,7 +8817,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
 #ifdef SC__SLEEF
-      SC__TN(sc__sleef_exp)(e, e, m);
+      SC__TT(sc__sleef_exp)(e, e, m);
 #else
       for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
@@ -9051,8 +9261,8 @@ static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restri
 
 /* the exp and log of a tile row in place, for the logit cross-entropy */
 #ifdef SC__SLEEF
-#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
-#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#define SC__CE_EXP_ROW(r) SC__TT(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TT(sc__sleef_log)((r), (r), SC__TW)
 #else
 #define SC__CE_EXP_ROW(r)                                                                          \
   for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
@@ -10360,10 +10570,10 @@ SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__ru
 #endif
 #else /* the portable set */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {
+SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
 #endif
@@ -10377,7 +10587,7 @@ static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_
 #define SC__PUB(name) name##_f64
 #endif
 
-static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
+SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
                                           const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = 0;
@@ -10783,7 +10993,7 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
 
 /* tiles <- the n samples of a row-major array, in order (tile k at k cols SC__TW, zeros past
  * the last sample): what the steps' gathers make, made once (sc__train_tiles) */
-static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
+SC__INT void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
   SC__TT(sc__job) J;
   memset(&J, 0, sizeof J); /* (no idx, no check) */
   for (size_t b0 = 0; b0 < n; b0 += SC__TW) {
@@ -10803,7 +11013,7 @@ static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
 /* valgrad core, shared by the public entry points and sc_train (idx, no checks). chk_x: the
  * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
  * they found one, else 0 */
-static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
                                    const SC__T *x, const size_t *idx, const void *target,
                                    size_t batch, double *lossv, SC__T *g, SC__T *gx,
                                    sc_workspace *ws, int train, int chk_x) {
@@ -10827,7 +11037,7 @@ static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC
 
 /* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
  * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
-static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+SC__INT void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
                                     const SC__T *x, const size_t *idx, const void *target,
                                     size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                     size_t *lo, size_t *hi, double *slice_loss) {
@@ -11063,6 +11273,8 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__TT
 #undef SC__F32
 #undef SC__KSTATIC
+/* src/optim.c — optimizers on flat vectors (ADAM, AdamW, SGD with momentum): their state in
+ * the library's memory or the caller's, a step, the learning-rate schedules. */
 
 /* ---------------------------------------------------------------- optimizers */
 sc_optim sc_adam(double lr) {
@@ -11090,18 +11302,8 @@ sc_optim sc_sgd(double lr, double momentum) {
   return o;
 }
 
-struct sc_optimizer {
-  const sc__kt_f32 *kf; /* for the fused update */
-  sc_optim cfg;
-  size_t n;
-  uint64_t t;
-  void *m, *v; /* ADAM moments; SGD uses m as the momentum buffer: n floats, or n doubles
-                  once stepped in double (room for doubles is always there) */
-  int prec;    /* the type of the steps since creation or reset: 0 none yet, 1 float, 2 double */
-  void *owned;
-};
 
-static sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, size_t *bytes) {
+SC__INT sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, size_t *bytes) {
   if (!cfg) return sc__fail(SC_ERR_NULL, fn, "argument 'cfg' is NULL");
   if (n == 0) return sc__fail(SC_ERR_ARG, fn, "n is 0");
   if (cfg->kind != SC_ADAM && cfg->kind != SC_ADAMW && cfg->kind != SC_SGD)
@@ -11267,7 +11469,7 @@ static void sc__optjob_task(void *arg, int worker, int nworkers) {
 }
 
 /* returns the index of the first non-finite element of the updated p, or n */
-static size_t sc__train_adam_f32(sc_optimizer *opt, sc__pool *pool, float *p, float *pbak,
+SC__INT size_t sc__train_adam_f32(sc_optimizer *opt, sc__pool *pool, float *p, float *pbak,
                                  const float *g, size_t n) {
   opt->t++;
   sc__adam_coef k;
@@ -11336,35 +11538,12 @@ sc_status sc_optimizer_step_f64(sc_optimizer *opt, double *p, const double *g, s
   }
   return SC_OK;
 }
+/* src/checkpoint.c — sc_train's checkpoints: the file that lets a killed run resume and end bit
+ * for bit as an uninterrupted one (atomic, checksummed, checked against the run). */
 
 /* ---------------------------------------------------------------- checkpoints */
-/* A checkpoint file (little-endian, see simplechain.h for the guarantees):
- *   0 magic "SCCHECKP"   8 version (1, u32)      12 flags (u32: 0, or 1 = the arrays are
- *                                                   float64, written by sc_train_f64)
- *  16 nparams           24 chain fingerprint     32 samples     40 batch size    48 seed
- *  56 shuffle (u32)     60 optimizer kind (u32)
- *  64 lr, beta1, beta2, eps, momentum, weight_decay, clip_norm, lr_schedule, lr_min and
- *     the schedule's length in steps (0 for a constant rate) (10 doubles, as bits)
- * 144 step             152 epoch               160 steps into the epoch
- * 168 optimizer t      176 shuffling generator state (4 x u64)
- * 208 loss sum of the epoch so far (double)    216 index count (samples if shuffled, else 0)
- * 224 p, then the optimizer's m and v (nparams float32 or float64 each), then the sample order
- *     (count u64), then an FNV-1a checksum (u64) of every byte before it. */
-#define SC__CK_MAGIC "SCCHECKP"
-#define SC__CK_HEAD 224
-#define SC__CK_NH 10
 
-typedef struct sc__ckpt {
-  uint64_t np, fp, nsamples, bs, seed;
-  uint32_t shuffle, kind;
-  double hyper[SC__CK_NH]; /* see the layout above */
-  uint64_t step, epoch, pos, t, rng[4];
-  double epoch_sum;
-  uint64_t nidx;
-  uint32_t f64; /* flags bit 0: the arrays are doubles */
-} sc__ckpt;
-
-static void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
+SC__INT void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
                             const sc_train_opts *o, size_t total) {
   memset(k, 0, sizeof *k);
   k->np = chain->nparams, k->fp = sc__fingerprint(chain), k->nsamples = n, k->bs = bs;
@@ -11458,7 +11637,7 @@ static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const
 
 /* sc_train's state after `step` steps, the next of which is step `pos` of epoch `epoch`
  * (sum: the loss sum of that epoch's first pos steps), written as a checkpoint */
-static sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck, size_t step,
+SC__INT sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck, size_t step,
                              size_t epoch, size_t pos, double sum, const sc__rng *rng,
                              const void *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
   ck->step = step, ck->epoch = epoch, ck->pos = pos, ck->t = step;
@@ -11487,7 +11666,7 @@ static sc_status sc__ck_chunk(FILE *f, unsigned char *buf, size_t cap, size_t le
  * settings) must match it (SC_ERR_ARG / SC_ERR_SHAPE naming the field). The arrays go to p,
  * m, v (nparams floats each) and idx (samples entries), each may be NULL; on an error they
  * may hold part of the file, so the caller reads p into scratch memory. */
-static sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
+SC__INT sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
                              const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
                              size_t *idx) {
   FILE *f;
@@ -11689,6 +11868,9 @@ sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpo
   info->f64 = (int)k.f64;
   return SC_OK;
 }
+/* src/train.c — sc_train: epochs of shuffled minibatches on a workspace's threads, the optimizer
+ * steps, the NaN guard, clipping, progress callbacks, checkpoints, and data parallelism over
+ * ranks (sc_dist). */
 
 /* ---------------------------------------------------------------- training */
 /* The threads sc_train runs on (issue 13: threads never slow training down). A step's work
@@ -12168,6 +12350,12 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
  * src/dispatch.c decides whether they are compiled (SC__BUILTIN_AVX2, SC__BUILTIN_AVX512). */
 #if SC__BUILTIN_AVX2 || SC__BUILTIN_AVX512
 #define SC__BUILTIN_PASS 1
+/* clang warns of a static inline function left unused in the file it compiles (not in a header,
+ * as in the tree's build): a set's vector width leaves some helpers unused */
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wunused-function"
+#endif
 #endif
 #if SC__BUILTIN_AVX2
 /* kernels/avx2/avx2.c — the kernel set for CPUs with AVX2 and FMA: the whole per-slice pipeline
@@ -12487,7 +12675,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SIGMOID:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
@@ -12496,8 +12684,8 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SOFTPLUS:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
-    SC__TN(sc__sleef_log1p)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_log1p)(a, a, n);
     for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
 #else
     for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
@@ -12506,7 +12694,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) {
@@ -12549,7 +12737,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
       SC__T e[SC__ACT_CHUNK];
       for (j = 0; j < m; j++) e[j] = -a[k + j];
-      SC__TN(sc__sleef_expm1)(e, e, m);
+      SC__TT(sc__sleef_expm1)(e, e, m);
       for (j = 0; j < m; j++) d[k + j] *= -e[j];
     }
 #else
@@ -12565,7 +12753,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
 #ifdef SC__SLEEF
-      SC__TN(sc__sleef_exp)(e, e, m);
+      SC__TT(sc__sleef_exp)(e, e, m);
 #else
       for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
@@ -14743,8 +14931,8 @@ static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restri
 
 /* the exp and log of a tile row in place, for the logit cross-entropy */
 #ifdef SC__SLEEF
-#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
-#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#define SC__CE_EXP_ROW(r) SC__TT(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TT(sc__sleef_log)((r), (r), SC__TW)
 #else
 #define SC__CE_EXP_ROW(r)                                                                          \
   for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
@@ -16248,10 +16436,10 @@ SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__ru
 #endif
 #else /* the portable set */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {
+SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
 #endif
@@ -16567,7 +16755,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SIGMOID:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
@@ -16576,8 +16764,8 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SOFTPLUS:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
-    SC__TN(sc__sleef_log1p)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_log1p)(a, a, n);
     for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
 #else
     for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
@@ -16586,7 +16774,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) {
@@ -16629,7 +16817,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
       SC__T e[SC__ACT_CHUNK];
       for (j = 0; j < m; j++) e[j] = -a[k + j];
-      SC__TN(sc__sleef_expm1)(e, e, m);
+      SC__TT(sc__sleef_expm1)(e, e, m);
       for (j = 0; j < m; j++) d[k + j] *= -e[j];
     }
 #else
@@ -16645,7 +16833,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
 #ifdef SC__SLEEF
-      SC__TN(sc__sleef_exp)(e, e, m);
+      SC__TT(sc__sleef_exp)(e, e, m);
 #else
       for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
@@ -17505,8 +17693,8 @@ static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restri
 
 /* the exp and log of a tile row in place, for the logit cross-entropy */
 #ifdef SC__SLEEF
-#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
-#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#define SC__CE_EXP_ROW(r) SC__TT(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TT(sc__sleef_log)((r), (r), SC__TW)
 #else
 #define SC__CE_EXP_ROW(r)                                                                          \
   for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
@@ -18814,10 +19002,10 @@ SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__ru
 #endif
 #else /* the portable set */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {
+SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
 #endif
@@ -19361,7 +19549,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SIGMOID:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
@@ -19370,8 +19558,8 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SOFTPLUS:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
-    SC__TN(sc__sleef_log1p)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_log1p)(a, a, n);
     for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
 #else
     for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
@@ -19380,7 +19568,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) {
@@ -19423,7 +19611,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
       SC__T e[SC__ACT_CHUNK];
       for (j = 0; j < m; j++) e[j] = -a[k + j];
-      SC__TN(sc__sleef_expm1)(e, e, m);
+      SC__TT(sc__sleef_expm1)(e, e, m);
       for (j = 0; j < m; j++) d[k + j] *= -e[j];
     }
 #else
@@ -19439,7 +19627,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
 #ifdef SC__SLEEF
-      SC__TN(sc__sleef_exp)(e, e, m);
+      SC__TT(sc__sleef_exp)(e, e, m);
 #else
       for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
@@ -21617,8 +21805,8 @@ static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restri
 
 /* the exp and log of a tile row in place, for the logit cross-entropy */
 #ifdef SC__SLEEF
-#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
-#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#define SC__CE_EXP_ROW(r) SC__TT(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TT(sc__sleef_log)((r), (r), SC__TW)
 #else
 #define SC__CE_EXP_ROW(r)                                                                          \
   for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
@@ -23122,10 +23310,10 @@ SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__ru
 #endif
 #else /* the portable set */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {
+SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
 #endif
@@ -23441,7 +23629,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SIGMOID:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = 1 / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) a[t] = 1 / (1 + SC__EXP(-z[t]));
@@ -23450,8 +23638,8 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_SOFTPLUS:
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -SC__FABS(z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
-    SC__TN(sc__sleef_log1p)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_log1p)(a, a, n);
     for (t = 0; t < n; t++) a[t] += z[t] > 0 ? z[t] : 0;
 #else
     for (t = 0; t < n; t++) a[t] = (z[t] > 0 ? z[t] : 0) + SC__LOG1P(SC__EXP(-SC__FABS(z[t])));
@@ -23460,7 +23648,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
   case SC_GELU: /* 0.5 z (1 + tanh(u)) = z sigmoid(2u): no cancellation in the tail */
 #ifdef SC__SLEEF
     for (t = 0; t < n; t++) a[t] = -2 * SC__GELU_K0 * (z[t] + SC__GELU_K1 * z[t] * z[t] * z[t]);
-    SC__TN(sc__sleef_exp)(a, a, n);
+    SC__TT(sc__sleef_exp)(a, a, n);
     for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
 #else
     for (t = 0; t < n; t++) {
@@ -23503,7 +23691,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
       SC__T e[SC__ACT_CHUNK];
       for (j = 0; j < m; j++) e[j] = -a[k + j];
-      SC__TN(sc__sleef_expm1)(e, e, m);
+      SC__TT(sc__sleef_expm1)(e, e, m);
       for (j = 0; j < m; j++) d[k + j] *= -e[j];
     }
 #else
@@ -23519,7 +23707,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
 #ifdef SC__SLEEF
-      SC__TN(sc__sleef_exp)(e, e, m);
+      SC__TT(sc__sleef_exp)(e, e, m);
 #else
       for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
@@ -24379,8 +24567,8 @@ static inline void SC__TN(sc__transpose)(SC__T *restrict xT, const SC__T *restri
 
 /* the exp and log of a tile row in place, for the logit cross-entropy */
 #ifdef SC__SLEEF
-#define SC__CE_EXP_ROW(r) SC__TN(sc__sleef_exp)((r), (r), SC__TW)
-#define SC__CE_LOG_ROW(r) SC__TN(sc__sleef_log)((r), (r), SC__TW)
+#define SC__CE_EXP_ROW(r) SC__TT(sc__sleef_exp)((r), (r), SC__TW)
+#define SC__CE_LOG_ROW(r) SC__TT(sc__sleef_log)((r), (r), SC__TW)
 #else
 #define SC__CE_EXP_ROW(r)                                                                          \
   for (int q_ = 0; q_ < SC__TW; q_++) (r)[q_] = SC__EXP((r)[q_])
@@ -25688,10 +25876,10 @@ SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__ru
 #endif
 #else /* the portable set */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {
+SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
 #endif
@@ -25809,4 +25997,7 @@ static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_
 #pragma GCC pop_options
 #endif
 #endif
+#endif
+#if (SC__BUILTIN_AVX2 || SC__BUILTIN_AVX512) && defined(__clang__)
+#pragma clang diagnostic pop
 #endif

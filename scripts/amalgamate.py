@@ -18,11 +18,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the built-in kernel sets last.
 MANIFEST = [
     "src/internal.h",
-    "src/engine.c",
+    "src/error.c",
+    "src/layers.c",
+    "src/dispatch.c",
+    "src/chain.c",
+    "src/params.c",
+    "src/fileio.c",
+    "src/npz.c",
+    "src/planner.c",
+    "src/idx.c",
+    "src/threads.c",
+    "src/workspace.c",
+    "src/precision.c",
+    "src/profile.c",
+    "src/checks.c",
+    "src/compute.c",
+    "src/optim.c",
+    "src/checkpoint.c",
+    "src/train.c",
     "src/builtin_sets.h",
 ]
 # headers that are whole-file guarded and included at file level: inlined once
-ONCE = {"src/internal.h"}
+ONCE = {"src/internal.h", "src/util.h"}
 # kept as an include: the public header, which ships beside the generated file
 KEEP = {"simplechain.h"}
 

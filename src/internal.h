@@ -565,4 +565,273 @@ static inline double sc__dof(uint64_t u) {
 }
 
 
+/* ---------------------------------------------------------------- what the rooms lend each other */
+/* The engine's rooms (the .c files of src/) are separate translation units in the tree's build
+ * and one in the generated simplechain.c. A function one room defines and others call is
+ * declared here with SC__INT: external but hidden in the tree's build (simplechain.map exports
+ * the sc_* API only), static in simplechain.c. SC__INT_DATA declares such an object. */
+#ifdef SC__AMALGAMATION
+#define SC__INT static
+#define SC__INT_DATA static
+#elif defined(__GNUC__)
+#define SC__INT __attribute__((visibility("hidden")))
+#define SC__INT_DATA extern __attribute__((visibility("hidden")))
+#else
+#define SC__INT
+#define SC__INT_DATA extern
+#endif
+
+/* src/error.c: every failure goes through sc__fail, which formats "fn: message" into the
+ * thread's error buffer and returns st; SC__FAIL names the calling function */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+SC__INT sc_status
+sc__fail(sc_status st, const char *fn, const char *fmt, ...);
+#define SC__FAIL(st, ...) sc__fail((st), __func__, __VA_ARGS__)
+#define SC__CHECK_NULL(ptr)                                                                        \
+  do {                                                                                             \
+    if (!(ptr)) return SC__FAIL(SC_ERR_NULL, "argument '%s' is NULL", #ptr);                       \
+  } while (0)
+/* appends to a bounded buffer, tracking the length it would have had */
+typedef struct sc__sbuf {
+  char *buf;
+  size_t cap, len;
+} sc__sbuf;
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+SC__INT void
+sc__sprintf(sc__sbuf *b, const char *fmt, ...);
+
+#include "util.h"
+
+/* src/dispatch.c: the kernel sets (not seen by a kernel set's own translation unit) */
+#ifndef SC__KERNELS_ONLY
+/* the kernel tables: the portable ones (src/compute.c), the kernel sets' (kernels/, or built in) */
+SC__INT_DATA const sc__kt_f32 sc__kt_ref_f32;
+SC__INT_DATA const sc__kt_f64 sc__kt_ref_f64;
+/* A build without kernels/ files (the two drop-in files, SC_HAVE_KERNELS undefined) on
+ * x86-64 with GCC >= 8 or Clang >= 10 compiles the kernel sets at the end of the
+ * generated simplechain.c, by target pragma (src/builtin_sets.h): the AVX2 + FMA one (the same
+ * code as kernels/avx2/avx2.c: the "avx2" set) and the AVX-512 one (kernels/avx512/avx512.c:
+ * "avx512"), picked by CPUID like the kernels/ ones. -DSC_NO_BUILTIN_AVX512 leaves out the second (a faster compile), -DSC_NO_BUILTIN_AVX2
+ * both. */
+#if !defined(SC_HAVE_KERNELS) && !defined(SC__KERNELS_ONLY) && !defined(SC_NO_BUILTIN_AVX2) &&     \
+    defined(__x86_64__) && defined(__GNUC__) && defined(__OPTIMIZE__)
+#if (defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 8)
+#define SC__BUILTIN_AVX2 1
+static const sc__kt_f32 sc__kt_f32_avx2in;
+static const sc__kt_f64 sc__kt_f64_avx2in;
+#ifndef SC_NO_BUILTIN_AVX512
+#define SC__BUILTIN_AVX512 1
+static const sc__kt_f32 sc__kt_f32_avx512in;
+static const sc__kt_f64 sc__kt_f64_avx512in;
+#endif
+#endif
+#endif
+#ifndef SC__BUILTIN_AVX2
+#define SC__BUILTIN_AVX2 0
+#endif
+#ifndef SC__BUILTIN_AVX512
+#define SC__BUILTIN_AVX512 0
+#endif
+#ifdef SC_HAVE_KERNELS
+extern const sc__kt_f32 sc__kt_f32_avx2, sc__kt_f32_avx512;
+extern const sc__kt_f64 sc__kt_f64_avx2, sc__kt_f64_avx512;
+#define SC__KERNELS 1
+#define SC__HAS_KT(t) 1
+#elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__ELF__)
+/* A drop-in build that compiles kernels/avx2/avx2.c and kernels/avx512/avx512.c along (no -D
+ * needed): weak references, null when those files are not linked in */
+extern const sc__kt_f32 sc__kt_f32_avx2 __attribute__((weak));
+extern const sc__kt_f32 sc__kt_f32_avx512 __attribute__((weak));
+extern const sc__kt_f64 sc__kt_f64_avx2 __attribute__((weak));
+extern const sc__kt_f64 sc__kt_f64_avx512 __attribute__((weak));
+#define SC__KERNELS 1
+#define SC__HAS_KT(t) (&(t) != NULL)
+#else
+#define SC__KERNELS 0
+#endif
+#endif
+SC__INT sc_status sc__pick_kernels(const char *fn, const sc__kt_f32 **kf, const sc__kt_f64 **kd);
+
+/* src/chain.c, src/planner.c: a chain's plan, and the variants the planner picks for it */
+SC__INT sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, size_t ih, size_t iw,
+                                   const sc_layer *layers, size_t nlayers);
+SC__INT sc_status sc__variant_plan(const char *fn, sc_chain *c);
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* r = EAX, EBX, ECX, EDX of CPUID leaf, subleaf */
+static inline void sc__cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+  __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+#endif
+
+/* src/params.c: the checks of a parameter vector, the chain's fingerprint, little-endian fields */
+SC__INT sc_status sc__init_check(const char *fn, const sc_chain *c, const void *p, size_t n);
+SC__INT sc_status sc__write_check(const char *fn, const sc_chain *chain, const void *pv, int f64,
+                                  size_t n, const char *path, const char *verb);
+#define SC__FNV_INIT 0xCBF29CE484222325ull
+SC__INT uint64_t sc__fnv1a(uint64_t h, const void *data, size_t n);
+SC__INT uint64_t sc__fingerprint(const sc_chain *c);
+SC__INT void sc__put_le(unsigned char *b, uint64_t v, int bytes);
+SC__INT uint64_t sc__get_le(const unsigned char *b, int bytes);
+
+/* src/fileio.c: atomic writes and reads */
+#if defined(__unix__) || defined(__APPLE__)
+#define SC__POSIX_IO 1
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#else
+#define SC__POSIX_IO 0
+#endif
+
+#define SC__TMP_EXTRA 64 /* bytes a temporary name needs beyond the path */
+
+typedef struct sc__wfile {
+#if SC__POSIX_IO
+  int fd;
+#else
+  FILE *f;
+#endif
+  char *tmp; /* caller's buffer of strlen(path) + SC__TMP_EXTRA bytes */
+  int err;   /* first errno seen (0: none), or -1 for a short write without errno */
+} sc__wfile;
+
+SC__INT sc_status sc__io_fail(const char *fn, int e, const char *what, const char *path);
+SC__INT sc_status sc__wopen(sc__wfile *w, const char *path, char *tmp, const char *fn);
+SC__INT void sc__wwrite(sc__wfile *w, const void *data, size_t n);
+SC__INT sc_status sc__wcommit(sc__wfile *w, const char *path, const char *fn);
+SC__INT sc_status sc__ropen(FILE **f, const char *path, const char *fn);
+SC__INT sc_status sc__rerr(FILE *f, const char *path, const char *fn);
+
+/* src/threads.c: the thread pool */
+typedef void (*sc__task_fn)(void *arg, int worker, int nworkers);
+typedef struct sc__pool sc__pool;
+SC__INT size_t sc__parts(int nworkers);
+SC__INT void sc__part_range(size_t w, size_t parts, size_t n, size_t *k0, size_t *k1);
+#if SC__THREADS
+SC__INT sc_status sc__pool_create(sc__pool **out, int nthreads);
+#endif
+SC__INT void sc__pool_destroy(sc__pool *P);
+SC__INT int sc__pool_threads(const sc__pool *P);
+SC__INT size_t sc__pool_claim(sc__pool *P);
+SC__INT void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg);
+
+/* src/workspace.c: slices */
+/* rank r of R's contiguous run [*lo, *hi) of n slices (data-parallel training, sc_dist) */
+static inline void sc__rank_slices(size_t n, size_t r, size_t R, size_t *lo, size_t *hi) {
+  *lo = r * n / R;
+  *hi = (r + 1) * n / R;
+}
+SC__INT size_t sc__slices_for(const sc_chain *c, size_t batch);
+/* a thread count's range (sc_workspace_set_threads, sc_train's opts.threads) */
+static inline sc_status sc__threads_check(const char *fn, int threads) {
+  if (threads < 1 || threads > 1024)
+    return sc__fail(SC_ERR_ARG, fn, "threads = %d, must be in [1, 1024]", threads);
+  return SC_OK;
+}
+
+/* src/precision.c: the bf16 kernels this compiler builds (AVX512_BF16: GCC >= 10, clang >= 9;
+ * AMX: Linux on x86-64, GCC >= 11, clang >= 12), and the weight packers the parameters' rounding
+ * (src/typed/exec.h) calls */
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
+                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
+#define SC__HAVE_BF16_NATIVE 1
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
+sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0, size_t o1);
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
+sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
+                   size_t m0, size_t m1, int rnd);
+#endif
+#if defined(__x86_64__) && defined(__linux__) &&                                                   \
+    ((defined(__clang__) && __clang_major__ >= 12) ||                                              \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define SC__HAVE_AMX 1
+#endif
+
+/* src/checks.c: the compute entry points' argument checks */
+SC__INT sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p, const void *x,
+                                    size_t batch, const sc_workspace *ws);
+SC__INT sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
+                                 const void *target);
+SC__INT sc_status sc__labels_check(const char *fn, const int32_t *lab, size_t n, size_t classes);
+
+/* src/compute.c: the typed bodies the other rooms call (src/typed/exec.h) */
+SC__INT sc_status sc__finite_check_f32(const char *fn, const sc_chain *c, const char *what,
+                                       const float *v, size_t rows, size_t cols);
+SC__INT sc_status sc__finite_check_f64(const char *fn, const sc_chain *c, const char *what,
+                                       const double *v, size_t rows, size_t cols);
+SC__INT void sc__tiles_fill_f32(float *restrict dst, const void *src, size_t cols, size_t n);
+SC__INT void sc__tiles_fill_f64(double *restrict dst, const void *src, size_t cols, size_t n);
+SC__INT int sc__valgrad_run_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                const float *x, const size_t *idx, const void *target,
+                                size_t batch, double *lossv, float *g, float *gx, sc_workspace *ws,
+                                int train, int chk_x);
+SC__INT int sc__valgrad_run_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                const double *x, const size_t *idx, const void *target,
+                                size_t batch, double *lossv, double *g, double *gx,
+                                sc_workspace *ws, int train, int chk_x);
+SC__INT void sc__valgrad_own_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                 const float *x, const size_t *idx, const void *target,
+                                 size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
+                                 size_t *lo, size_t *hi, double *slice_loss);
+SC__INT void sc__valgrad_own_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                 const double *x, const size_t *idx, const void *target,
+                                 size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
+                                 size_t *lo, size_t *hi, double *slice_loss);
+
+/* src/optim.c: an optimizer's state, its plan, and sc_train's float ADAM step on the threads */
+struct sc_optimizer {
+  const sc__kt_f32 *kf; /* for the fused update */
+  sc_optim cfg;
+  size_t n;
+  uint64_t t;
+  void *m, *v; /* ADAM moments; SGD uses m as the momentum buffer: n floats, or n doubles
+                  once stepped in double (room for doubles is always there) */
+  int prec;    /* the type of the steps since creation or reset: 0 none yet, 1 float, 2 double */
+  void *owned;
+};
+/* (src/optim.c) the optimizer's plan, and sc_train's float ADAM step on the threads */
+SC__INT sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, size_t *bytes);
+SC__INT size_t sc__train_adam_f32(sc_optimizer *opt, sc__pool *pool, float *p, float *pbak,
+                                  const float *g, size_t n);
+
+/* src/checkpoint.c: sc_train's checkpoints */
+/* A checkpoint file (little-endian, see simplechain.h for the guarantees):
+ *   0 magic "SCCHECKP"   8 version (1, u32)      12 flags (u32: 0, or 1 = the arrays are
+ *                                                   float64, written by sc_train_f64)
+ *  16 nparams           24 chain fingerprint     32 samples     40 batch size    48 seed
+ *  56 shuffle (u32)     60 optimizer kind (u32)
+ *  64 lr, beta1, beta2, eps, momentum, weight_decay, clip_norm, lr_schedule, lr_min and
+ *     the schedule's length in steps (0 for a constant rate) (10 doubles, as bits)
+ * 144 step             152 epoch               160 steps into the epoch
+ * 168 optimizer t      176 shuffling generator state (4 x u64)
+ * 208 loss sum of the epoch so far (double)    216 index count (samples if shuffled, else 0)
+ * 224 p, then the optimizer's m and v (nparams float32 or float64 each), then the sample order
+ *     (count u64), then an FNV-1a checksum (u64) of every byte before it. */
+#define SC__CK_MAGIC "SCCHECKP"
+#define SC__CK_HEAD 224
+#define SC__CK_NH 10
+
+typedef struct sc__ckpt {
+  uint64_t np, fp, nsamples, bs, seed;
+  uint32_t shuffle, kind;
+  double hyper[SC__CK_NH]; /* see the layout above */
+  uint64_t step, epoch, pos, t, rng[4];
+  double epoch_sum;
+  uint64_t nidx;
+  uint32_t f64; /* flags bit 0: the arrays are doubles */
+} sc__ckpt;
+
+SC__INT void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
+                             const sc_train_opts *o, size_t total);
+SC__INT sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck,
+                              size_t step, size_t epoch, size_t pos, double sum, const sc__rng *rng,
+                              const void *p, const sc_optimizer *opt, const size_t *idx, size_t n);
+SC__INT sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
+                              const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
+                              size_t *idx);
+
 #endif /* SC_INTERNAL_H */

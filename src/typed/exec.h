@@ -8,7 +8,7 @@
 #define SC__PUB(name) name##_f64
 #endif
 
-static sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
+SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
                                           const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = 0;
@@ -414,7 +414,7 @@ sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T
 
 /* tiles <- the n samples of a row-major array, in order (tile k at k cols SC__TW, zeros past
  * the last sample): what the steps' gathers make, made once (sc__train_tiles) */
-static void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
+SC__INT void SC__TN(sc__tiles_fill)(SC__T *restrict dst, const void *src, size_t cols, size_t n) {
   SC__TT(sc__job) J;
   memset(&J, 0, sizeof J); /* (no idx, no check) */
   for (size_t b0 = 0; b0 < n; b0 += SC__TW) {
@@ -434,7 +434,7 @@ static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
 /* valgrad core, shared by the public entry points and sc_train (idx, no checks). chk_x: the
  * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
  * they found one, else 0 */
-static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
                                    const SC__T *x, const size_t *idx, const void *target,
                                    size_t batch, double *lossv, SC__T *g, SC__T *gx,
                                    sc_workspace *ws, int train, int chk_x) {
@@ -458,7 +458,7 @@ static int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC
 
 /* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
  * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
-static void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+SC__INT void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
                                     const SC__T *x, const size_t *idx, const void *target,
                                     size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                     size_t *lo, size_t *hi, double *slice_loss) {

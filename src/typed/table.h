@@ -27,10 +27,10 @@ SC__KT_LINKAGE const sc__kt_f64 SC__KT_EXPORT_F64 = {SC__ISA_NAME, SC__TN(sc__ru
 #endif
 #else /* the portable set */
 #if SC__F32
-static const sc__kt_f32 sc__kt_ref_f32 = {
+SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
-static const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
+SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
                                           sc__one_f64};
 #endif
 #endif
