@@ -61,7 +61,11 @@ CMOCKA_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # is generated from the same files (make amalgamation) and built only by the drop-in tests.
 ENGINE_SRCS := $(wildcard src/*.c)
 LIB      := $(BUILD)/libsimplechain.a
-LIB_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/sc_nuts.o $(KERNEL_SRCS:%.c=$(BUILD)/%.o)
+# the bf16 kernels (AVX512_BF16, AMX) carry their targets by pragma and compile to nothing where
+# the compiler or the architecture has none; the kernel sets of KERNEL_SRCS get the -m flags
+BF16_SRCS := kernels/bf16/bf16.c kernels/amx/amx.c
+LIB_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(BF16_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/sc_nuts.o \
+            $(KERNEL_SRCS:%.c=$(BUILD)/%.o)
 DEPFLAGS := -MMD -MP
 # The shared library: the same sources compiled again as position-independent code in
 # $(BUILD)/pic/, linked as libsimplechain.so.MAJOR.MINOR.PATCH with the soname
@@ -126,6 +130,12 @@ $(BUILD)/src/%.o: src/%.c
 $(BUILD)/sc_nuts.o: sc_nuts.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+$(BUILD)/kernels/bf16/%.o: kernels/bf16/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+$(BUILD)/kernels/amx/%.o: kernels/amx/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 $(BUILD)/kernels/avx2/%.o: kernels/avx2/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(AVX2_FLAGS) $(SLEEF_DEFS) -c $< -o $@
@@ -140,6 +150,12 @@ $(BUILD)/pic/src/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) $(KDEFS) $(XSMM_DEFS) -c $< -o $@
 $(BUILD)/pic/sc_nuts.o: sc_nuts.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) -c $< -o $@
+$(BUILD)/pic/kernels/bf16/%.o: kernels/bf16/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) -c $< -o $@
+$(BUILD)/pic/kernels/amx/%.o: kernels/amx/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(PIC_FLAGS) -c $< -o $@
 $(BUILD)/pic/kernels/avx2/%.o: kernels/avx2/%.c

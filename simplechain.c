@@ -8,13 +8,14 @@
  *   src/internal.h, src/error.c, src/layers.c, src/dispatch.c,
  *   src/chain.c, src/params.c, src/fileio.c, src/npz.c,
  *   src/planner.c, src/idx.c, src/threads.c, src/workspace.c,
- *   src/precision.c, src/profile.c, src/checks.c, src/compute.c,
+ *   src/precision.c, src/bf16_model.c, kernels/bf16/bf16.c, kernels/amx/amx.c,
+ *   src/profile.c, src/checks.c, src/compute.c, src/api.c,
  *   src/optim.c, src/checkpoint.c, src/train.c, src/builtin_sets.h.
  */
 #define SC__AMALGAMATION 1
-/* src/internal.h — what the engine's rooms (the .c files of src/) and every kernel set (src/compute.c,
- * kernels/) share: the kernel tables, a chain's and a workspace's plans, the bit helpers and the
- * bf16 packers. Not an API: everything here may change between versions.
+/* src/internal.h — what the engine's rooms (the .c files of src/) and every kernel set
+ * (src/compute.c, kernels/) share: the kernel tables, a chain's and a workspace's plans, the bit
+ * helpers and the bf16 packers. Not an API: everything here may change between versions.
  *
  * Internal layout of a computation. A batch is cut into tiles of SC__TW samples. Inside a tile,
  * activations are stored feature-major: a layer output with O features is an O x SC__TW array,
@@ -578,8 +579,8 @@ static inline double sc__dof(uint64_t u) {
   return d;
 }
 
-
-/* ---------------------------------------------------------------- what the rooms lend each other */
+/* ---------------------------------------------------------------- what the rooms lend each other
+ */
 /* The engine's rooms (the .c files of src/) are separate translation units in the tree's build
  * and one in the generated simplechain.c. A function one room defines and others call is
  * declared here with SC__INT: external but hidden in the tree's build (simplechain.map exports
@@ -699,8 +700,8 @@ SC__INT_DATA const sc__kt_f64 sc__kt_ref_f64;
  * x86-64 with GCC >= 8 or Clang >= 10 compiles the kernel sets at the end of the
  * generated simplechain.c, by target pragma (src/builtin_sets.h): the AVX2 + FMA one (the same
  * code as kernels/avx2/avx2.c: the "avx2" set) and the AVX-512 one (kernels/avx512/avx512.c:
- * "avx512"), picked by CPUID like the kernels/ ones. -DSC_NO_BUILTIN_AVX512 leaves out the second (a faster compile), -DSC_NO_BUILTIN_AVX2
- * both. */
+ * "avx512"), picked by CPUID like the kernels/ ones. -DSC_NO_BUILTIN_AVX512 leaves out the second
+ * (a faster compile), -DSC_NO_BUILTIN_AVX2 both. */
 #if !defined(SC_HAVE_KERNELS) && !defined(SC__KERNELS_ONLY) && !defined(SC_NO_BUILTIN_AVX2) &&     \
     defined(__x86_64__) && defined(__GNUC__) && defined(__OPTIMIZE__)
 #if (defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 8)
@@ -817,22 +818,102 @@ static inline sc_status sc__threads_check(const char *fn, int threads) {
   return SC_OK;
 }
 
-/* src/precision.c: the bf16 kernels this compiler builds (AVX512_BF16: GCC >= 10, clang >= 9;
- * AMX: Linux on x86-64, GCC >= 11, clang >= 12), and the weight packers the parameters' rounding
- * (src/typed/exec.h) calls */
+/* src/bf16_model.c: the portable models of the bf16 kernels (SC_BF16_KERNELS=model, amx-model) */
+SC__INT void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                      int acc, const size_t *arow, const size_t *crow, size_t grp,
+                                      const size_t *brow);
+SC__INT void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                 int acc);
+SC__INT void sc__bf16_dx_corr_model(float *restrict xg, const uint32_t *restrict wt,
+                                    const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh,
+                                    size_t kw, size_t oh, size_t ow);
+SC__INT void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
+                               const uint32_t *B, const size_t *boff, size_t bsc, size_t sb,
+                               size_t M, size_t N, size_t K2, size_t S);
+SC__INT void sc__bf16_gemm_amx_model_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
+                                         size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
+                                         size_t M, size_t N, size_t K2, size_t G, int acc);
+SC__INT void sc__bf16_gemm_amx_model_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda,
+                                          sc__grp_off ao, const uint32_t *B0, size_t ldb,
+                                          sc__grp_off bo, size_t M, size_t N, size_t K2, size_t G);
+SC__INT void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                     int acc);
+
+/* kernels/bf16/bf16.c and kernels/amx/amx.c: the bf16 kernels this compiler builds (AVX512_BF16:
+ * GCC >= 10, clang >= 9; AMX: Linux on x86-64, GCC >= 11, clang >= 12), declared with the targets
+ * their begin.h gives them. src/precision.c takes them where the CPU has them; the weight
+ * packers are also called by the parameters' rounding (src/typed/exec.h). */
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
                             (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
 #define SC__HAVE_BF16_NATIVE 1
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
-sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0, size_t o1);
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
-sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
-                   size_t m0, size_t m1, int rnd);
+#define SC__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+SC__BF16_TARGET SC__INT void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A,
+                                                       size_t lda, const uint32_t *B, size_t ldb,
+                                                       size_t M, size_t N, size_t K2, int acc,
+                                                       const size_t *arow, const size_t *crow,
+                                                       size_t grp, const size_t *brow);
+SC__BF16_TARGET SC__INT void sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A,
+                                                  size_t lda, const uint32_t *B, size_t ldb,
+                                                  size_t M, size_t N, size_t K2, int acc);
+SC__BF16_TARGET SC__INT void sc__bf16_gemm_native_ep(float *C, size_t ldc, const uint32_t *A,
+                                                     size_t lda, const uint32_t *B, size_t ldb,
+                                                     size_t M, size_t N, size_t K2,
+                                                     const size_t *brow, const sc__bf16_ep *ep);
+SC__BF16_TARGET SC__INT void sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                                size_t sa, const uint32_t *B, const size_t *boff,
+                                                size_t bsc, size_t sb, size_t M, size_t N,
+                                                size_t K2, size_t S);
+SC__BF16_TARGET SC__INT void sc__bf16_dwt5_native(float *restrict dwt, const uint32_t *restrict xp,
+                                                  const uint32_t *restrict dzt, size_t K, size_t ic,
+                                                  size_t hp, size_t wp, size_t oh, size_t ow);
+SC__BF16_TARGET SC__INT void sc__bf16_dx_corr_native(float *restrict xg,
+                                                     const uint32_t *restrict wt,
+                                                     const uint32_t *restrict dzp, size_t C,
+                                                     size_t K2, size_t kh, size_t kw, size_t oh,
+                                                     size_t ow);
+SC__BF16_TARGET SC__INT void sc__bf16_round_native(float *restrict x, size_t n);
+SC__BF16_TARGET SC__INT void sc__bf16_dz_lanes_native(uint32_t *restrict dzp,
+                                                      const float *restrict d, float *restrict bl,
+                                                      const float *restrict a, size_t K,
+                                                      size_t npos, int relu);
+SC__BF16_TARGET SC__INT void sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf,
+                                                     const float *restrict g,
+                                                     const float *restrict pa,
+                                                     const float *restrict x, float *restrict bl,
+                                                     size_t K, size_t OH, size_t OW, int relu);
+SC__BF16_TARGET SC__INT void sc__bf16_pool_hits_native(float *restrict pa, uint8_t *restrict hits,
+                                                       const float *restrict s2, size_t K, size_t q,
+                                                       size_t PH, size_t PW, size_t w0, size_t w1,
+                                                       int relu);
+SC__BF16_TARGET SC__INT void
+sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf, const float *restrict g,
+                             const uint8_t *restrict hits, float *restrict bl, size_t K, size_t OH,
+                             size_t OW);
+SC__BF16_TARGET SC__INT void sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W,
+                                                size_t I, size_t o0, size_t o1);
+SC__BF16_TARGET SC__INT void sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W,
+                                                size_t O, size_t I, size_t O2, size_t m0, size_t m1,
+                                                int rnd);
 #endif
 #if defined(__x86_64__) && defined(__linux__) &&                                                   \
     ((defined(__clang__) && __clang_major__ >= 12) ||                                              \
      (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
 #define SC__HAVE_AMX 1
+#define SC__AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+SC__AMX_TARGET SC__INT void sc__bf16_gemm_amx_grp(float *C0, size_t ldc, sc__grp_off co,
+                                                  const uint32_t *A0, size_t lda, sc__grp_off ao,
+                                                  const uint32_t *B, size_t ldb, size_t M, size_t N,
+                                                  size_t K2, size_t G, int acc);
+SC__AMX_TARGET SC__INT void sc__bf16_gemm_amx_sumg(float *C, size_t ldc, const uint32_t *A0,
+                                                   size_t lda, sc__grp_off ao, const uint32_t *B0,
+                                                   size_t ldb, sc__grp_off bo, size_t M, size_t N,
+                                                   size_t K2, size_t G);
+SC__AMX_TARGET SC__INT void sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                              const uint32_t *B, size_t ldb, size_t M, size_t N,
+                                              size_t K2, int acc);
 #endif
 
 /* src/checks.c: the compute entry points' argument checks */
@@ -849,10 +930,9 @@ SC__INT sc_status sc__finite_check_f64(const char *fn, const sc_chain *c, const 
                                        const double *v, size_t rows, size_t cols);
 SC__INT void sc__tiles_fill_f32(float *restrict dst, const void *src, size_t cols, size_t n);
 SC__INT void sc__tiles_fill_f64(double *restrict dst, const void *src, size_t cols, size_t n);
-SC__INT int sc__valgrad_run_f32(const sc_chain *chain, sc_loss loss, const float *p,
-                                const float *x, const size_t *idx, const void *target,
-                                size_t batch, double *lossv, float *g, float *gx, sc_workspace *ws,
-                                int train, int chk_x);
+SC__INT int sc__valgrad_run_f32(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
+                                const size_t *idx, const void *target, size_t batch, double *lossv,
+                                float *g, float *gx, sc_workspace *ws, int train, int chk_x);
 SC__INT int sc__valgrad_run_f64(const sc_chain *chain, sc_loss loss, const double *p,
                                 const double *x, const size_t *idx, const void *target,
                                 size_t batch, double *lossv, double *g, double *gx,
@@ -865,6 +945,51 @@ SC__INT void sc__valgrad_own_f64(const sc_chain *chain, sc_loss loss, const doub
                                  const double *x, const size_t *idx, const void *target,
                                  size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                  size_t *lo, size_t *hi, double *slice_loss);
+
+/* src/compute.c: the typed bodies of the public compute calls (src/api.c; fn names the caller) */
+SC__INT sc_status sc__forward_f32(const char *fn, const sc_chain *chain, const float *p,
+                                  const float *x, size_t batch, float *y, sc_workspace *ws);
+SC__INT sc_status sc__forward_f64(const char *fn, const sc_chain *chain, const double *p,
+                                  const double *x, size_t batch, double *y, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f32(const char *fn, const sc_chain *chain, sc_loss loss,
+                                  const float *p, const float *x, const void *target, size_t batch,
+                                  float *lossv, float *g, float *gx, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f64(const char *fn, const sc_chain *chain, sc_loss loss,
+                                  const double *p, const double *x, const void *target,
+                                  size_t batch, double *lossv, double *g, double *gx,
+                                  sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f32(const char *fn, const sc_chain *chain, sc_loss loss,
+                                     const float *p, const float *x, const void *target,
+                                     size_t batch, float *lossv, sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f64(const char *fn, const sc_chain *chain, sc_loss loss,
+                                     const double *p, const double *x, const void *target,
+                                     size_t batch, double *lossv, sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f32(const char *fn, const sc_chain *chain, const float *p,
+                                   const float *x, const int32_t *labels, size_t n, double *loss,
+                                   double *accuracy, sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f64(const char *fn, const sc_chain *chain, const double *p,
+                                   const double *x, const int32_t *labels, size_t n, double *loss,
+                                   double *accuracy, sc_workspace *ws);
+SC__INT sc_status sc__pullback_f32(const char *fn, const sc_chain *chain, const float *p,
+                                   const float *x, const float *dy, size_t batch, float *g,
+                                   float *gx, sc_workspace *ws);
+SC__INT sc_status sc__pullback_f64(const char *fn, const sc_chain *chain, const double *p,
+                                   const double *x, const double *dy, size_t batch, double *g,
+                                   double *gx, sc_workspace *ws);
+SC__INT sc_status sc__apply_f32(const char *fn, const sc_chain *chain, const float *p,
+                                const float *u, float *y, sc_workspace *ws);
+SC__INT sc_status sc__apply_f64(const char *fn, const sc_chain *chain, const double *p,
+                                const double *u, double *y, sc_workspace *ws);
+SC__INT sc_status sc__vjp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
+                              const float *v, float *y, float *du, float *dp, sc_workspace *ws);
+SC__INT sc_status sc__vjp_f64(const char *fn, const sc_chain *chain, const double *p,
+                              const double *u, const double *v, double *y, double *du, double *dp,
+                              sc_workspace *ws);
+SC__INT sc_status sc__jvp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
+                              const float *w, float *y, float *jw, sc_workspace *ws);
+SC__INT sc_status sc__jvp_f64(const char *fn, const sc_chain *chain, const double *p,
+                              const double *u, const double *w, double *y, double *jw,
+                              sc_workspace *ws);
 
 /* src/optim.c: an optimizer's state, its plan, and sc_train's float ADAM step on the threads */
 struct sc_optimizer {
@@ -4139,8 +4264,10 @@ void sc_workspace_destroy(sc_workspace *ws) {
   ws->bf_on = NULL;
   free(ws->owned);
 }
-/* src/precision.c — the bf16 precision: the bf16 GEMMs (the portable model, the AVX512_BF16
- * kernels, AMX) and a workspace's choice of them, its packed weights and buffers. */
+/* src/precision.c — the bf16 precision of a workspace: the bf16 kernels it takes (the
+ * AVX512_BF16 ones of kernels/bf16/, AMX's of kernels/amx/, their models in src/bf16_model.c)
+ * by what the CPU has and SC_BF16_KERNELS, the packed weights' and operands' buffers, and the
+ * bf16 conversions. */
 
 /* ---------------------------------------------------------------- precision */
 const char *sc_precision_name(sc_precision precision) {
@@ -4152,1102 +4279,8 @@ const char *sc_precision_name(sc_precision precision) {
   return NULL;
 }
 
-/* ---- the bf16 kernels: one GEMM on bf16 pairs (sc__bf16_gemm_fn) serves a dense layer's
- * (and, row by row, a conv layer's) forward (A: the weights paired along the inputs, B: the tile
- * paired along the inputs), dx (A: the weights paired along the outputs, B: dz paired along the
- * outputs) and dW (A: dz paired along the samples, B: the layer input paired along the samples,
- * accumulated into the slice's gradient). The model is portable code computing what vdpbf16ps
- * computes (Intel SDM: per pair, srcdest += hi * hi, then srcdest += lo * lo, "round to nearest
- * even ... when doing each accumulation of the FMA", denormal inputs read as zero and denormal
- * results flushed to zero); it runs on any CPU and is what the tests compare the AVX512_BF16
- * kernel with. Each step is an FMA (sc__bf16_fma: fmaf, one rounding): the product of two bf16 is
- * exact in float unless it overflows (or underflows), and there a product rounded first differs:
- * -3e38 + 3e38 x 2 is 3e38 on an AMD Zen 5's VDPBF16PS and by fmaf, infinite with the product
- * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (until session 38 the model rounded
- * each product, and a compiler contracting a * b + c into an FMA, as clang may, gave the other). */
-static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
-static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
-static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
-/* one step of the models: c + a b with one rounding, flushed to zero if denormal */
-static inline float sc__bf16_fma(float c, float a, float b) { return sc__ftz(fmaf(a, b, c)); }
-
-static void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                     int acc, const size_t *arow, const size_t *crow, size_t grp,
-                                     const size_t *brow) {
-  (void)grp; /* row by row: one group after the other */
-  for (size_t m = 0; m < M; m++)
-    for (size_t n = 0; n < N; n++) {
-      float *cp = C + (crow ? crow[m] : m) * ldc;
-      float c = acc ? sc__ftz(cp[n]) : 0.0f;
-      const uint32_t *ar = A + (arow ? arow[m] : m) * lda;
-      for (size_t k = 0; k < K2; k++) {
-        uint32_t a = ar[k], b = B[(brow ? brow[k] : k) * ldb + n];
-        c = sc__bf16_fma(c, sc__bf16_hi_f(a), sc__bf16_hi_f(b));
-        c = sc__bf16_fma(c, sc__bf16_lo_f(a), sc__bf16_lo_f(b));
-      }
-      cp[n] = c;
-    }
-}
-static void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                                const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                int acc) {
-  sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, 0, NULL);
-}
-/* The dx of a stride-1 conv layer (C input channels, K2 pairs of output channels, kh x kw
- * taps, oh x ow outputs) as a correlation: each element of the (padded) input's gradient xg
- * (C x (oh + kh - 1) x (ow + kw - 1) positions of TW lanes, overwritten) is one sum over the
- * taps (i, j) whose output (y - i, x - j) exists, in the order i, j, then the pairs op, of
- * wt[(c kh + i) kw + j][op] (W^T's pairs, sc__bf16_params) times dzp[op][(y - i) ow + x - j]
- * (dz's channel pairs, sc__bf16_pack_rows over the whole tile). Each sum is made once, in
- * registers on the native kernel, instead of adding each output row's taps into xg (8 pairs
- * at a time for LeNet5's conv2). What vdpbf16ps computes, as sc__bf16_gemm_model. */
-static void sc__bf16_dx_corr_model(float *restrict xg, const uint32_t *restrict wt,
-                                   const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh,
-                                   size_t kw, size_t oh, size_t ow) {
-  size_t hp = oh + kh - 1, wp = ow + kw - 1, npos = oh * ow;
-  for (size_t c = 0; c < C; c++)
-    for (size_t y = 0; y < hp; y++)
-      for (size_t x = 0; x < wp; x++)
-        for (size_t t = 0; t < SC__TW; t++) {
-          float acc = 0.0f;
-          for (size_t i = y >= oh ? y - oh + 1 : 0; i <= y && i < kh; i++)
-            for (size_t j = x >= ow ? x - ow + 1 : 0; j <= x && j < kw; j++)
-              for (size_t op = 0; op < K2; op++) {
-                uint32_t a = wt[((c * kh + i) * kw + j) * K2 + op],
-                         b = dzp[(op * npos + (y - i) * ow + x - j) * SC__TW + t];
-                acc = sc__bf16_fma(acc, sc__bf16_hi_f(a), sc__bf16_hi_f(b));
-                acc = sc__bf16_fma(acc, sc__bf16_lo_f(a), sc__bf16_lo_f(b));
-              }
-          xg[((c * hp + y) * wp + x) * SC__TW + t] = acc;
-        }
-}
-/* sc__bf16_nt_fn's fold of 16 lanes: p[i] + p[i + 8], then + 4, + 2, + 1 (IEEE float adds) */
-static float sc__bf16_fold16(const float *p) {
-  float s8[8], s4[4], s2[2];
-  for (int i = 0; i < 8; i++) s8[i] = p[i] + p[i + 8];
-  for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
-  for (int i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
-  return s2[0] + s2[1];
-}
-static void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
-                              const uint32_t *B, const size_t *boff, size_t bsc, size_t sb,
-                              size_t M, size_t N, size_t K2, size_t S) {
-  for (size_t m = 0; m < M; m++)
-    for (size_t n = 0; n < N; n++) {
-      float p[16] = {0};
-      for (size_t s = 0; s < S; s++) {
-        const uint32_t *a = A + m * lda + s * sa, *b = B + boff[n] * bsc + s * sb;
-        for (size_t k = 0; k < K2; k++) {
-          float *c = &p[k % 16];
-          *c = sc__bf16_fma(*c, sc__bf16_hi_f(a[k]), sc__bf16_hi_f(b[k]));
-          *c = sc__bf16_fma(*c, sc__bf16_lo_f(a[k]), sc__bf16_lo_f(b[k]));
-        }
-      }
-      C[m * ldc + n] += sc__bf16_fold16(p);
-    }
-}
-
-#ifdef SC__HAVE_BF16_NATIVE
-/* GCC at -O2 (the two drop-in files' `cc -O2`) leaves the register blocks' loops over their
- * accumulator arrays rolled, the accumulators on the stack: LeNet5's bf16 epoch (20,000 images,
- * 2 threads, Zen 5) took 0.57 s against the make build's 0.14 (conv2's forward at 84 GFLOP/s a
- * thread against 378). So these kernels are compiled at -O3 there too, as the portable kernels
- * are: 0.23 s, the trained parameters the same bits as at -O2 (and with clang).
- * SC_NO_O3_PRAGMA opts out. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
-    !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA)
-#pragma GCC push_options
-#pragma GCC optimize("O3")
-#define SC__BF16_POP_OPTIONS 1
-#endif
-/* The AVX512_BF16 GEMM: blocks of up to 4 rows x 32 columns (8 accumulators), the 32-bit
- * pair of A broadcast, 16 pairs of B loaded per vector (masked at the column tail), one
- * vdpbf16ps per accumulator and k. The same sums in the same order as the model. With ep (a
- * forward's epilogue, sc__bf16_ep) each vector gets its bias, relu and rounding before its store:
- * LeNet5's conv1 forward 33.4 -> 30.0 ms over 20,000 images, 1 thread, Zen 4, medians of 5
- * (the two passes after the GEMM read and wrote its 442-KB output). The row loops are unrolled
- * (GCC unroll): with the epilogue in a loop that was not, GCC kept the accumulators on the stack
- * and the forward took twice as long. */
-/* row r of the block's A and its place in C (the rows through arow / crow when given) */
-#define SC__BF16_AROW(r) (A + (arow ? arow[m + (size_t)(r)] : m + (size_t)(r)) * lda)
-#define SC__BF16_CROW(r) (C + (crow ? crow[m + (size_t)(r)] : m + (size_t)(r)) * ldc + n)
-#define SC__BF16_ROWS(MB)                                                                          \
-  for (; m + MB <= M; m += MB) {                                                                   \
-    __m512 c0[MB], c1[MB];                                                                         \
-    const uint32_t *ar[MB];                                                                        \
-    for (int r = 0; r < MB; r++) {                                                                 \
-      ar[r] = SC__BF16_AROW(r);                                                                    \
-      float *cr = SC__BF16_CROW(r);                                                                \
-      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cr) : _mm512_setzero_ps();                           \
-      c1[r] = acc ? _mm512_maskz_loadu_ps(k1, cr + 16) : _mm512_setzero_ps();                      \
-    }                                                                                              \
-    for (size_t k = 0; k < K2; k++) {                                                              \
-      const uint32_t *bk = B + (brow ? brow[k] : k) * ldb + n;                                     \
-      __m512i b0 = _mm512_maskz_loadu_epi32(k0, bk);                                               \
-      __m512i b1 = _mm512_maskz_loadu_epi32(k1, bk + 16);                                          \
-      for (int r = 0; r < MB; r++) {                                                               \
-        __m512i a = _mm512_set1_epi32((int)ar[r][k]);                                              \
-        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)a);                                \
-        c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)a);                                \
-      }                                                                                            \
-    }                                                                                              \
-    _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                         \
-      float *cr = SC__BF16_CROW(r);                                                                \
-      if (ep) {                                                                                    \
-        c0[r] = sc__bf16_ep_v(c0[r], ep, m + (size_t)r);                                           \
-        c1[r] = sc__bf16_ep_v(c1[r], ep, m + (size_t)r);                                           \
-      }                                                                                            \
-      _mm512_mask_storeu_ps(cr, k0, c0[r]);                                                        \
-      _mm512_mask_storeu_ps(cr + 16, k1, c1[r]);                                                   \
-    }                                                                                              \
-  }
-/* MB rows x 64 whole columns (4 accumulators a row): MB broadcasts and 4 loads feed 4 MB
- * products (2 MB with SC__BF16_ROWS); the same sums in the same order. (One macro for both,
- * over arrays of 2 or 4 accumulators and masks, made conv1's forward 29.0 -> 31-33 ms) */
-#define SC__BF16_ROWS4(MB)                                                                         \
-  for (; m + MB <= M; m += MB) {                                                                   \
-    __m512 c0[MB], c1[MB], c2[MB], c3[MB];                                                         \
-    const uint32_t *ar[MB];                                                                        \
-    for (int r = 0; r < MB; r++) {                                                                 \
-      ar[r] = SC__BF16_AROW(r);                                                                    \
-      float *cr = SC__BF16_CROW(r);                                                                \
-      c0[r] = acc ? _mm512_loadu_ps(cr) : _mm512_setzero_ps();                                     \
-      c1[r] = acc ? _mm512_loadu_ps(cr + 16) : _mm512_setzero_ps();                                \
-      c2[r] = acc ? _mm512_loadu_ps(cr + 32) : _mm512_setzero_ps();                                \
-      c3[r] = acc ? _mm512_loadu_ps(cr + 48) : _mm512_setzero_ps();                                \
-    }                                                                                              \
-    for (size_t k = 0; k < K2; k++) {                                                              \
-      const uint32_t *bk = B + (brow ? brow[k] : k) * ldb + n;                                     \
-      __m512i b0 = _mm512_loadu_si512(bk), b1 = _mm512_loadu_si512(bk + 16);                       \
-      __m512i b2 = _mm512_loadu_si512(bk + 32), b3 = _mm512_loadu_si512(bk + 48);                  \
-      for (int r = 0; r < MB; r++) {                                                               \
-        __m512i a = _mm512_set1_epi32((int)ar[r][k]);                                              \
-        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)a);                                \
-        c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)a);                                \
-        c2[r] = _mm512_dpbf16_ps(c2[r], (__m512bh)b2, (__m512bh)a);                                \
-        c3[r] = _mm512_dpbf16_ps(c3[r], (__m512bh)b3, (__m512bh)a);                                \
-      }                                                                                            \
-    }                                                                                              \
-    _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                         \
-      float *cr = SC__BF16_CROW(r);                                                                \
-      if (ep) {                                                                                    \
-        c0[r] = sc__bf16_ep_v(c0[r], ep, m + (size_t)r);                                           \
-        c1[r] = sc__bf16_ep_v(c1[r], ep, m + (size_t)r);                                           \
-        c2[r] = sc__bf16_ep_v(c2[r], ep, m + (size_t)r);                                           \
-        c3[r] = sc__bf16_ep_v(c3[r], ep, m + (size_t)r);                                           \
-      }                                                                                            \
-      _mm512_storeu_ps(cr, c0[r]);                                                                 \
-      _mm512_storeu_ps(cr + 16, c1[r]);                                                            \
-      _mm512_storeu_ps(cr + 32, c2[r]);                                                            \
-      _mm512_storeu_ps(cr + 48, c3[r]);                                                            \
-    }                                                                                              \
-  }
-/* the same for a last block of at most 16 columns: one accumulator per row */
-#define SC__BF16_ROWS_H(MB)                                                                        \
-  for (; m + MB <= M; m += MB) {                                                                   \
-    __m512 c0[MB];                                                                                 \
-    const uint32_t *ar[MB];                                                                        \
-    float *cp[MB];                                                                                 \
-    for (int r = 0; r < MB; r++) {                                                                 \
-      ar[r] = SC__BF16_AROW(r);                                                                    \
-      cp[r] = SC__BF16_CROW(r);                                                                    \
-      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cp[r]) : _mm512_setzero_ps();                        \
-    }                                                                                              \
-    for (size_t k = 0; k < K2; k++) {                                                              \
-      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + (brow ? brow[k] : k) * ldb + n);               \
-      for (int r = 0; r < MB; r++)                                                                 \
-        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)_mm512_set1_epi32((int)ar[r][k])); \
-    }                                                                                              \
-    _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++)                                           \
-        _mm512_mask_storeu_ps(cp[r], k0, ep ? sc__bf16_ep_v(c0[r], ep, m + (size_t)r) : c0[r]);    \
-  }
-/* ROWS_H's block for A rows that come in runs of KW consecutive taps (a conv's dW^T, A's rows
- * the input's lane pairs at the taps, SC__TW / 2 pairs apart within a kernel row): 15 rows, 15 / KW
- * runs, each row's broadcast at a fixed distance from its run's start, so 15 accumulators need
- * 15 / KW pointers (ROWS_H's 8 rows take 8, and 16 such rows ran out of registers: 1.5x slower);
- * the same sums in the same order. Blocks whose rows are not such runs are left to ROWS_H. */
-#define SC__BF16_RUNS_OK(KW)                                                                       \
-  (arow && lda == SC__TW / 2 && m + 15 <= M && sc__bf16_runs(arow + m, KW, 15 / KW))
-#define SC__BF16_ROWS_G(KW)                                                                        \
-  for (; SC__BF16_RUNS_OK(KW); m += 15) {                                                          \
-    enum { G_ = 15 / KW };                                                                         \
-    __m512 c0[15];                                                                                 \
-    const uint32_t *gp[G_];                                                                        \
-    for (int g = 0; g < G_; g++) gp[g] = A + arow[m + (size_t)(g * KW)] * lda;                     \
-    for (int r = 0; r < 15; r++)                                                                   \
-      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, SC__BF16_CROW(r)) : _mm512_setzero_ps();             \
-    for (size_t k = 0; k < K2; k++) {                                                              \
-      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
-      for (int g = 0; g < G_; g++)                                                                 \
-        for (int j = 0; j < KW; j++)                                                               \
-          c0[g * KW + j] =                                                                         \
-              _mm512_dpbf16_ps(c0[g * KW + j], (__m512bh)b0,                                       \
-                               (__m512bh)_mm512_set1_epi32((int)gp[g][j * (SC__TW / 2) + k]));     \
-    }                                                                                              \
-    _Pragma("GCC unroll 15") for (int r = 0; r < 15; r++)                                          \
-        _mm512_mask_storeu_ps(SC__BF16_CROW(r), k0, c0[r]);                                        \
-  }
-/* whether rows[g KW + j] = rows[g KW] + j for all g < G, j < KW */
-static inline int sc__bf16_runs(const size_t *rows, size_t KW, size_t G) {
-  for (size_t g = 0; g < G; g++)
-    for (size_t j = 1; j < KW; j++)
-      if (rows[g * KW + j] != rows[g * KW] + j) return 0;
-  return 1;
-}
-/* sc__bf16_ep's work on a vector of row m's C: the add, max and VCVTNEPS2BF16 of the passes */
-__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline __m512
-sc__bf16_ep_v(__m512 v, const sc__bf16_ep *ep, size_t m) {
-  v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias ? ep->bias[m] : 0.0f));
-  if (ep->relu) v = _mm512_max_ps(_mm512_setzero_ps(), v);
-  if (ep->round)
-    v = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(v)), 16));
-  return v;
-}
-/* sc__bf16_gemm_native_blk on N / 64 blocks of 64 whole columns: rows by 6 with 4 accumulators
- * each, then by 4 with 4 (LeNet5's conv2, 16 outputs: 6 + 6 + 4; its forward 48.3-49.0 ->
- * 44.4-44.7 ms per epoch-thread, Zen 5, against the last 4 by 4 with 2, twice), the last rows
- * (M % 6) by 4 and 1 with 2, twice; the same sums in the same order. Used
- * for the convs' forwards (with ep): LeNet5's conv1 (6 outputs, 13 pairs of taps, 320-column
- * chunks) spent as many loads (6 broadcasts, 2 of B) as products (12) a pair with 6 x 2
- * blocks; with 6 x 4 (10 loads, 24 products) its forward took 29.3 ms instead of 31.5 over
- * 20,000 images (1 thread, Zen 4, median of 3 alternating runs; conv2's 31.3 -> 30.9). Not for
- * the dense dW (acc, N = 256): its backward took 6 % longer */
-__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
-sc__bf16_gemm_native_blk64(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
-                           size_t ldb, size_t M, size_t N, size_t K2, int acc, const size_t *arow,
-                           const size_t *crow, const size_t *brow, const sc__bf16_ep *ep) {
-  const __mmask16 k0 = 0xFFFFu, k1 = 0xFFFFu;
-  for (size_t n0 = 0; n0 + 64 <= N; n0 += 64) {
-    size_t n = n0, m = 0;
-    SC__BF16_ROWS4(6)
-    SC__BF16_ROWS4(4)
-    size_t m6 = m;
-    for (; n < n0 + 64; n += 32) {
-      m = m6;
-      SC__BF16_ROWS(4)
-      SC__BF16_ROWS(1)
-    }
-  }
-}
-__attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
-                         size_t ldb, size_t M, size_t N, size_t K2, int acc, const size_t *arow,
-                         const size_t *crow, const size_t *brow, const sc__bf16_ep *ep) {
-  size_t n = 0;
-  if (ep && N >= 64 && M >= 6) { /* a conv's forward: rows by 6, 64 columns at a time */
-    sc__bf16_gemm_native_blk64(C, ldc, A, lda, B, ldb, M, N, K2, acc, arow, crow, brow, ep);
-    n = N / 64 * 64;
-  }
-  for (; n < N; n += 32) {
-    size_t w = N - n < 32 ? N - n : 32;
-    __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1u);
-    __mmask16 k1 = (__mmask16)(w >= 32 ? 0xFFFFu : w > 16 ? (1u << (w - 16)) - 1u : 0u);
-    size_t m = 0;
-    if (w <= 16) {
-      if (!ep && !brow) {
-        SC__BF16_ROWS_G(5)
-        SC__BF16_ROWS_G(3)
-      }
-      SC__BF16_ROWS_H(8)
-      SC__BF16_ROWS_H(4)
-      SC__BF16_ROWS_H(1)
-      continue;
-    }
-    SC__BF16_ROWS(8)
-    SC__BF16_ROWS(6)
-    SC__BF16_ROWS(4)
-    SC__BF16_ROWS(1)
-  }
-}
-#undef SC__BF16_ROWS
-#undef SC__BF16_AROW
-#undef SC__BF16_CROW
-#undef SC__BF16_ROWS4
-#undef SC__BF16_ROWS_H
-#undef SC__BF16_ROWS_G
-#undef SC__BF16_RUNS_OK
-/* sc__bf16_fold16 on a vector, the same adds in the same order */
-__attribute__((target("avx512f"))) static inline float sc__bf16_fold16_v(__m512 v) {
-  __m256 lo = _mm512_castps512_ps256(v);
-  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  __m256 s8 = _mm256_add_ps(lo, hi);
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-/* sc__bf16_nt_fn: blocks of MB rows x NB columns, one accumulator each */
-#define SC__BF16_NT(MB, NB)                                                                        \
-  for (; n + NB <= N; n += NB) {                                                                   \
-    __m512 c[MB][NB];                                                                              \
-    for (int i = 0; i < MB; i++)                                                                   \
-      for (int j = 0; j < NB; j++) c[i][j] = _mm512_setzero_ps();                                  \
-    for (size_t s = 0; s < S; s++) {                                                               \
-      const uint32_t *bp[NB], *ap = A + m * lda + s * sa;                                          \
-      for (int j = 0; j < NB; j++) bp[j] = B + boff[n + (size_t)j] * bsc + s * sb;                 \
-      for (size_t k = 0; k < K2; k += 16) {                                                        \
-        __m512i b[NB];                                                                             \
-        for (int j = 0; j < NB; j++) b[j] = _mm512_loadu_si512(bp[j] + k);                         \
-        for (int i = 0; i < MB; i++) {                                                             \
-          __m512i a = _mm512_loadu_si512(ap + (size_t)i * lda + k);                                \
-          for (int j = 0; j < NB; j++)                                                             \
-            c[i][j] = _mm512_dpbf16_ps(c[i][j], (__m512bh)a, (__m512bh)b[j]);                      \
-        }                                                                                          \
-      }                                                                                            \
-    }                                                                                              \
-    for (int i = 0; i < MB; i++)                                                                   \
-      for (int j = 0; j < NB; j++)                                                                 \
-        C[(m + (size_t)i) * ldc + n + (size_t)j] += sc__bf16_fold16_v(c[i][j]);                    \
-  }
-__attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
-                   const uint32_t *B, const size_t *boff, size_t bsc, size_t sb, size_t M, size_t N,
-                   size_t K2, size_t S) {
-  size_t m = 0;
-  for (; m + 6 <= M; m += 6) {
-    size_t n = 0;
-    SC__BF16_NT(6, 4)
-    SC__BF16_NT(6, 1)
-  }
-  for (; m + 2 <= M; m += 2) {
-    size_t n = 0;
-    SC__BF16_NT(2, 4)
-    SC__BF16_NT(2, 1)
-  }
-  for (; m < M; m++) {
-    size_t n = 0;
-    SC__BF16_NT(1, 4)
-    SC__BF16_NT(1, 1)
-  }
-}
-#undef SC__BF16_NT
-/* dW^T (R x K floats, ldc K; R = ic 5 5 taps in roff's order, K <= 16 channels) of a conv with
- * a 5 x 5 kernel, row stride 1 and at least 4 output rows, from the input tile's lane pairs xp
- * (ic x hp x wp positions of SC__TW / 2 pairs; hp = oh + 4) and dz's lane pairs transposed over
- * the whole tile (dzt: oh ow SC__TW / 2 rows of K): the sums of sc__bf16_gemm_native_rows called
- * row by row (dwt[r] += over the output rows u in order, over each row's lane pairs k in
- * order), in the same order: the same bits. Per input row y and lane pair k, the broadcasts of
- * its 5 taps' pairs (j) each feed the tap rows i whose output row y - i exists, from one load
- * of dz per such row (inside: 10 loads for 25 vdpbf16ps, the 25 accumulators held over the
- * whole tile) instead of one load of dz and 15 broadcasts for 15 (SC__BF16_ROWS_G, load-bound:
- * 81 % of twice the FMA peak). LeNet5's conv2 (Zen 5, 1 thread, --profile): its pullback 92-94 ->
- * 89.5 ms an epoch. */
-#define SC__BF16_DWT5_K(I0, I1)                                                                    \
-  for (size_t k = 0; k < RW2; k++) {                                                               \
-    __m512i b[5];                                                                                  \
-    _Pragma("GCC unroll 5") for (int i = I0; i <= I1; i++) b[i] =                                  \
-        _mm512_maskz_loadu_epi32(km, dzt + ((y - (size_t)i) * RW2 + k) * K);                       \
-    _Pragma("GCC unroll 5") for (int j = 0; j < 5; j++) {                                          \
-      __m512i a = _mm512_set1_epi32((int)xr[k + 16 * (size_t)j]);                                  \
-      _Pragma("GCC unroll 5") for (int i = I0; i <= I1; i++) acc[i][j] =                           \
-          _mm512_dpbf16_ps(acc[i][j], (__m512bh)b[i], (__m512bh)a);                                \
-    }                                                                                              \
-  }                                                                                                \
-  break;
-__attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_dwt5_native(float *restrict dwt, const uint32_t *restrict xp, const uint32_t *restrict dzt,
-                     size_t K, size_t ic, size_t hp, size_t wp, size_t oh, size_t ow) {
-  const __mmask16 km = (__mmask16)(K >= 16 ? 0xFFFFu : (1u << K) - 1u);
-  size_t RW2 = ow * (SC__TW / 2);
-  for (size_t ci = 0; ci < ic; ci++) {
-    __m512 acc[5][5];
-    for (int i = 0; i < 5; i++)
-      for (int j = 0; j < 5; j++) acc[i][j] = _mm512_setzero_ps();
-    for (size_t y = 0; y < oh + 4; y++) {
-      const uint32_t *xr = xp + (ci * hp + y) * wp * (SC__TW / 2);
-      int i0 = y >= oh ? (int)(y - oh + 1) : 0, i1 = y < 4 ? (int)y : 4;
-      switch (i0 * 8 + i1) { /* the tap rows i whose output row y - i exists */
-      case 4: SC__BF16_DWT5_K(0, 4)
-      case 0: SC__BF16_DWT5_K(0, 0)
-      case 1: SC__BF16_DWT5_K(0, 1)
-      case 2: SC__BF16_DWT5_K(0, 2)
-      case 3: SC__BF16_DWT5_K(0, 3)
-      case 12: SC__BF16_DWT5_K(1, 4)
-      case 20: SC__BF16_DWT5_K(2, 4)
-      case 28: SC__BF16_DWT5_K(3, 4)
-      case 36: SC__BF16_DWT5_K(4, 4)
-      default: break; /* (oh < 4 only; not called there) */
-      }
-    }
-    for (int i = 0; i < 5; i++)
-      for (int j = 0; j < 5; j++)
-        _mm512_mask_storeu_ps(dwt + ((ci * 5 + (size_t)i) * 5 + (size_t)j) * K, km, acc[i][j]);
-  }
-}
-#undef SC__BF16_DWT5_K
-/* sc__bf16_dx_corr_model on AVX512_BF16: blocks of MB channels x one position (its 32 lanes),
- * 2 MB accumulators, then one store; where a row's positions x and x + 1 both take every tap
- * of the kernel's row (kw - 1 <= x <= ow - 2) and MB >= 4, both at once (4 MB accumulators, the
- * broadcasts shared; the 12 of MB = 6 were latency-bound): LeNet5's conv2 pullback 98.9-99.2 ->
- * 96.2-98.1 ms per epoch-thread (bf16, 2 threads, Zen 5). The same sums in the same order */
-#define SC__BF16_DXC(MB)                                                                           \
-  for (; c + MB <= C; c += MB)                                                                     \
-    for (size_t y = 0; y < hp; y++) {                                                              \
-      size_t i0 = y >= oh ? y - oh + 1 : 0, i1 = y < kh ? y + 1 : kh;                              \
-      for (size_t x = 0; x < wp; x++) {                                                            \
-        size_t j0 = x >= ow ? x - ow + 1 : 0, j1 = x < kw ? x + 1 : kw;                            \
-        if (MB >= 4 && x + 1 >= kw && x + 2 <= ow) { /* x and x + 1: every tap of the row */       \
-          __m512 c0[MB], c1[MB], c2[MB], c3[MB];                                                   \
-          for (int r = 0; r < MB; r++) c0[r] = c1[r] = c2[r] = c3[r] = _mm512_setzero_ps();        \
-          for (size_t i = i0; i < i1; i++)                                                         \
-            for (size_t j = 0; j < kw; j++) {                                                      \
-              const uint32_t *b = dzp + ((y - i) * ow + x - j) * SC__TW;                           \
-              const uint32_t *a = wt + ((c * kh + i) * kw + j) * K2;                               \
-              for (size_t op = 0; op < K2; op++) {                                                 \
-                __m512i b0 = _mm512_loadu_si512(b + op * ps);                                      \
-                __m512i b1 = _mm512_loadu_si512(b + op * ps + 16);                                 \
-                __m512i b2 = _mm512_loadu_si512(b + op * ps + SC__TW);                             \
-                __m512i b3 = _mm512_loadu_si512(b + op * ps + SC__TW + 16);                        \
-                for (int r = 0; r < MB; r++) {                                                     \
-                  __m512i av = _mm512_set1_epi32((int)a[(size_t)r * as + op]);                     \
-                  c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)av);                     \
-                  c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)av);                     \
-                  c2[r] = _mm512_dpbf16_ps(c2[r], (__m512bh)b2, (__m512bh)av);                     \
-                  c3[r] = _mm512_dpbf16_ps(c3[r], (__m512bh)b3, (__m512bh)av);                     \
-                }                                                                                  \
-              }                                                                                    \
-            }                                                                                      \
-          _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                   \
-            float *d = xg + (((c + (size_t)r) * hp + y) * wp + x) * SC__TW;                        \
-            _mm512_storeu_ps(d, c0[r]);                                                            \
-            _mm512_storeu_ps(d + 16, c1[r]);                                                       \
-            _mm512_storeu_ps(d + SC__TW, c2[r]);                                                   \
-            _mm512_storeu_ps(d + SC__TW + 16, c3[r]);                                              \
-          }                                                                                        \
-          x++;                                                                                     \
-          continue;                                                                                \
-        }                                                                                          \
-        __m512 c0[MB], c1[MB];                                                                     \
-        for (int r = 0; r < MB; r++) c0[r] = c1[r] = _mm512_setzero_ps();                          \
-        for (size_t i = i0; i < i1; i++)                                                           \
-          for (size_t j = j0; j < j1; j++) {                                                       \
-            const uint32_t *b = dzp + ((y - i) * ow + x - j) * SC__TW;                             \
-            const uint32_t *a = wt + ((c * kh + i) * kw + j) * K2;                                 \
-            for (size_t op = 0; op < K2; op++) {                                                   \
-              __m512i b0 = _mm512_loadu_si512(b + op * ps);                                        \
-              __m512i b1 = _mm512_loadu_si512(b + op * ps + 16);                                   \
-              for (int r = 0; r < MB; r++) {                                                       \
-                __m512i av = _mm512_set1_epi32((int)a[(size_t)r * as + op]);                       \
-                c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)av);                       \
-                c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)av);                       \
-              }                                                                                    \
-            }                                                                                      \
-          }                                                                                        \
-        _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                     \
-          float *d = xg + (((c + (size_t)r) * hp + y) * wp + x) * SC__TW;                          \
-          _mm512_storeu_ps(d, c0[r]);                                                              \
-          _mm512_storeu_ps(d + 16, c1[r]);                                                         \
-        }                                                                                          \
-      }                                                                                            \
-    }
-__attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_dx_corr_native(float *restrict xg, const uint32_t *restrict wt,
-                        const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh, size_t kw,
-                        size_t oh, size_t ow) {
-  size_t hp = oh + kh - 1, wp = ow + kw - 1, ps = oh * ow * SC__TW, as = kh * kw * K2, c = 0;
-  SC__BF16_DXC(6)
-  SC__BF16_DXC(4)
-  SC__BF16_DXC(2)
-  SC__BF16_DXC(1)
-}
-#undef SC__BF16_DXC
-static void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                      int acc, const size_t *arow, const size_t *crow, size_t grp,
-                                      const size_t *brow) {
-  if (!crow || grp == 0 || grp >= M) {
-    sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, arow, crow, brow, NULL);
-    return;
-  }
-  for (size_t g0 = 0; g0 < M; g0 += grp) /* the groups one after the other (the model's order) */
-    sc__bf16_gemm_native_blk(C, ldc, arow ? A : A + g0 * lda, lda, B, ldb,
-                             M - g0 < grp ? M - g0 : grp, N, K2, acc, arow ? arow + g0 : NULL,
-                             crow + g0, brow, NULL);
-}
-static void sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                 int acc) {
-  sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, NULL, NULL);
-}
-static void sc__bf16_gemm_native_ep(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                                    const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                    const size_t *brow, const sc__bf16_ep *ep) {
-  sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, 0, NULL, NULL, brow, ep);
-}
-/* x[k] = x[k] rounded to bf16 (kept as a float) by VCVTNEPS2BF16: the bits of sc__bf16_rne
- * (checked on all 2^32 inputs on an AMD Zen 4: denormals to zeros of their sign, a NaN kept
- * quiet), 16 at a time, the tail masked. The SC_PRECISION_BF16 kernels' rounding where the
- * CPU has the instruction (ws->bf_round) */
-__attribute__((target("avx512f,avx512bf16"))) static void sc__bf16_round_native(float *restrict x,
-                                                                                size_t n) {
-  for (size_t k = 0; k < n; k += 16) {
-    __mmask16 m = (__mmask16)(n - k >= 16 ? 0xFFFFu : (1u << (n - k)) - 1u);
-    __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k));
-    _mm512_mask_storeu_epi32(x + k, m, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-}
-/* the dz of a conv layer with few channels and no dx (the dot-product form's dW only): relu's
- * (or the identity's) pullback of d (K channels of npos positions of SC__TW lanes; relu: 0 where
- * a <= 0), its bias lanes summed into bl (K rows of SC__TW; NULL: no bias) and its lane pairs,
- * rounded by VCVTNEPS2BF16, in dzp (K rows of npos SC__TW / 2 pairs): in one pass the bits of
- * sc__act_bwd_lane, the rounding and pack_lanes, which each went over LeNet5's 442-KB conv1
- * gradient (d itself is left as it was: nothing reads it after). LeNet5's conv1 backward over
- * 20,000 images, 1 thread, Zen 4: 32.5 -> 25.4 ms */
-__attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_dz_lanes_native(uint32_t *restrict dzp, const float *restrict d, float *restrict bl,
-                         const float *restrict a, size_t K, size_t npos, int relu) {
-  const __m512 zero = _mm512_setzero_ps();
-  for (size_t k = 0; k < K; k++) {
-    const float *dk = d + k * npos * SC__TW, *ak = a + k * npos * SC__TW;
-    uint32_t *zk = dzp + k * npos * (SC__TW / 2);
-    __m512 s[SC__TW / 16];
-    for (int h = 0; h < SC__TW / 16; h++)
-      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
-    for (size_t q = 0; q < npos; q++)
-      for (int h = 0; h < SC__TW / 16; h++) {
-        size_t e = q * SC__TW + 16 * (size_t)h;
-        __m512 v = _mm512_loadu_ps(dk + e);
-        if (relu)
-          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(ak + e), zero, _CMP_LE_OQ), v,
-                                   zero);
-        s[h] = _mm512_add_ps(s[h], v);
-        _mm256_storeu_si256((__m256i *)(void *)(zk + e / 2), (__m256i)_mm512_cvtneps_pbh(v));
-      }
-    if (bl)
-      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
-  }
-}
-/* a 2 x 2 max-pool's pullback (sc__bf16_dz_pool_native, sc__bf16_dz_pool_hits_native), the end of
- * a step: v0, v1 the dz of a window row's two positions (y, 2 wc), (y, 2 wc + 1), lanes 16 h on;
- * added to the bias lanes' sum s, rounded, stored as floats (dzf) or as lane pairs (zk) */
-__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
-sc__bf16_dz_pool_put(__m512 v0, __m512 v1, __m512 *s, float *restrict dzf, uint32_t *restrict zk,
-                     size_t k, size_t npos, size_t y, size_t OW, size_t wc, int h) {
-  *s = _mm512_add_ps(_mm512_add_ps(*s, v0), v1);
-  __m256i r0 = (__m256i)_mm512_cvtneps_pbh(v0), r1 = (__m256i)_mm512_cvtneps_pbh(v1);
-  if (dzf) {
-    float *fq = dzf + k * npos * SC__TW + (y * OW + 2 * wc) * SC__TW + 16 * (size_t)h;
-    _mm512_storeu_si512(fq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r0), 16));
-    _mm512_storeu_si512(fq + SC__TW, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r1), 16));
-    return;
-  }
-  uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
-  _mm256_storeu_si256((__m256i *)(void *)zq, r0);
-  _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2), r1);
-}
-/* the same with a 2 x 2 max-pooling layer above the conv folded in: g is the pool's dz (K
- * channels of OH / 2 x OW / 2 windows of SC__TW lanes), pa its output, x its input (the conv's
- * output, K x OH x OW positions, OH and OW even); the pool's pullback gives a position its
- * window's dz where x there is the window's first value equal to pa (in row-major order within
- * the window; NaN equals nothing) and 0 elsewhere, then as sc__bf16_dz_lanes_native:
- * vec_pool_bwd's bits without writing its dx (442 KB a tile in LeNet5). With dzf (dzp NULL) the
- * rounded dz goes there as floats instead (K x OH x OW positions of SC__TW lanes), for a conv
- * whose pullback packs it otherwise (LeNet5's conv2: dx and dW by rows) */
-__attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf, const float *restrict g,
-                        const float *restrict pa, const float *restrict x, float *restrict bl,
-                        size_t K, size_t OH, size_t OW, int relu) {
-  const __m512 zero = _mm512_setzero_ps();
-  size_t PW = OW / 2, npos = OH * OW, RS = OW * SC__TW;
-  for (size_t k = 0; k < K; k++) {
-    const float *xk = x + k * npos * SC__TW, *gk = g + k * (npos / 4) * SC__TW;
-    const float *ak = pa + k * (npos / 4) * SC__TW;
-    uint32_t *zk = dzp ? dzp + k * npos * (SC__TW / 2) : NULL;
-    __m512 s[SC__TW / 16];
-    for (int h = 0; h < SC__TW / 16; h++)
-      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
-    for (size_t y = 0; y < OH; y++) {
-      const float *top = xk + (y & ~(size_t)1) * RS; /* the windows' first row */
-      for (size_t wc = 0; wc < PW; wc++)
-        for (int h = 0; h < SC__TW / 16; h++) {
-          size_t ew = ((y / 2) * PW + wc) * SC__TW + 16 * (size_t)h;
-          size_t e0 = 2 * wc * SC__TW + 16 * (size_t)h; /* the window's left column */
-          __m512 av = _mm512_loadu_ps(ak + ew), dv = _mm512_loadu_ps(gk + ew);
-          __mmask16 t0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(top + e0), av, _CMP_EQ_OQ);
-          __mmask16 t1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(top + e0 + SC__TW), av, _CMP_EQ_OQ);
-          const float *r = xk + y * RS + e0;
-          __m512 x0 = _mm512_loadu_ps(r), x1 = _mm512_loadu_ps(r + SC__TW);
-          __mmask16 h0, h1; /* the hits of this row's two positions */
-          if (y % 2 == 0) {
-            h0 = t0;
-            h1 = t1 & (__mmask16)~t0;
-          } else {
-            __mmask16 taken = t0 | t1;
-            __mmask16 b0 = _mm512_cmp_ps_mask(x0, av, _CMP_EQ_OQ);
-            h0 = b0 & (__mmask16)~taken;
-            h1 = _mm512_cmp_ps_mask(x1, av, _CMP_EQ_OQ) & (__mmask16) ~(taken | b0);
-          }
-          __m512 v0 = _mm512_maskz_mov_ps(h0, dv), v1 = _mm512_maskz_mov_ps(h1, dv);
-          if (relu) {
-            v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, zero, _CMP_LE_OQ), v0, zero);
-            v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_LE_OQ), v1, zero);
-          }
-          sc__bf16_dz_pool_put(v0, v1, &s[h], dzf, zk, k, npos, y, OW, wc, h);
-        }
-    }
-    if (bl)
-      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
-  }
-}
-/* A conv's forward with the 2 x 2 max-pooling layer above it folded in (bf_on's forward, its
- * epilogue, then this on each pair of output rows, which the GEMM left in a 2-row scratch s2: K
- * channels x 2 rows x 2 PW positions of SC__TW lanes): the windows [w0, w1) of pooled row q of
- * pa (K x PH x PW) as vec_pool_fwd computes them (m = x0, then m = x > m ? x : m over the window
- * in row-major order; VMAXPS(x, m) is that select), and the window's hits: per window and lane
- * a byte (SC__POOL_HITS: 16 bytes per 16 lanes), the window's position (0-3, row-major) whose
- * value is the first equal to the maximum (NaN equals nothing), 4 where none is or where, with
- * relu, the maximum is <= 0 (its relu pullback is 0). The conv's output is then never stored
- * whole (442 KB a tile in LeNet5), the pool's forward pass is skipped and its pullback reads the
- * hits (sc__bf16_dz_pool_hits_native): the same bits. The hits are made by masked moves in
- * vector registers (until session 36 four 16-bit masks per window, made in general registers);
- * with relu since session 38 in 16-bit lanes, a window's 32 lanes at once
- * (sc__bf16_pool_hits32: LeNet5 bf16's conv1 forward 37.4 -> 33.5 ms an epoch, conv2's 38.8 ->
- * 37.7, Zen 5, 1 thread, 2 alternating pairs; the same bits).
- * With relu the GEMM's epilogue adds the bias alone (sc__bf16_ep's relu and round 0: s2 holds
- * the sums plus the bias) and this relu's and rounds the window's maximum M only: r =
- * round(relu(M)), both non-decreasing, so r is the maximum of the relu'd rounded values (and its
- * bits: no sum is -0, a sum starting from +0); position j is then a hit where x_j >= lo, the least
- * float rounding to r (r's bits - 0x8000, + 1 where r's last bf16 bit is odd: ties to even; at
- * least FLT_MIN, VCVTNEPS2BF16 taking denormals to 0; a NaN where r is one, which no compare
- * passes), which are the positions whose rounded value equals r: the same hits. Both changes
- * (session 36, Zen 5, 1 thread, Fashion-MNIST): LeNet5 bf16's conv1 forward 45.7 -> 39.3 ms an
- * epoch, conv2's 43.0 -> 40.7; one tile of conv1 alone, operands hot: 18.9 -> 16.0 us. */
-#define SC__POOL_HITS(k, PH, q, PW, wc, h) /* the window's 16 lanes' bytes */                      \
-  (((((k) * (PH) + (q)) * (PW) + (wc)) * (SC__TW / 16) + (size_t)(h)) * 16)
-/* one window's 16 lanes (h) of sc__bf16_pool_hits_native in float lanes */
-__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
-sc__bf16_pool_hits16(float *restrict pa, uint8_t *restrict hits, const float *restrict r0,
-                     const float *restrict r1, size_t k, size_t q, size_t PH, size_t PW, size_t wc,
-                     int h, int relu) {
-  const __m512 zero = _mm512_setzero_ps(), fmin = _mm512_set1_ps(FLT_MIN);
-  const __m512i half = _mm512_set1_epi32(0x8000), one = _mm512_set1_epi32(1);
-  const __m512i none = _mm512_set1_epi32(4), p3 = _mm512_set1_epi32(3);
-  const __m512i p2 = _mm512_set1_epi32(2), p0 = _mm512_setzero_si512();
-  size_t e = 2 * wc * SC__TW + 16 * (size_t)h;
-  __m512 x0 = _mm512_loadu_ps(r0 + e), x1 = _mm512_loadu_ps(r0 + e + SC__TW);
-  __m512 x2 = _mm512_loadu_ps(r1 + e), x3 = _mm512_loadu_ps(r1 + e + SC__TW);
-  __m512 m = _mm512_max_ps(x3, _mm512_max_ps(x2, _mm512_max_ps(x1, x0)));
-  __mmask16 t0, t1, t2, t3; /* the positions equal to the maximum (rounded) */
-  if (relu) {
-    __m512i rb = _mm512_slli_epi32(
-        _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_max_ps(zero, m))), 16);
-    m = _mm512_castsi512_ps(rb);
-    __m512i lb =
-        _mm512_ternarylogic_epi32(_mm512_sub_epi32(rb, half), _mm512_srli_epi32(rb, 16), one, 0xF8);
-    __m512 lo = _mm512_max_ps(fmin, _mm512_castsi512_ps(lb)); /* lb: (rb - half) | odd */
-    __mmask16 live = _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ);
-    t0 = _mm512_mask_cmp_ps_mask(live, x0, lo, _CMP_GE_OQ);
-    t1 = _mm512_mask_cmp_ps_mask(live, x1, lo, _CMP_GE_OQ);
-    t2 = _mm512_mask_cmp_ps_mask(live, x2, lo, _CMP_GE_OQ);
-    t3 = _mm512_mask_cmp_ps_mask(live, x3, lo, _CMP_GE_OQ);
-  } else {
-    t0 = _mm512_cmp_ps_mask(x0, m, _CMP_EQ_OQ), t1 = _mm512_cmp_ps_mask(x1, m, _CMP_EQ_OQ);
-    t2 = _mm512_cmp_ps_mask(x2, m, _CMP_EQ_OQ), t3 = _mm512_cmp_ps_mask(x3, m, _CMP_EQ_OQ);
-  }
-  __m512i ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(none, t3, p3), t2, p2);
-  ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(ix, t1, one), t0, p0);
-  _mm512_storeu_ps(pa + ((k * PH + q) * PW + wc) * SC__TW + 16 * (size_t)h, m);
-  _mm_storeu_si128((__m128i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, h)),
-                   _mm512_cvtepi32_epi8(ix));
-}
-/* with relu, a window's 32 lanes at once in 16-bit lanes: each position's sums rounded
- * (VCVTNE2PS2BF16), r = the signed 16-bit maximum of the four and 0 (a bf16 value >= 0 orders as
- * its bits, a negative one below every such: the max is round(relu(max)), rounding being
- * non-decreasing), the hits the first position whose rounded sum equals r where r > 0; the
- * same bits as sc__bf16_pool_hits16 (the rounded values equal to r are those >= its least
- * float). A NaN sum (a positive NaN anywhere makes r one, a negative one counts at position 0)
- * takes that window to the float lanes, whose compares give vec_pool_fwd's result */
-__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline void
-sc__bf16_pool_hits32(float *restrict pa, uint8_t *restrict hits, const float *restrict r0,
-                     const float *restrict r1, size_t k, size_t q, size_t PH, size_t PW,
-                     size_t wc) {
-  const __m512i z = _mm512_setzero_si512(), none = _mm512_set1_epi16(4);
-  size_t e = 2 * wc * SC__TW;
-  const float *s[4] = {r0 + e, r0 + e + SC__TW, r1 + e, r1 + e + SC__TW};
-  __m512i R[4];
-  for (int j = 0; j < 4; j++)
-    R[j] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s[j] + 16), _mm512_loadu_ps(s[j]));
-  __m512i r = _mm512_max_epi16(_mm512_max_epi16(R[0], R[1]), _mm512_max_epi16(R[2], R[3]));
-  r = _mm512_max_epi16(r, z);
-  if (_mm512_cmpgt_epi16_mask(r, _mm512_set1_epi16(0x7f80)) |
-      _mm512_cmpgt_epu16_mask(R[0], _mm512_set1_epi16((short)0xff80))) {
-    sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, 0, 1);
-    sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, 1, 1);
-    return;
-  }
-  __mmask32 live = _mm512_cmpgt_epi16_mask(r, z);
-  __m512i ix = _mm512_mask_mov_epi16(none, _mm512_mask_cmpeq_epi16_mask(live, R[3], r),
-                                     _mm512_set1_epi16(3));
-  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[2], r), _mm512_set1_epi16(2));
-  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[1], r), _mm512_set1_epi16(1));
-  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[0], r), z);
-  float *pq = pa + ((k * PH + q) * PW + wc) * SC__TW;
-  _mm512_storeu_si512(pq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(r)), 16));
-  _mm512_storeu_si512(
-      pq + 16, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1)), 16));
-  _mm256_storeu_si256((__m256i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, 0)),
-                      _mm512_cvtepi16_epi8(ix));
-}
-__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline void
-sc__bf16_pool_hits_body(float *restrict pa, uint8_t *restrict hits, const float *restrict s2,
-                        size_t K, size_t q, size_t PH, size_t PW, size_t w0, size_t w1, int relu) {
-  size_t RS = 2 * PW * SC__TW; /* a row of s2 */
-  for (size_t k = 0; k < K; k++) {
-    const float *r0 = s2 + k * 2 * RS, *r1 = r0 + RS;
-    for (size_t wc = w0; wc < w1; wc++) {
-      if (relu && SC__TW == 32) {
-        sc__bf16_pool_hits32(pa, hits, r0, r1, k, q, PH, PW, wc);
-        continue;
-      }
-      for (int h = 0; h < SC__TW / 16; h++)
-        sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, h, relu);
-    }
-  }
-}
-/* s2 as the GEMM left it: with relu its sums plus the bias, else rounded (the whole epilogue) */
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void
-sc__bf16_pool_hits_native(float *restrict pa, uint8_t *restrict hits, const float *restrict s2,
-                          size_t K, size_t q, size_t PH, size_t PW, size_t w0, size_t w1,
-                          int relu) {
-  if (relu)
-    sc__bf16_pool_hits_body(pa, hits, s2, K, q, PH, PW, w0, w1, 1);
-  else
-    sc__bf16_pool_hits_body(pa, hits, s2, K, q, PH, PW, w0, w1, 0);
-}
-/* sc__bf16_dz_pool_native's pullback with the window's hits read from the bytes of
- * sc__bf16_pool_hits_native (relu folded in there): the same adds in the same order, so the same
- * bits, without reading the conv's output and the pool's */
-__attribute__((target("avx512f,avx512bf16"))) static void
-sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf, const float *restrict g,
-                             const uint8_t *restrict hits, float *restrict bl, size_t K, size_t OH,
-                             size_t OW) {
-  const __m512 zero = _mm512_setzero_ps();
-  size_t PW = OW / 2, PH = OH / 2, npos = OH * OW;
-  for (size_t k = 0; k < K; k++) {
-    const float *gk = g + k * (npos / 4) * SC__TW;
-    uint32_t *zk = dzp ? dzp + k * npos * (SC__TW / 2) : NULL;
-    __m512 s[SC__TW / 16];
-    for (int h = 0; h < SC__TW / 16; h++)
-      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
-    for (size_t y = 0; y < OH; y++) {
-      __m512i j0 = _mm512_set1_epi32(y % 2 ? 2 : 0), j1 = _mm512_set1_epi32(y % 2 ? 3 : 1);
-      for (size_t wc = 0; wc < PW; wc++)
-        for (int h = 0; h < SC__TW / 16; h++) {
-          size_t ew = ((y / 2) * PW + wc) * SC__TW + 16 * (size_t)h;
-          __m512i ix = _mm512_cvtepu8_epi32(_mm_loadu_si128(
-              (const __m128i *)(const void *)(hits + SC__POOL_HITS(k, PH, y / 2, PW, wc, h))));
-          __m512 dv = _mm512_loadu_ps(gk + ew);
-          __m512 v0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(ix, j0), dv);
-          __m512 v1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(ix, j1), dv);
-          sc__bf16_dz_pool_put(v0, v1, &s[h], dzf, zk, k, npos, y, OW, wc, h);
-        }
-    }
-    if (bl)
-      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
-  }
-}
-/* W's 16 (lm) floats at a and at b (NULL: zeros) as pairs (a[k], b[k]): their upper halves, or
- * with rnd the floats rounded first (VCVTNEPS2BF16, the bits of sc__bf16_round_native) */
-__attribute__((target("avx512f,avx512vl,avx512bf16"), always_inline)) static inline __m512i
-sc__bf16_wd_pairs(const float *a, const float *b, __mmask16 lm, int rnd) {
-  if (rnd) {
-    __m512i x = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, a)));
-    if (!b) return x;
-    __m512i y = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, b)));
-    return _mm512_or_si512(x, _mm512_slli_epi32(y, 16));
-  }
-  __m512i x = _mm512_srli_epi32(_mm512_maskz_loadu_epi32(lm, a), 16);
-  if (!b) return x;
-  __m512i y = _mm512_maskz_loadu_epi32(lm, b);
-  return _mm512_or_si512(x, _mm512_and_si512(y, _mm512_set1_epi32((int)0xffff0000u)));
-}
-/* a dense layer's rows [o0, o1) of W (O x I floats, not rounded) as the forward's pairs along
- * the inputs, wf[o][k] = (W[o][2k], W[o][2k + 1]) rounded (VCVTNEPS2BF16; an odd I's last pair
- * with 0): the bits of rounding W and pairing its upper halves (sc__bf16_params_rows) */
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
-sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0, size_t o1) {
-  size_t I2 = (I + 1) / 2;
-  for (size_t o = o0; o < o1; o++)
-    for (size_t i = 0; i < I; i += 16) {
-      size_t ib = I - i < 16 ? I - i : 16;
-      __mmask16 lm = (__mmask16)(ib == 16 ? 0xFFFFu : (1u << ib) - 1u);
-      __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, W + o * I + i));
-      _mm256_mask_storeu_epi32(wf + o * I2 + i / 2, (__mmask8)((1u << ((ib + 1) / 2)) - 1u), v);
-    }
-}
-/* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
- * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
- * bits taken as they are; a missing odd row 2m + 1 = O gives 0), or with rnd any floats, rounded
- * as they are loaded. Blocks of 8 pairs (16 rows) x 16 inputs: 8 vectors of pairs along i,
- * transposed in registers into 16 rows of 8 pairs. The same bits as the scalar loop, which took 5
- * of the 10 ms that LeNet5's bf16 weights cost over 20,000 images (1 thread, Zen 4) */
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
-sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
-                   size_t m0, size_t m1, int rnd) {
-  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-  const __m512i hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-  for (size_t m = m0; m < m1; m += 8) {
-    size_t mb = m1 - m < 8 ? m1 - m : 8;
-    __mmask8 sm = (__mmask8)((1u << mb) - 1u);
-    for (size_t i = 0; i < I; i += 16) {
-      size_t ib = I - i < 16 ? I - i : 16;
-      __mmask16 lm = (__mmask16)(ib == 16 ? 0xFFFFu : (1u << ib) - 1u);
-      __m512i P[8];
-      for (size_t j = 0; j < 8; j++) {
-        size_t r = 2 * (m + j);
-        if (j >= mb) {
-          P[j] = _mm512_setzero_si512();
-          continue;
-        }
-        P[j] =
-            rnd ? sc__bf16_wd_pairs(W + r * I + i, r + 1 < O ? W + (r + 1) * I + i : NULL, lm, 1)
-                : sc__bf16_wd_pairs(W + r * I + i, r + 1 < O ? W + (r + 1) * I + i : NULL, lm, 0);
-      }
-      /* 128-bit lane L of U[a] holds P0..3 at input 4L + a, of V[a] P4..7 */
-      __m512i T[8], U[4], V[4];
-      for (int q = 0; q < 4; q++) {
-        T[2 * q] = _mm512_unpacklo_epi32(P[2 * q], P[2 * q + 1]);
-        T[2 * q + 1] = _mm512_unpackhi_epi32(P[2 * q], P[2 * q + 1]);
-      }
-      U[0] = _mm512_unpacklo_epi64(T[0], T[2]);
-      U[1] = _mm512_unpackhi_epi64(T[0], T[2]);
-      U[2] = _mm512_unpacklo_epi64(T[1], T[3]);
-      U[3] = _mm512_unpackhi_epi64(T[1], T[3]);
-      V[0] = _mm512_unpacklo_epi64(T[4], T[6]);
-      V[1] = _mm512_unpackhi_epi64(T[4], T[6]);
-      V[2] = _mm512_unpacklo_epi64(T[5], T[7]);
-      V[3] = _mm512_unpackhi_epi64(T[5], T[7]);
-      for (size_t a = 0; a < 4; a++) { /* inputs a, 4 + a (lo) and 8 + a, 12 + a (hi) */
-        __m512i x = _mm512_permutex2var_epi64(U[a], lo, V[a]);
-        __m512i y = _mm512_permutex2var_epi64(U[a], hi, V[a]);
-        __m256i o[4] = {_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1),
-                        _mm512_castsi512_si256(y), _mm512_extracti64x4_epi64(y, 1)};
-        for (size_t h = 0; h < 4; h++)
-          if (a + 4 * h < ib) _mm256_mask_storeu_epi32(wd + (i + a + 4 * h) * O2 + m, sm, o[h]);
-      }
-    }
-  }
-}
-#ifdef SC__BF16_POP_OPTIONS
-#pragma GCC pop_options
-#undef SC__BF16_POP_OPTIONS
-#endif
-#endif
-
-/* ---- the AMX-BF16 GEMM (Intel: 8 tile registers of up to 16 rows x 64 bytes, each tile's
- * shape set by LDTILECFG; TDPBF16PS C += A B with A rows x kc pairs, B kc x cols pairs, C rows x
- * cols floats). The operand layouts are ours already: a row of A holds pairs along k, a row of
- * B holds the pairs of k for 16 columns (Intel's "VNNI" layout of B). Blocks of 16 x 32 of C in
- * two tiles (tmm0, 1), k in steps of 16 pairs: A in tmm2, B in tmm3 and 4; the last k-step of
- * fewer than 16 pairs in tmm5 (A), tmm6 and 7 (B). The tiles are configured to the block's own
- * shape (rows of C at M's edge, columns at N's, pairs at K's), so an edge is read and written in
- * place, never through a padded copy: measured on an Intel Xeon with AMX (session 17,
- * bench/bf16_gemm.c), a zero-padded copy before a tile load made LeNet5's GEMMs 2.5 to 10 times
- * slower than the same work in whole tiles. A call loads a configuration for each block shape
- * it meets (at most four: the inner blocks, M's edge, N's edge, the corner) and releases the
- * tiles at its end (the tile state is per thread; LDTILECFG + TILERELEASE cost about 120 ns
- * there). Intel's pseudocode of TDPBF16PS (the intrinsics guide) adds the two products of a
- * pair one after the other, the even element first, each step a float FMA with denormals read
- * as and flushed to zero, round to nearest even; the SDM's newer text accumulates the even and
- * odd products apart and adds them at the end. The tests compare the kernel with the double
- * reference on the same operands (tight tolerance), not bit for bit. The body is written once
- * over tile operations (OPS##_LOAD etc.) and compiled twice: with the AMX instructions
- * (sc__bf16_gemm_amx) and with a portable model of the tiles (sc__bf16_gemm_amx_model, the
- * intrinsics guide's order, the shapes checked as TDPBF16PS checks them) that runs on any CPU,
- * so the blocking, the edges and the strides are tested where AMX is not. */
-typedef struct {
-  uint8_t palette, start_row, reserved0[14];
-  uint16_t colsb[8], reserved1[8];
-  uint8_t rows[8], reserved2[8];
-} sc__amx_cfg; /* LDTILECFG's 64 bytes */
-typedef struct {
-  uint32_t t[8][16][16];
-  unsigned rows[8], cols[8]; /* the configured shape (cols in 32-bit words) */
-} sc__amx_tiles;             /* the portable model's tile registers */
-/* the configuration of a block of mr rows of C, nc0 + nc1 columns (nc1 = 0: one tile), kf whole
- * 16-pair steps (0 or 1: are there any) and a last step of kr pairs; unused tiles 0 x 0 */
-static inline void sc__amx_setcfg(sc__amx_cfg *c, unsigned mr, unsigned nc0, unsigned nc1,
-                                  unsigned kf, unsigned kr) {
-  memset(c, 0, sizeof *c);
-  c->palette = 1;
-  const unsigned r[8] = {mr,          nc1 ? mr : 0, kf ? mr : 0, kf ? 16 : 0, kf && nc1 ? 16 : 0,
-                         kr ? mr : 0, kr,           nc1 ? kr : 0};
-  const unsigned w[8] = {nc0,          nc1, kf ? 16 : 0,  kf ? nc0 : 0,
-                         kf ? nc1 : 0, kr,  kr ? nc0 : 0, kr ? nc1 : 0};
-  for (int t = 0; t < 8; t++)
-    if (r[t] && w[t]) c->rows[t] = (uint8_t)r[t], c->colsb[t] = (uint16_t)(4 * w[t]);
-}
-/* the model: LDTILECFG (the shapes; every tile zeroed), TILELOADD / TILESTORED (the configured
- * rows and columns; a load zeroes the rest), TILEZERO and TDPBF16PS; a shape TDPBF16PS would
- * refuse (#UD) makes C all NaN, so that a test fails */
-static inline void sc__amx_m_cfg(sc__amx_tiles *T, const sc__amx_cfg *c) {
-  memset(T->t, 0, sizeof T->t);
-  for (int t = 0; t < 8; t++) T->rows[t] = c->rows[t], T->cols[t] = c->colsb[t] / 4u;
-}
-static inline void sc__amx_m_load(sc__amx_tiles *T, int t, const void *p, size_t stride) {
-  memset(T->t[t], 0, sizeof T->t[t]);
-  for (unsigned r = 0; r < T->rows[t]; r++)
-    memcpy(T->t[t][r], (const char *)p + (size_t)r * stride, 4 * T->cols[t]);
-}
-static inline void sc__amx_m_store(const sc__amx_tiles *T, int t, void *p, size_t stride) {
-  for (unsigned r = 0; r < T->rows[t]; r++)
-    memcpy((char *)p + (size_t)r * stride, T->t[t][r], 4 * T->cols[t]);
-}
-static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
-  if (!T->rows[c] || T->rows[a] != T->rows[c] || T->cols[b] != T->cols[c] ||
-      T->rows[b] != T->cols[a] || !T->cols[a]) {
-    for (int m = 0; m < 16; m++)
-      for (int n = 0; n < 16; n++) T->t[c][m][n] = 0x7FC00000u;
-    return;
-  }
-  for (unsigned m = 0; m < T->rows[c]; m++)
-    for (unsigned n = 0; n < T->cols[c]; n++) {
-      float acc = sc__ftz(sc__fof(T->t[c][m][n]));
-      for (unsigned k = 0; k < T->cols[a]; k++) {
-        uint32_t x = T->t[a][m][k], y = T->t[b][k][n];
-        acc = sc__bf16_fma(acc, sc__bf16_lo_f(x), sc__bf16_lo_f(y));
-        acc = sc__bf16_fma(acc, sc__bf16_hi_f(x), sc__bf16_hi_f(y));
-      }
-      T->t[c][m][n] = sc__fbits(acc);
-    }
-}
-/* the two bodies' common parts: a block of C at (m0, n0), its shape and (when it changes) its
- * configuration; and its k-steps, C's tiles += A's rows at a0 times B's columns at b0 */
-#define SC__AMX_BLOCK_CFG(OPS)                                                                     \
-  size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                          \
-  size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                             \
-  size_t key = mr | nc0 << 5 | nc1 << 10;                                                          \
-  if (key != cur) { /* a block of another shape: its configuration */                              \
-    sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0, (unsigned)kr);       \
-    __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */            \
-    OPS##_CFG(&cfg);                                                                               \
-    cur = key;                                                                                     \
-  }
-#define SC__AMX_KSTEPS(OPS, a0, b0)                                                                \
-  for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                        \
-    OPS##_LOAD(2, (a0) + k0, lda * 4);                                                             \
-    OPS##_LOAD(3, (b0) + k0 * ldb, ldb * 4);                                                       \
-    OPS##_DP(0, 2, 3);                                                                             \
-    if (nc1) {                                                                                     \
-      OPS##_LOAD(4, (b0) + k0 * ldb + 16, ldb * 4);                                                \
-      OPS##_DP(1, 2, 4);                                                                           \
-    }                                                                                              \
-  }                                                                                                \
-  if (kr) { /* the last k-step, of fewer than 16 pairs */                                          \
-    OPS##_LOAD(5, (a0) + K16, lda * 4);                                                            \
-    OPS##_LOAD(6, (b0) + K16 * ldb, ldb * 4);                                                      \
-    OPS##_DP(0, 5, 6);                                                                             \
-    if (nc1) {                                                                                     \
-      OPS##_LOAD(7, (b0) + K16 * ldb + 16, ldb * 4);                                               \
-      OPS##_DP(1, 5, 7);                                                                           \
-    }                                                                                              \
-  }
-#define SC__AMX_GEMM_BODY(OPS)                                                                     \
-  {                                                                                                \
-    sc__amx_cfg cfg;                                                                               \
-    size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
-    for (size_t g_ = 0; g_ < G; g_++) { /* the groups: C and A at their offsets */                 \
-      float *const C = C0 + (co.off ? co.off[g_ * co.step] * co.scale : g_ * co.stride);           \
-      const uint32_t *const A = A0 + (ao.off ? ao.off[g_ * ao.step] * ao.scale : g_ * ao.stride);  \
-      for (size_t m0 = 0; m0 < M; m0 += 16)                                                        \
-        for (size_t n0 = 0; n0 < N; n0 += 32) {                                                    \
-          SC__AMX_BLOCK_CFG(OPS)                                                                   \
-          float *c0 = C + m0 * ldc + n0;                                                           \
-          if (acc) {                                                                               \
-            OPS##_LOAD(0, c0, ldc * 4);                                                            \
-            if (nc1) OPS##_LOAD(1, c0 + 16, ldc * 4);                                              \
-          } else {                                                                                 \
-            OPS##_ZERO(0);                                                                         \
-            if (nc1) OPS##_ZERO(1);                                                                \
-          }                                                                                        \
-          SC__AMX_KSTEPS(OPS, A + m0 * lda, B + n0)                                                \
-          OPS##_STORE(0, c0, ldc * 4);                                                             \
-          if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                               \
-        }                                                                                          \
-    }                                                                                              \
-    if (cur != SIZE_MAX) OPS##_RELEASE();                                                          \
-    __asm__ volatile("" ::: "memory"); /* the tile stores wrote C */                               \
-  }
-
-/* the portable model of the AMX GEMM (SC_BF16_KERNELS=amx-model: any CPU, slow) */
-#define SC__TM_CFG(c) sc__amx_m_cfg(&T, c)
-#define SC__TM_ZERO(i) memset(T.t[i], 0, sizeof T.t[i])
-#define SC__TM_LOAD(t, p, s) sc__amx_m_load(&T, t, p, s)
-#define SC__TM_STORE(t, p, s) sc__amx_m_store(&T, t, p, s)
-#define SC__TM_DP(c, a, b) sc__amx_m_dp(&T, c, a, b)
-#define SC__TM_RELEASE() (void)0
-/* the grouped form (sc__bf16_gemm_grp_fn): one configuration for all the groups */
-static void sc__bf16_gemm_amx_model_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
-                                        size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
-                                        size_t M, size_t N, size_t K2, size_t G, int acc) {
-  static _Thread_local sc__amx_tiles T; /* 8 KB: off the stack */
-  SC__AMX_GEMM_BODY(SC__TM)
-}
-/* the summed grouped form (sc__bf16_gemm_sumg_fn): per block of C the groups one after the
- * other into the same accumulator tiles, stored once */
-#define SC__AMX_SUMG_BODY(OPS)                                                                     \
-  {                                                                                                \
-    sc__amx_cfg cfg;                                                                               \
-    size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
-    for (size_t m0 = 0; m0 < M; m0 += 16)                                                          \
-      for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
-        SC__AMX_BLOCK_CFG(OPS)                                                                     \
-        OPS##_ZERO(0);                                                                             \
-        if (nc1) OPS##_ZERO(1);                                                                    \
-        for (size_t g = 0; g < G; g++) {                                                           \
-          SC__AMX_KSTEPS(                                                                          \
-              OPS, A0 + (ao.off ? ao.off[g * ao.step] * ao.scale : g * ao.stride) + m0 * lda,      \
-              B0 + (bo.off ? bo.off[g * bo.step] * bo.scale : g * bo.stride) + n0)                 \
-        }                                                                                          \
-        float *c0 = C + m0 * ldc + n0;                                                             \
-        OPS##_STORE(0, c0, ldc * 4);                                                               \
-        if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                                 \
-      }                                                                                            \
-    if (cur != SIZE_MAX) OPS##_RELEASE();                                                          \
-    __asm__ volatile("" ::: "memory");                                                             \
-  }
-static void sc__bf16_gemm_amx_model_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda,
-                                         sc__grp_off ao, const uint32_t *B0, size_t ldb,
-                                         sc__grp_off bo, size_t M, size_t N, size_t K2, size_t G) {
-  static _Thread_local sc__amx_tiles T;
-  SC__AMX_SUMG_BODY(SC__TM)
-}
-static void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                                    const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                                    int acc) {
-  const sc__grp_off one = {NULL, 0, 0, 0};
-  sc__bf16_gemm_amx_model_grp(C, ldc, one, A, lda, one, B, ldb, M, N, K2, 1, acc);
-}
-
 #ifdef SC__HAVE_AMX
 #include <sys/syscall.h>
-/* the AMX GEMM itself (SC_BF16_KERNELS=amx, on a CPU with AMX-BF16); written from Intel's
- * documentation, checked through the model above and run on an Intel Emerald Rapids (session 17) */
-#define SC__TH_CFG(c) _tile_loadconfig(c)
-#define SC__TH_ZERO(t) _tile_zero(t)
-#define SC__TH_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))
-#define SC__TH_STORE(t, p, s) _tile_stored(t, p, (long)(s))
-#define SC__TH_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-#define SC__TH_RELEASE() _tile_release()
-__attribute__((target("amx-tile,amx-bf16"))) static void
-sc__bf16_gemm_amx_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0, size_t lda,
-                      sc__grp_off ao, const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                      size_t G, int acc) {
-  SC__AMX_GEMM_BODY(SC__TH)
-}
-__attribute__((target("amx-tile,amx-bf16"))) static void
-sc__bf16_gemm_amx_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda, sc__grp_off ao,
-                       const uint32_t *B0, size_t ldb, sc__grp_off bo, size_t M, size_t N,
-                       size_t K2, size_t G) {
-  SC__AMX_SUMG_BODY(SC__TH)
-}
-static void sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda,
-                              const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
-                              int acc) {
-  const sc__grp_off one = {NULL, 0, 0, 0};
-  sc__bf16_gemm_amx_grp(C, ldc, one, A, lda, one, B, ldb, M, N, K2, 1, acc);
-}
 
 /* AMX-BF16 usable here: the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7 subleaf 0, EDX bits 24
  * and 22), the OS enables the tile state (XCR0 bits 17 and 18), and Linux grants this process
@@ -5267,10 +4300,6 @@ static int sc__cpu_amx(void) {
   return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
 }
 #endif
-#undef SC__AMX_GEMM_BODY
-#undef SC__AMX_SUMG_BODY
-#undef SC__AMX_BLOCK_CFG
-#undef SC__AMX_KSTEPS
 
 /* AVX512_BF16 usable here: the CPU has it (CPUID leaf 7 subleaf 1, EAX bit 5) and the OS
  * saves the AVX-512 state (what __builtin_cpu_supports("avx512f") checks) */
@@ -5535,6 +4564,1148 @@ sc_status sc_workspace_precision(const sc_workspace *ws, sc_precision *precision
 uint16_t sc_bf16_from_float(float x) { return sc__bf16_bits(x); }
 
 float sc_float_from_bf16(uint16_t b) { return sc__fof((uint32_t)b << 16); }
+/* src/bf16_model.c — the portable models of the bf16 precision's kernels: what VDPBF16PS
+ * (kernels/bf16/) and TDPBF16PS on AMX tiles (kernels/amx/) compute, in plain C on any CPU
+ * (SC_BF16_KERNELS=model, =amx-model). The tests compare the kernels with them. */
+/* kernels/amx/blocking.h — the AMX GEMM's blocking, written once over tile operations (OPS##_LOAD
+ * etc.) and compiled twice: on the AMX tiles (kernels/amx/amx.c) and on a portable model of them
+ * (src/bf16_model.c). */
+#ifndef SC_AMX_BLOCKING_H
+#define SC_AMX_BLOCKING_H
+
+/* ---- the AMX-BF16 GEMM (Intel: 8 tile registers of up to 16 rows x 64 bytes, each tile's
+ * shape set by LDTILECFG; TDPBF16PS C += A B with A rows x kc pairs, B kc x cols pairs, C rows x
+ * cols floats). The operand layouts are ours already: a row of A holds pairs along k, a row of
+ * B holds the pairs of k for 16 columns (Intel's "VNNI" layout of B). Blocks of 16 x 32 of C in
+ * two tiles (tmm0, 1), k in steps of 16 pairs: A in tmm2, B in tmm3 and 4; the last k-step of
+ * fewer than 16 pairs in tmm5 (A), tmm6 and 7 (B). The tiles are configured to the block's own
+ * shape (rows of C at M's edge, columns at N's, pairs at K's), so an edge is read and written in
+ * place, never through a padded copy: measured on an Intel Xeon with AMX (session 17,
+ * bench/bf16_gemm.c), a zero-padded copy before a tile load made LeNet5's GEMMs 2.5 to 10 times
+ * slower than the same work in whole tiles. A call loads a configuration for each block shape
+ * it meets (at most four: the inner blocks, M's edge, N's edge, the corner) and releases the
+ * tiles at its end (the tile state is per thread; LDTILECFG + TILERELEASE cost about 120 ns
+ * there). Intel's pseudocode of TDPBF16PS (the intrinsics guide) adds the two products of a
+ * pair one after the other, the even element first, each step a float FMA with denormals read
+ * as and flushed to zero, round to nearest even; the SDM's newer text accumulates the even and
+ * odd products apart and adds them at the end. The tests compare the kernel with the double
+ * reference on the same operands (tight tolerance), not bit for bit. The body is written once
+ * over tile operations (OPS##_LOAD etc.) and compiled twice: with the AMX instructions
+ * (sc__bf16_gemm_amx) and with a portable model of the tiles (sc__bf16_gemm_amx_model, the
+ * intrinsics guide's order, the shapes checked as TDPBF16PS checks them) that runs on any CPU,
+ * so the blocking, the edges and the strides are tested where AMX is not. */
+typedef struct {
+  uint8_t palette, start_row, reserved0[14];
+  uint16_t colsb[8], reserved1[8];
+  uint8_t rows[8], reserved2[8];
+} sc__amx_cfg; /* LDTILECFG's 64 bytes */
+/* the configuration of a block of mr rows of C, nc0 + nc1 columns (nc1 = 0: one tile), kf whole
+ * 16-pair steps (0 or 1: are there any) and a last step of kr pairs; unused tiles 0 x 0 */
+static inline void sc__amx_setcfg(sc__amx_cfg *c, unsigned mr, unsigned nc0, unsigned nc1,
+                                  unsigned kf, unsigned kr) {
+  memset(c, 0, sizeof *c);
+  c->palette = 1;
+  const unsigned r[8] = {mr,          nc1 ? mr : 0, kf ? mr : 0, kf ? 16 : 0, kf && nc1 ? 16 : 0,
+                         kr ? mr : 0, kr,           nc1 ? kr : 0};
+  const unsigned w[8] = {nc0,          nc1, kf ? 16 : 0,  kf ? nc0 : 0,
+                         kf ? nc1 : 0, kr,  kr ? nc0 : 0, kr ? nc1 : 0};
+  for (int t = 0; t < 8; t++)
+    if (r[t] && w[t]) c->rows[t] = (uint8_t)r[t], c->colsb[t] = (uint16_t)(4 * w[t]);
+}
+/* the two bodies' common parts: a block of C at (m0, n0), its shape and (when it changes) its
+ * configuration; and its k-steps, C's tiles += A's rows at a0 times B's columns at b0 */
+#define SC__AMX_BLOCK_CFG(OPS)                                                                     \
+  size_t mr = M - m0 < 16 ? M - m0 : 16, nc0 = N - n0 < 16 ? N - n0 : 16;                          \
+  size_t nc1 = N - n0 <= 16 ? 0 : N - n0 - 16 < 16 ? N - n0 - 16 : 16;                             \
+  size_t key = mr | nc0 << 5 | nc1 << 10;                                                          \
+  if (key != cur) { /* a block of another shape: its configuration */                              \
+    sc__amx_setcfg(&cfg, (unsigned)mr, (unsigned)nc0, (unsigned)nc1, K16 > 0, (unsigned)kr);       \
+    __asm__ volatile("" : : "r"(&cfg) : "memory"); /* cfg in memory before LDTILECFG */            \
+    OPS##_CFG(&cfg);                                                                               \
+    cur = key;                                                                                     \
+  }
+#define SC__AMX_KSTEPS(OPS, a0, b0)                                                                \
+  for (size_t k0 = 0; k0 < K16; k0 += 16) {                                                        \
+    OPS##_LOAD(2, (a0) + k0, lda * 4);                                                             \
+    OPS##_LOAD(3, (b0) + k0 * ldb, ldb * 4);                                                       \
+    OPS##_DP(0, 2, 3);                                                                             \
+    if (nc1) {                                                                                     \
+      OPS##_LOAD(4, (b0) + k0 * ldb + 16, ldb * 4);                                                \
+      OPS##_DP(1, 2, 4);                                                                           \
+    }                                                                                              \
+  }                                                                                                \
+  if (kr) { /* the last k-step, of fewer than 16 pairs */                                          \
+    OPS##_LOAD(5, (a0) + K16, lda * 4);                                                            \
+    OPS##_LOAD(6, (b0) + K16 * ldb, ldb * 4);                                                      \
+    OPS##_DP(0, 5, 6);                                                                             \
+    if (nc1) {                                                                                     \
+      OPS##_LOAD(7, (b0) + K16 * ldb + 16, ldb * 4);                                               \
+      OPS##_DP(1, 5, 7);                                                                           \
+    }                                                                                              \
+  }
+#define SC__AMX_GEMM_BODY(OPS)                                                                     \
+  {                                                                                                \
+    sc__amx_cfg cfg;                                                                               \
+    size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
+    for (size_t g_ = 0; g_ < G; g_++) { /* the groups: C and A at their offsets */                 \
+      float *const C = C0 + (co.off ? co.off[g_ * co.step] * co.scale : g_ * co.stride);           \
+      const uint32_t *const A = A0 + (ao.off ? ao.off[g_ * ao.step] * ao.scale : g_ * ao.stride);  \
+      for (size_t m0 = 0; m0 < M; m0 += 16)                                                        \
+        for (size_t n0 = 0; n0 < N; n0 += 32) {                                                    \
+          SC__AMX_BLOCK_CFG(OPS)                                                                   \
+          float *c0 = C + m0 * ldc + n0;                                                           \
+          if (acc) {                                                                               \
+            OPS##_LOAD(0, c0, ldc * 4);                                                            \
+            if (nc1) OPS##_LOAD(1, c0 + 16, ldc * 4);                                              \
+          } else {                                                                                 \
+            OPS##_ZERO(0);                                                                         \
+            if (nc1) OPS##_ZERO(1);                                                                \
+          }                                                                                        \
+          SC__AMX_KSTEPS(OPS, A + m0 * lda, B + n0)                                                \
+          OPS##_STORE(0, c0, ldc * 4);                                                             \
+          if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                               \
+        }                                                                                          \
+    }                                                                                              \
+    if (cur != SIZE_MAX) OPS##_RELEASE();                                                          \
+    __asm__ volatile("" ::: "memory"); /* the tile stores wrote C */                               \
+  }
+
+/* the summed grouped form (sc__bf16_gemm_sumg_fn): per block of C the groups one after the
+ * other into the same accumulator tiles, stored once */
+#define SC__AMX_SUMG_BODY(OPS)                                                                     \
+  {                                                                                                \
+    sc__amx_cfg cfg;                                                                               \
+    size_t K16 = K2 / 16 * 16, kr = K2 - K16, cur = SIZE_MAX;                                      \
+    for (size_t m0 = 0; m0 < M; m0 += 16)                                                          \
+      for (size_t n0 = 0; n0 < N; n0 += 32) {                                                      \
+        SC__AMX_BLOCK_CFG(OPS)                                                                     \
+        OPS##_ZERO(0);                                                                             \
+        if (nc1) OPS##_ZERO(1);                                                                    \
+        for (size_t g = 0; g < G; g++) {                                                           \
+          SC__AMX_KSTEPS(                                                                          \
+              OPS, A0 + (ao.off ? ao.off[g * ao.step] * ao.scale : g * ao.stride) + m0 * lda,      \
+              B0 + (bo.off ? bo.off[g * bo.step] * bo.scale : g * bo.stride) + n0)                 \
+        }                                                                                          \
+        float *c0 = C + m0 * ldc + n0;                                                             \
+        OPS##_STORE(0, c0, ldc * 4);                                                               \
+        if (nc1) OPS##_STORE(1, c0 + 16, ldc * 4);                                                 \
+      }                                                                                            \
+    if (cur != SIZE_MAX) OPS##_RELEASE();                                                          \
+    __asm__ volatile("" ::: "memory");                                                             \
+  }
+#endif /* SC_AMX_BLOCKING_H */
+
+/* ---- the bf16 kernels: one GEMM on bf16 pairs (sc__bf16_gemm_fn) serves a dense layer's
+ * (and, row by row, a conv layer's) forward (A: the weights paired along the inputs, B: the tile
+ * paired along the inputs), dx (A: the weights paired along the outputs, B: dz paired along the
+ * outputs) and dW (A: dz paired along the samples, B: the layer input paired along the samples,
+ * accumulated into the slice's gradient). The model is portable code computing what vdpbf16ps
+ * computes (Intel SDM: per pair, srcdest += hi * hi, then srcdest += lo * lo, "round to nearest
+ * even ... when doing each accumulation of the FMA", denormal inputs read as zero and denormal
+ * results flushed to zero); it runs on any CPU and is what the tests compare the AVX512_BF16
+ * kernel with. Each step is an FMA (sc__bf16_fma: fmaf, one rounding): the product of two bf16 is
+ * exact in float unless it overflows (or underflows), and there a product rounded first differs:
+ * -3e38 + 3e38 x 2 is 3e38 on an AMD Zen 5's VDPBF16PS and by fmaf, infinite with the product
+ * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (until session 38 the model rounded
+ * each product, and a compiler contracting a * b + c into an FMA, as clang may, gave the other). */
+static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
+static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
+static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
+/* one step of the models: c + a b with one rounding, flushed to zero if denormal */
+static inline float sc__bf16_fma(float c, float a, float b) { return sc__ftz(fmaf(a, b, c)); }
+
+SC__INT void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                      int acc, const size_t *arow, const size_t *crow, size_t grp,
+                                      const size_t *brow) {
+  (void)grp; /* row by row: one group after the other */
+  for (size_t m = 0; m < M; m++)
+    for (size_t n = 0; n < N; n++) {
+      float *cp = C + (crow ? crow[m] : m) * ldc;
+      float c = acc ? sc__ftz(cp[n]) : 0.0f;
+      const uint32_t *ar = A + (arow ? arow[m] : m) * lda;
+      for (size_t k = 0; k < K2; k++) {
+        uint32_t a = ar[k], b = B[(brow ? brow[k] : k) * ldb + n];
+        c = sc__bf16_fma(c, sc__bf16_hi_f(a), sc__bf16_hi_f(b));
+        c = sc__bf16_fma(c, sc__bf16_lo_f(a), sc__bf16_lo_f(b));
+      }
+      cp[n] = c;
+    }
+}
+SC__INT void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                 int acc) {
+  sc__bf16_gemm_model_rows(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, 0, NULL);
+}
+/* The dx of a stride-1 conv layer (C input channels, K2 pairs of output channels, kh x kw
+ * taps, oh x ow outputs) as a correlation: each element of the (padded) input's gradient xg
+ * (C x (oh + kh - 1) x (ow + kw - 1) positions of TW lanes, overwritten) is one sum over the
+ * taps (i, j) whose output (y - i, x - j) exists, in the order i, j, then the pairs op, of
+ * wt[(c kh + i) kw + j][op] (W^T's pairs, sc__bf16_params) times dzp[op][(y - i) ow + x - j]
+ * (dz's channel pairs, sc__bf16_pack_rows over the whole tile). Each sum is made once, in
+ * registers on the native kernel, instead of adding each output row's taps into xg (8 pairs
+ * at a time for LeNet5's conv2). What vdpbf16ps computes, as sc__bf16_gemm_model. */
+SC__INT void sc__bf16_dx_corr_model(float *restrict xg, const uint32_t *restrict wt,
+                                    const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh,
+                                    size_t kw, size_t oh, size_t ow) {
+  size_t hp = oh + kh - 1, wp = ow + kw - 1, npos = oh * ow;
+  for (size_t c = 0; c < C; c++)
+    for (size_t y = 0; y < hp; y++)
+      for (size_t x = 0; x < wp; x++)
+        for (size_t t = 0; t < SC__TW; t++) {
+          float acc = 0.0f;
+          for (size_t i = y >= oh ? y - oh + 1 : 0; i <= y && i < kh; i++)
+            for (size_t j = x >= ow ? x - ow + 1 : 0; j <= x && j < kw; j++)
+              for (size_t op = 0; op < K2; op++) {
+                uint32_t a = wt[((c * kh + i) * kw + j) * K2 + op],
+                         b = dzp[(op * npos + (y - i) * ow + x - j) * SC__TW + t];
+                acc = sc__bf16_fma(acc, sc__bf16_hi_f(a), sc__bf16_hi_f(b));
+                acc = sc__bf16_fma(acc, sc__bf16_lo_f(a), sc__bf16_lo_f(b));
+              }
+          xg[((c * hp + y) * wp + x) * SC__TW + t] = acc;
+        }
+}
+/* sc__bf16_nt_fn's fold of 16 lanes: p[i] + p[i + 8], then + 4, + 2, + 1 (IEEE float adds) */
+static float sc__bf16_fold16(const float *p) {
+  float s8[8], s4[4], s2[2];
+  for (int i = 0; i < 8; i++) s8[i] = p[i] + p[i + 8];
+  for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
+  for (int i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
+  return s2[0] + s2[1];
+}
+SC__INT void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
+                               const uint32_t *B, const size_t *boff, size_t bsc, size_t sb,
+                               size_t M, size_t N, size_t K2, size_t S) {
+  for (size_t m = 0; m < M; m++)
+    for (size_t n = 0; n < N; n++) {
+      float p[16] = {0};
+      for (size_t s = 0; s < S; s++) {
+        const uint32_t *a = A + m * lda + s * sa, *b = B + boff[n] * bsc + s * sb;
+        for (size_t k = 0; k < K2; k++) {
+          float *c = &p[k % 16];
+          *c = sc__bf16_fma(*c, sc__bf16_hi_f(a[k]), sc__bf16_hi_f(b[k]));
+          *c = sc__bf16_fma(*c, sc__bf16_lo_f(a[k]), sc__bf16_lo_f(b[k]));
+        }
+      }
+      C[m * ldc + n] += sc__bf16_fold16(p);
+    }
+}
+
+typedef struct {
+  uint32_t t[8][16][16];
+  unsigned rows[8], cols[8]; /* the configured shape (cols in 32-bit words) */
+} sc__amx_tiles;             /* the portable model's tile registers */
+/* the model: LDTILECFG (the shapes; every tile zeroed), TILELOADD / TILESTORED (the configured
+ * rows and columns; a load zeroes the rest), TILEZERO and TDPBF16PS; a shape TDPBF16PS would
+ * refuse (#UD) makes C all NaN, so that a test fails */
+static inline void sc__amx_m_cfg(sc__amx_tiles *T, const sc__amx_cfg *c) {
+  memset(T->t, 0, sizeof T->t);
+  for (int t = 0; t < 8; t++) T->rows[t] = c->rows[t], T->cols[t] = c->colsb[t] / 4u;
+}
+static inline void sc__amx_m_load(sc__amx_tiles *T, int t, const void *p, size_t stride) {
+  memset(T->t[t], 0, sizeof T->t[t]);
+  for (unsigned r = 0; r < T->rows[t]; r++)
+    memcpy(T->t[t][r], (const char *)p + (size_t)r * stride, 4 * T->cols[t]);
+}
+static inline void sc__amx_m_store(const sc__amx_tiles *T, int t, void *p, size_t stride) {
+  for (unsigned r = 0; r < T->rows[t]; r++)
+    memcpy((char *)p + (size_t)r * stride, T->t[t][r], 4 * T->cols[t]);
+}
+static inline void sc__amx_m_dp(sc__amx_tiles *T, int c, int a, int b) {
+  if (!T->rows[c] || T->rows[a] != T->rows[c] || T->cols[b] != T->cols[c] ||
+      T->rows[b] != T->cols[a] || !T->cols[a]) {
+    for (int m = 0; m < 16; m++)
+      for (int n = 0; n < 16; n++) T->t[c][m][n] = 0x7FC00000u;
+    return;
+  }
+  for (unsigned m = 0; m < T->rows[c]; m++)
+    for (unsigned n = 0; n < T->cols[c]; n++) {
+      float acc = sc__ftz(sc__fof(T->t[c][m][n]));
+      for (unsigned k = 0; k < T->cols[a]; k++) {
+        uint32_t x = T->t[a][m][k], y = T->t[b][k][n];
+        acc = sc__bf16_fma(acc, sc__bf16_lo_f(x), sc__bf16_lo_f(y));
+        acc = sc__bf16_fma(acc, sc__bf16_hi_f(x), sc__bf16_hi_f(y));
+      }
+      T->t[c][m][n] = sc__fbits(acc);
+    }
+}
+/* the portable model of the AMX GEMM (SC_BF16_KERNELS=amx-model: any CPU, slow) */
+#define SC__TM_CFG(c) sc__amx_m_cfg(&T, c)
+#define SC__TM_ZERO(i) memset(T.t[i], 0, sizeof T.t[i])
+#define SC__TM_LOAD(t, p, s) sc__amx_m_load(&T, t, p, s)
+#define SC__TM_STORE(t, p, s) sc__amx_m_store(&T, t, p, s)
+#define SC__TM_DP(c, a, b) sc__amx_m_dp(&T, c, a, b)
+#define SC__TM_RELEASE() (void)0
+/* the grouped form (sc__bf16_gemm_grp_fn): one configuration for all the groups */
+SC__INT void sc__bf16_gemm_amx_model_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
+                                         size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
+                                         size_t M, size_t N, size_t K2, size_t G, int acc) {
+  static _Thread_local sc__amx_tiles T; /* 8 KB: off the stack */
+  SC__AMX_GEMM_BODY(SC__TM)
+}
+SC__INT void sc__bf16_gemm_amx_model_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda,
+                                          sc__grp_off ao, const uint32_t *B0, size_t ldb,
+                                          sc__grp_off bo, size_t M, size_t N, size_t K2, size_t G) {
+  static _Thread_local sc__amx_tiles T;
+  SC__AMX_SUMG_BODY(SC__TM)
+}
+SC__INT void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                     int acc) {
+  const sc__grp_off one = {NULL, 0, 0, 0};
+  sc__bf16_gemm_amx_model_grp(C, ldc, one, A, lda, one, B, ldb, M, N, K2, 1, acc);
+}
+/* kernels/bf16/bf16.c — the bf16 precision's kernels on AVX512_BF16 (vdpbf16ps: pairs of bf16
+ * products added to float lanes), for the GEMMs of src/precision.c's SC_BF16_KERNELS=native: the
+ * register-blocked GEMM (with rows at offsets, with a forward's epilogue), the dot-product form, a
+ * 5 x 5 conv's dW^T, dx as a correlation, and the passes around them (rounding, dz packed with
+ * the activation's derivative or a max-pool's pullback, a conv's forward with a 2 x 2 max-pool
+ * folded in, the weights' pairs). Each computes what src/bf16_model.c's model computes, bit for
+ * bit (test_bf16). The engine calls them through a workspace's pointers, only where the CPU has
+ * AVX512_BF16 (sc__cpu_bf16). */
+
+#ifdef SC__HAVE_BF16_NATIVE
+/* kernels/bf16/begin.h — opens the AVX512_BF16 kernels (kernels/bf16/bf16.c): every function
+ * after it compiled for AVX512F, BW, VL and BF16 (the CPUs with AVX512_BF16 have all four;
+ * sc__cpu_bf16 checks them), by pragma: no -m flags. kernels/bf16/end.h closes it.
+ * GCC at -O2 (the two drop-in files' `cc -O2`) leaves the register blocks' loops over their
+ * accumulator arrays rolled, the accumulators on the stack: LeNet5's bf16 epoch took 4 times the
+ * make build's (conv2's forward at 84 GFLOP/s a thread against 378, on an AMD Zen 5). So these
+ * kernels are compiled at -O3 there too, as the portable kernels are; the trained parameters
+ * are the same bits as at -O2 (and with clang). SC_NO_O3_PRAGMA opts out. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))),      \
+                             apply_to = function)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && !defined(SC_NO_O3_PRAGMA)
+#pragma GCC optimize("O3")
+#endif
+#endif
+
+/* GCC at -O2 (the two drop-in files' `cc -O2`) leaves the register blocks' loops over their
+ * accumulator arrays rolled, the accumulators on the stack: LeNet5's bf16 epoch (20,000 images,
+ * 2 threads, Zen 5) took 0.57 s against the make build's 0.14 (conv2's forward at 84 GFLOP/s a
+ * thread against 378). So these kernels are compiled at -O3 there too, as the portable kernels
+ * are: 0.23 s, the trained parameters the same bits as at -O2 (and with clang).
+ * SC_NO_O3_PRAGMA opts out. */
+/* The AVX512_BF16 GEMM: blocks of up to 4 rows x 32 columns (8 accumulators), the 32-bit
+ * pair of A broadcast, 16 pairs of B loaded per vector (masked at the column tail), one
+ * vdpbf16ps per accumulator and k. The same sums in the same order as the model. With ep (a
+ * forward's epilogue, sc__bf16_ep) each vector gets its bias, relu and rounding before its store:
+ * LeNet5's conv1 forward 33.4 -> 30.0 ms over 20,000 images, 1 thread, Zen 4, medians of 5
+ * (the two passes after the GEMM read and wrote its 442-KB output). The row loops are unrolled
+ * (GCC unroll): with the epilogue in a loop that was not, GCC kept the accumulators on the stack
+ * and the forward took twice as long. */
+/* row r of the block's A and its place in C (the rows through arow / crow when given) */
+#define SC__BF16_AROW(r) (A + (arow ? arow[m + (size_t)(r)] : m + (size_t)(r)) * lda)
+#define SC__BF16_CROW(r) (C + (crow ? crow[m + (size_t)(r)] : m + (size_t)(r)) * ldc + n)
+#define SC__BF16_ROWS(MB)                                                                          \
+  for (; m + MB <= M; m += MB) {                                                                   \
+    __m512 c0[MB], c1[MB];                                                                         \
+    const uint32_t *ar[MB];                                                                        \
+    for (int r = 0; r < MB; r++) {                                                                 \
+      ar[r] = SC__BF16_AROW(r);                                                                    \
+      float *cr = SC__BF16_CROW(r);                                                                \
+      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cr) : _mm512_setzero_ps();                           \
+      c1[r] = acc ? _mm512_maskz_loadu_ps(k1, cr + 16) : _mm512_setzero_ps();                      \
+    }                                                                                              \
+    for (size_t k = 0; k < K2; k++) {                                                              \
+      const uint32_t *bk = B + (brow ? brow[k] : k) * ldb + n;                                     \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, bk);                                               \
+      __m512i b1 = _mm512_maskz_loadu_epi32(k1, bk + 16);                                          \
+      for (int r = 0; r < MB; r++) {                                                               \
+        __m512i a = _mm512_set1_epi32((int)ar[r][k]);                                              \
+        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)a);                                \
+        c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)a);                                \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                         \
+      float *cr = SC__BF16_CROW(r);                                                                \
+      if (ep) {                                                                                    \
+        c0[r] = sc__bf16_ep_v(c0[r], ep, m + (size_t)r);                                           \
+        c1[r] = sc__bf16_ep_v(c1[r], ep, m + (size_t)r);                                           \
+      }                                                                                            \
+      _mm512_mask_storeu_ps(cr, k0, c0[r]);                                                        \
+      _mm512_mask_storeu_ps(cr + 16, k1, c1[r]);                                                   \
+    }                                                                                              \
+  }
+/* MB rows x 64 whole columns (4 accumulators a row): MB broadcasts and 4 loads feed 4 MB
+ * products (2 MB with SC__BF16_ROWS); the same sums in the same order. (One macro for both,
+ * over arrays of 2 or 4 accumulators and masks, made conv1's forward 29.0 -> 31-33 ms) */
+#define SC__BF16_ROWS4(MB)                                                                         \
+  for (; m + MB <= M; m += MB) {                                                                   \
+    __m512 c0[MB], c1[MB], c2[MB], c3[MB];                                                         \
+    const uint32_t *ar[MB];                                                                        \
+    for (int r = 0; r < MB; r++) {                                                                 \
+      ar[r] = SC__BF16_AROW(r);                                                                    \
+      float *cr = SC__BF16_CROW(r);                                                                \
+      c0[r] = acc ? _mm512_loadu_ps(cr) : _mm512_setzero_ps();                                     \
+      c1[r] = acc ? _mm512_loadu_ps(cr + 16) : _mm512_setzero_ps();                                \
+      c2[r] = acc ? _mm512_loadu_ps(cr + 32) : _mm512_setzero_ps();                                \
+      c3[r] = acc ? _mm512_loadu_ps(cr + 48) : _mm512_setzero_ps();                                \
+    }                                                                                              \
+    for (size_t k = 0; k < K2; k++) {                                                              \
+      const uint32_t *bk = B + (brow ? brow[k] : k) * ldb + n;                                     \
+      __m512i b0 = _mm512_loadu_si512(bk), b1 = _mm512_loadu_si512(bk + 16);                       \
+      __m512i b2 = _mm512_loadu_si512(bk + 32), b3 = _mm512_loadu_si512(bk + 48);                  \
+      for (int r = 0; r < MB; r++) {                                                               \
+        __m512i a = _mm512_set1_epi32((int)ar[r][k]);                                              \
+        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)a);                                \
+        c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)a);                                \
+        c2[r] = _mm512_dpbf16_ps(c2[r], (__m512bh)b2, (__m512bh)a);                                \
+        c3[r] = _mm512_dpbf16_ps(c3[r], (__m512bh)b3, (__m512bh)a);                                \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                         \
+      float *cr = SC__BF16_CROW(r);                                                                \
+      if (ep) {                                                                                    \
+        c0[r] = sc__bf16_ep_v(c0[r], ep, m + (size_t)r);                                           \
+        c1[r] = sc__bf16_ep_v(c1[r], ep, m + (size_t)r);                                           \
+        c2[r] = sc__bf16_ep_v(c2[r], ep, m + (size_t)r);                                           \
+        c3[r] = sc__bf16_ep_v(c3[r], ep, m + (size_t)r);                                           \
+      }                                                                                            \
+      _mm512_storeu_ps(cr, c0[r]);                                                                 \
+      _mm512_storeu_ps(cr + 16, c1[r]);                                                            \
+      _mm512_storeu_ps(cr + 32, c2[r]);                                                            \
+      _mm512_storeu_ps(cr + 48, c3[r]);                                                            \
+    }                                                                                              \
+  }
+/* the same for a last block of at most 16 columns: one accumulator per row */
+#define SC__BF16_ROWS_H(MB)                                                                        \
+  for (; m + MB <= M; m += MB) {                                                                   \
+    __m512 c0[MB];                                                                                 \
+    const uint32_t *ar[MB];                                                                        \
+    float *cp[MB];                                                                                 \
+    for (int r = 0; r < MB; r++) {                                                                 \
+      ar[r] = SC__BF16_AROW(r);                                                                    \
+      cp[r] = SC__BF16_CROW(r);                                                                    \
+      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, cp[r]) : _mm512_setzero_ps();                        \
+    }                                                                                              \
+    for (size_t k = 0; k < K2; k++) {                                                              \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + (brow ? brow[k] : k) * ldb + n);               \
+      for (int r = 0; r < MB; r++)                                                                 \
+        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)_mm512_set1_epi32((int)ar[r][k])); \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++)                                           \
+        _mm512_mask_storeu_ps(cp[r], k0, ep ? sc__bf16_ep_v(c0[r], ep, m + (size_t)r) : c0[r]);    \
+  }
+/* ROWS_H's block for A rows that come in runs of KW consecutive taps (a conv's dW^T, A's rows
+ * the input's lane pairs at the taps, SC__TW / 2 pairs apart within a kernel row): 15 rows, 15 / KW
+ * runs, each row's broadcast at a fixed distance from its run's start, so 15 accumulators need
+ * 15 / KW pointers (ROWS_H's 8 rows take 8, and 16 such rows ran out of registers: 1.5x slower);
+ * the same sums in the same order. Blocks whose rows are not such runs are left to ROWS_H. */
+#define SC__BF16_RUNS_OK(KW)                                                                       \
+  (arow && lda == SC__TW / 2 && m + 15 <= M && sc__bf16_runs(arow + m, KW, 15 / KW))
+#define SC__BF16_ROWS_G(KW)                                                                        \
+  for (; SC__BF16_RUNS_OK(KW); m += 15) {                                                          \
+    enum { G_ = 15 / KW };                                                                         \
+    __m512 c0[15];                                                                                 \
+    const uint32_t *gp[G_];                                                                        \
+    for (int g = 0; g < G_; g++) gp[g] = A + arow[m + (size_t)(g * KW)] * lda;                     \
+    for (int r = 0; r < 15; r++)                                                                   \
+      c0[r] = acc ? _mm512_maskz_loadu_ps(k0, SC__BF16_CROW(r)) : _mm512_setzero_ps();             \
+    for (size_t k = 0; k < K2; k++) {                                                              \
+      __m512i b0 = _mm512_maskz_loadu_epi32(k0, B + k * ldb + n);                                  \
+      for (int g = 0; g < G_; g++)                                                                 \
+        for (int j = 0; j < KW; j++)                                                               \
+          c0[g * KW + j] =                                                                         \
+              _mm512_dpbf16_ps(c0[g * KW + j], (__m512bh)b0,                                       \
+                               (__m512bh)_mm512_set1_epi32((int)gp[g][j * (SC__TW / 2) + k]));     \
+    }                                                                                              \
+    _Pragma("GCC unroll 15") for (int r = 0; r < 15; r++)                                          \
+        _mm512_mask_storeu_ps(SC__BF16_CROW(r), k0, c0[r]);                                        \
+  }
+/* whether rows[g KW + j] = rows[g KW] + j for all g < G, j < KW */
+static inline int sc__bf16_runs(const size_t *rows, size_t KW, size_t G) {
+  for (size_t g = 0; g < G; g++)
+    for (size_t j = 1; j < KW; j++)
+      if (rows[g * KW + j] != rows[g * KW] + j) return 0;
+  return 1;
+}
+/* sc__bf16_ep's work on a vector of row m's C: the add, max and VCVTNEPS2BF16 of the passes */
+__attribute__((always_inline)) static inline __m512 sc__bf16_ep_v(__m512 v, const sc__bf16_ep *ep,
+                                                                  size_t m) {
+  v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias ? ep->bias[m] : 0.0f));
+  if (ep->relu) v = _mm512_max_ps(_mm512_setzero_ps(), v);
+  if (ep->round)
+    v = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(v)), 16));
+  return v;
+}
+/* sc__bf16_gemm_native_blk on N / 64 blocks of 64 whole columns: rows by 6 with 4 accumulators
+ * each, then by 4 with 4 (LeNet5's conv2, 16 outputs: 6 + 6 + 4; its forward 48.3-49.0 ->
+ * 44.4-44.7 ms per epoch-thread, Zen 5, against the last 4 by 4 with 2, twice), the last rows
+ * (M % 6) by 4 and 1 with 2, twice; the same sums in the same order. Used
+ * for the convs' forwards (with ep): LeNet5's conv1 (6 outputs, 13 pairs of taps, 320-column
+ * chunks) spent as many loads (6 broadcasts, 2 of B) as products (12) a pair with 6 x 2
+ * blocks; with 6 x 4 (10 loads, 24 products) its forward took 29.3 ms instead of 31.5 over
+ * 20,000 images (1 thread, Zen 4, median of 3 alternating runs; conv2's 31.3 -> 30.9). Not for
+ * the dense dW (acc, N = 256): its backward took 6 % longer */
+__attribute__((always_inline)) static inline void
+sc__bf16_gemm_native_blk64(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
+                           size_t ldb, size_t M, size_t N, size_t K2, int acc, const size_t *arow,
+                           const size_t *crow, const size_t *brow, const sc__bf16_ep *ep) {
+  const __mmask16 k0 = 0xFFFFu, k1 = 0xFFFFu;
+  for (size_t n0 = 0; n0 + 64 <= N; n0 += 64) {
+    size_t n = n0, m = 0;
+    SC__BF16_ROWS4(6)
+    SC__BF16_ROWS4(4)
+    size_t m6 = m;
+    for (; n < n0 + 64; n += 32) {
+      m = m6;
+      SC__BF16_ROWS(4)
+      SC__BF16_ROWS(1)
+    }
+  }
+}
+static void sc__bf16_gemm_native_blk(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                     int acc, const size_t *arow, const size_t *crow,
+                                     const size_t *brow, const sc__bf16_ep *ep) {
+  size_t n = 0;
+  if (ep && N >= 64 && M >= 6) { /* a conv's forward: rows by 6, 64 columns at a time */
+    sc__bf16_gemm_native_blk64(C, ldc, A, lda, B, ldb, M, N, K2, acc, arow, crow, brow, ep);
+    n = N / 64 * 64;
+  }
+  for (; n < N; n += 32) {
+    size_t w = N - n < 32 ? N - n : 32;
+    __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFFu : (1u << w) - 1u);
+    __mmask16 k1 = (__mmask16)(w >= 32 ? 0xFFFFu : w > 16 ? (1u << (w - 16)) - 1u : 0u);
+    size_t m = 0;
+    if (w <= 16) {
+      if (!ep && !brow) {
+        SC__BF16_ROWS_G(5)
+        SC__BF16_ROWS_G(3)
+      }
+      SC__BF16_ROWS_H(8)
+      SC__BF16_ROWS_H(4)
+      SC__BF16_ROWS_H(1)
+      continue;
+    }
+    SC__BF16_ROWS(8)
+    SC__BF16_ROWS(6)
+    SC__BF16_ROWS(4)
+    SC__BF16_ROWS(1)
+  }
+}
+#undef SC__BF16_ROWS
+#undef SC__BF16_AROW
+#undef SC__BF16_CROW
+#undef SC__BF16_ROWS4
+#undef SC__BF16_ROWS_H
+#undef SC__BF16_ROWS_G
+#undef SC__BF16_RUNS_OK
+/* sc__bf16_fold16 on a vector, the same adds in the same order */
+static inline float sc__bf16_fold16_v(__m512 v) {
+  __m256 lo = _mm512_castps512_ps256(v);
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  __m256 s8 = _mm256_add_ps(lo, hi);
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+/* sc__bf16_nt_fn: blocks of MB rows x NB columns, one accumulator each */
+#define SC__BF16_NT(MB, NB)                                                                        \
+  for (; n + NB <= N; n += NB) {                                                                   \
+    __m512 c[MB][NB];                                                                              \
+    for (int i = 0; i < MB; i++)                                                                   \
+      for (int j = 0; j < NB; j++) c[i][j] = _mm512_setzero_ps();                                  \
+    for (size_t s = 0; s < S; s++) {                                                               \
+      const uint32_t *bp[NB], *ap = A + m * lda + s * sa;                                          \
+      for (int j = 0; j < NB; j++) bp[j] = B + boff[n + (size_t)j] * bsc + s * sb;                 \
+      for (size_t k = 0; k < K2; k += 16) {                                                        \
+        __m512i b[NB];                                                                             \
+        for (int j = 0; j < NB; j++) b[j] = _mm512_loadu_si512(bp[j] + k);                         \
+        for (int i = 0; i < MB; i++) {                                                             \
+          __m512i a = _mm512_loadu_si512(ap + (size_t)i * lda + k);                                \
+          for (int j = 0; j < NB; j++)                                                             \
+            c[i][j] = _mm512_dpbf16_ps(c[i][j], (__m512bh)a, (__m512bh)b[j]);                      \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int i = 0; i < MB; i++)                                                                   \
+      for (int j = 0; j < NB; j++)                                                                 \
+        C[(m + (size_t)i) * ldc + n + (size_t)j] += sc__bf16_fold16_v(c[i][j]);                    \
+  }
+SC__INT void sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
+                                const uint32_t *B, const size_t *boff, size_t bsc, size_t sb,
+                                size_t M, size_t N, size_t K2, size_t S) {
+  size_t m = 0;
+  for (; m + 6 <= M; m += 6) {
+    size_t n = 0;
+    SC__BF16_NT(6, 4)
+    SC__BF16_NT(6, 1)
+  }
+  for (; m + 2 <= M; m += 2) {
+    size_t n = 0;
+    SC__BF16_NT(2, 4)
+    SC__BF16_NT(2, 1)
+  }
+  for (; m < M; m++) {
+    size_t n = 0;
+    SC__BF16_NT(1, 4)
+    SC__BF16_NT(1, 1)
+  }
+}
+#undef SC__BF16_NT
+/* dW^T (R x K floats, ldc K; R = ic 5 5 taps in roff's order, K <= 16 channels) of a conv with
+ * a 5 x 5 kernel, row stride 1 and at least 4 output rows, from the input tile's lane pairs xp
+ * (ic x hp x wp positions of SC__TW / 2 pairs; hp = oh + 4) and dz's lane pairs transposed over
+ * the whole tile (dzt: oh ow SC__TW / 2 rows of K): the sums of sc__bf16_gemm_native_rows called
+ * row by row (dwt[r] += over the output rows u in order, over each row's lane pairs k in
+ * order), in the same order: the same bits. Per input row y and lane pair k, the broadcasts of
+ * its 5 taps' pairs (j) each feed the tap rows i whose output row y - i exists, from one load
+ * of dz per such row (inside: 10 loads for 25 vdpbf16ps, the 25 accumulators held over the
+ * whole tile) instead of one load of dz and 15 broadcasts for 15 (SC__BF16_ROWS_G, load-bound:
+ * 81 % of twice the FMA peak). LeNet5's conv2 (Zen 5, 1 thread, --profile): its pullback 92-94 ->
+ * 89.5 ms an epoch. */
+#define SC__BF16_DWT5_K(I0, I1)                                                                    \
+  for (size_t k = 0; k < RW2; k++) {                                                               \
+    __m512i b[5];                                                                                  \
+    _Pragma("GCC unroll 5") for (int i = I0; i <= I1; i++) b[i] =                                  \
+        _mm512_maskz_loadu_epi32(km, dzt + ((y - (size_t)i) * RW2 + k) * K);                       \
+    _Pragma("GCC unroll 5") for (int j = 0; j < 5; j++) {                                          \
+      __m512i a = _mm512_set1_epi32((int)xr[k + 16 * (size_t)j]);                                  \
+      _Pragma("GCC unroll 5") for (int i = I0; i <= I1; i++) acc[i][j] =                           \
+          _mm512_dpbf16_ps(acc[i][j], (__m512bh)b[i], (__m512bh)a);                                \
+    }                                                                                              \
+  }                                                                                                \
+  break;
+SC__INT void sc__bf16_dwt5_native(float *restrict dwt, const uint32_t *restrict xp,
+                                  const uint32_t *restrict dzt, size_t K, size_t ic, size_t hp,
+                                  size_t wp, size_t oh, size_t ow) {
+  const __mmask16 km = (__mmask16)(K >= 16 ? 0xFFFFu : (1u << K) - 1u);
+  size_t RW2 = ow * (SC__TW / 2);
+  for (size_t ci = 0; ci < ic; ci++) {
+    __m512 acc[5][5];
+    for (int i = 0; i < 5; i++)
+      for (int j = 0; j < 5; j++) acc[i][j] = _mm512_setzero_ps();
+    for (size_t y = 0; y < oh + 4; y++) {
+      const uint32_t *xr = xp + (ci * hp + y) * wp * (SC__TW / 2);
+      int i0 = y >= oh ? (int)(y - oh + 1) : 0, i1 = y < 4 ? (int)y : 4;
+      switch (i0 * 8 + i1) { /* the tap rows i whose output row y - i exists */
+      case 4: SC__BF16_DWT5_K(0, 4)
+      case 0: SC__BF16_DWT5_K(0, 0)
+      case 1: SC__BF16_DWT5_K(0, 1)
+      case 2: SC__BF16_DWT5_K(0, 2)
+      case 3: SC__BF16_DWT5_K(0, 3)
+      case 12: SC__BF16_DWT5_K(1, 4)
+      case 20: SC__BF16_DWT5_K(2, 4)
+      case 28: SC__BF16_DWT5_K(3, 4)
+      case 36: SC__BF16_DWT5_K(4, 4)
+      default: break; /* (oh < 4 only; not called there) */
+      }
+    }
+    for (int i = 0; i < 5; i++)
+      for (int j = 0; j < 5; j++)
+        _mm512_mask_storeu_ps(dwt + ((ci * 5 + (size_t)i) * 5 + (size_t)j) * K, km, acc[i][j]);
+  }
+}
+#undef SC__BF16_DWT5_K
+/* sc__bf16_dx_corr_model on AVX512_BF16: blocks of MB channels x one position (its 32 lanes),
+ * 2 MB accumulators, then one store; where a row's positions x and x + 1 both take every tap
+ * of the kernel's row (kw - 1 <= x <= ow - 2) and MB >= 4, both at once (4 MB accumulators, the
+ * broadcasts shared; the 12 of MB = 6 were latency-bound): LeNet5's conv2 pullback 98.9-99.2 ->
+ * 96.2-98.1 ms per epoch-thread (bf16, 2 threads, Zen 5). The same sums in the same order */
+#define SC__BF16_DXC(MB)                                                                           \
+  for (; c + MB <= C; c += MB)                                                                     \
+    for (size_t y = 0; y < hp; y++) {                                                              \
+      size_t i0 = y >= oh ? y - oh + 1 : 0, i1 = y < kh ? y + 1 : kh;                              \
+      for (size_t x = 0; x < wp; x++) {                                                            \
+        size_t j0 = x >= ow ? x - ow + 1 : 0, j1 = x < kw ? x + 1 : kw;                            \
+        if (MB >= 4 && x + 1 >= kw && x + 2 <= ow) { /* x and x + 1: every tap of the row */       \
+          __m512 c0[MB], c1[MB], c2[MB], c3[MB];                                                   \
+          for (int r = 0; r < MB; r++) c0[r] = c1[r] = c2[r] = c3[r] = _mm512_setzero_ps();        \
+          for (size_t i = i0; i < i1; i++)                                                         \
+            for (size_t j = 0; j < kw; j++) {                                                      \
+              const uint32_t *b = dzp + ((y - i) * ow + x - j) * SC__TW;                           \
+              const uint32_t *a = wt + ((c * kh + i) * kw + j) * K2;                               \
+              for (size_t op = 0; op < K2; op++) {                                                 \
+                __m512i b0 = _mm512_loadu_si512(b + op * ps);                                      \
+                __m512i b1 = _mm512_loadu_si512(b + op * ps + 16);                                 \
+                __m512i b2 = _mm512_loadu_si512(b + op * ps + SC__TW);                             \
+                __m512i b3 = _mm512_loadu_si512(b + op * ps + SC__TW + 16);                        \
+                for (int r = 0; r < MB; r++) {                                                     \
+                  __m512i av = _mm512_set1_epi32((int)a[(size_t)r * as + op]);                     \
+                  c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)av);                     \
+                  c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)av);                     \
+                  c2[r] = _mm512_dpbf16_ps(c2[r], (__m512bh)b2, (__m512bh)av);                     \
+                  c3[r] = _mm512_dpbf16_ps(c3[r], (__m512bh)b3, (__m512bh)av);                     \
+                }                                                                                  \
+              }                                                                                    \
+            }                                                                                      \
+          _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                   \
+            float *d = xg + (((c + (size_t)r) * hp + y) * wp + x) * SC__TW;                        \
+            _mm512_storeu_ps(d, c0[r]);                                                            \
+            _mm512_storeu_ps(d + 16, c1[r]);                                                       \
+            _mm512_storeu_ps(d + SC__TW, c2[r]);                                                   \
+            _mm512_storeu_ps(d + SC__TW + 16, c3[r]);                                              \
+          }                                                                                        \
+          x++;                                                                                     \
+          continue;                                                                                \
+        }                                                                                          \
+        __m512 c0[MB], c1[MB];                                                                     \
+        for (int r = 0; r < MB; r++) c0[r] = c1[r] = _mm512_setzero_ps();                          \
+        for (size_t i = i0; i < i1; i++)                                                           \
+          for (size_t j = j0; j < j1; j++) {                                                       \
+            const uint32_t *b = dzp + ((y - i) * ow + x - j) * SC__TW;                             \
+            const uint32_t *a = wt + ((c * kh + i) * kw + j) * K2;                                 \
+            for (size_t op = 0; op < K2; op++) {                                                   \
+              __m512i b0 = _mm512_loadu_si512(b + op * ps);                                        \
+              __m512i b1 = _mm512_loadu_si512(b + op * ps + 16);                                   \
+              for (int r = 0; r < MB; r++) {                                                       \
+                __m512i av = _mm512_set1_epi32((int)a[(size_t)r * as + op]);                       \
+                c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)b0, (__m512bh)av);                       \
+                c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)b1, (__m512bh)av);                       \
+              }                                                                                    \
+            }                                                                                      \
+          }                                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MB; r++) {                                     \
+          float *d = xg + (((c + (size_t)r) * hp + y) * wp + x) * SC__TW;                          \
+          _mm512_storeu_ps(d, c0[r]);                                                              \
+          _mm512_storeu_ps(d + 16, c1[r]);                                                         \
+        }                                                                                          \
+      }                                                                                            \
+    }
+SC__INT void sc__bf16_dx_corr_native(float *restrict xg, const uint32_t *restrict wt,
+                                     const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh,
+                                     size_t kw, size_t oh, size_t ow) {
+  size_t hp = oh + kh - 1, wp = ow + kw - 1, ps = oh * ow * SC__TW, as = kh * kw * K2, c = 0;
+  SC__BF16_DXC(6)
+  SC__BF16_DXC(4)
+  SC__BF16_DXC(2)
+  SC__BF16_DXC(1)
+}
+#undef SC__BF16_DXC
+SC__INT void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                       const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                       int acc, const size_t *arow, const size_t *crow, size_t grp,
+                                       const size_t *brow) {
+  if (!crow || grp == 0 || grp >= M) {
+    sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, arow, crow, brow, NULL);
+    return;
+  }
+  for (size_t g0 = 0; g0 < M; g0 += grp) /* the groups one after the other (the model's order) */
+    sc__bf16_gemm_native_blk(C, ldc, arow ? A : A + g0 * lda, lda, B, ldb,
+                             M - g0 < grp ? M - g0 : grp, N, K2, acc, arow ? arow + g0 : NULL,
+                             crow + g0, brow, NULL);
+}
+SC__INT void sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                  const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                  int acc) {
+  sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, acc, NULL, NULL, NULL, NULL);
+}
+SC__INT void sc__bf16_gemm_native_ep(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                     const size_t *brow, const sc__bf16_ep *ep) {
+  sc__bf16_gemm_native_blk(C, ldc, A, lda, B, ldb, M, N, K2, 0, NULL, NULL, brow, ep);
+}
+/* x[k] = x[k] rounded to bf16 (kept as a float) by VCVTNEPS2BF16: the bits of sc__bf16_rne
+ * (checked on all 2^32 inputs on an AMD Zen 4: denormals to zeros of their sign, a NaN kept
+ * quiet), 16 at a time, the tail masked. The SC_PRECISION_BF16 kernels' rounding where the
+ * CPU has the instruction (ws->bf_round) */
+SC__INT void sc__bf16_round_native(float *restrict x, size_t n) {
+  for (size_t k = 0; k < n; k += 16) {
+    __mmask16 m = (__mmask16)(n - k >= 16 ? 0xFFFFu : (1u << (n - k)) - 1u);
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k));
+    _mm512_mask_storeu_epi32(x + k, m, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+/* the dz of a conv layer with few channels and no dx (the dot-product form's dW only): relu's
+ * (or the identity's) pullback of d (K channels of npos positions of SC__TW lanes; relu: 0 where
+ * a <= 0), its bias lanes summed into bl (K rows of SC__TW; NULL: no bias) and its lane pairs,
+ * rounded by VCVTNEPS2BF16, in dzp (K rows of npos SC__TW / 2 pairs): in one pass the bits of
+ * sc__act_bwd_lane, the rounding and pack_lanes, which each went over LeNet5's 442-KB conv1
+ * gradient (d itself is left as it was: nothing reads it after). LeNet5's conv1 backward over
+ * 20,000 images, 1 thread, Zen 4: 32.5 -> 25.4 ms */
+SC__INT void sc__bf16_dz_lanes_native(uint32_t *restrict dzp, const float *restrict d,
+                                      float *restrict bl, const float *restrict a, size_t K,
+                                      size_t npos, int relu) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t k = 0; k < K; k++) {
+    const float *dk = d + k * npos * SC__TW, *ak = a + k * npos * SC__TW;
+    uint32_t *zk = dzp + k * npos * (SC__TW / 2);
+    __m512 s[SC__TW / 16];
+    for (int h = 0; h < SC__TW / 16; h++)
+      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
+    for (size_t q = 0; q < npos; q++)
+      for (int h = 0; h < SC__TW / 16; h++) {
+        size_t e = q * SC__TW + 16 * (size_t)h;
+        __m512 v = _mm512_loadu_ps(dk + e);
+        if (relu)
+          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(ak + e), zero, _CMP_LE_OQ), v,
+                                   zero);
+        s[h] = _mm512_add_ps(s[h], v);
+        _mm256_storeu_si256((__m256i *)(void *)(zk + e / 2), (__m256i)_mm512_cvtneps_pbh(v));
+      }
+    if (bl)
+      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
+  }
+}
+/* a 2 x 2 max-pool's pullback (sc__bf16_dz_pool_native, sc__bf16_dz_pool_hits_native), the end of
+ * a step: v0, v1 the dz of a window row's two positions (y, 2 wc), (y, 2 wc + 1), lanes 16 h on;
+ * added to the bias lanes' sum s, rounded, stored as floats (dzf) or as lane pairs (zk) */
+__attribute__((always_inline)) static inline void
+sc__bf16_dz_pool_put(__m512 v0, __m512 v1, __m512 *s, float *restrict dzf, uint32_t *restrict zk,
+                     size_t k, size_t npos, size_t y, size_t OW, size_t wc, int h) {
+  *s = _mm512_add_ps(_mm512_add_ps(*s, v0), v1);
+  __m256i r0 = (__m256i)_mm512_cvtneps_pbh(v0), r1 = (__m256i)_mm512_cvtneps_pbh(v1);
+  if (dzf) {
+    float *fq = dzf + k * npos * SC__TW + (y * OW + 2 * wc) * SC__TW + 16 * (size_t)h;
+    _mm512_storeu_si512(fq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r0), 16));
+    _mm512_storeu_si512(fq + SC__TW, _mm512_slli_epi32(_mm512_cvtepu16_epi32(r1), 16));
+    return;
+  }
+  uint32_t *zq = zk + (y * OW + 2 * wc) * (SC__TW / 2) + 8 * (size_t)h;
+  _mm256_storeu_si256((__m256i *)(void *)zq, r0);
+  _mm256_storeu_si256((__m256i *)(void *)(zq + SC__TW / 2), r1);
+}
+/* the same with a 2 x 2 max-pooling layer above the conv folded in: g is the pool's dz (K
+ * channels of OH / 2 x OW / 2 windows of SC__TW lanes), pa its output, x its input (the conv's
+ * output, K x OH x OW positions, OH and OW even); the pool's pullback gives a position its
+ * window's dz where x there is the window's first value equal to pa (in row-major order within
+ * the window; NaN equals nothing) and 0 elsewhere, then as sc__bf16_dz_lanes_native:
+ * vec_pool_bwd's bits without writing its dx (442 KB a tile in LeNet5). With dzf (dzp NULL) the
+ * rounded dz goes there as floats instead (K x OH x OW positions of SC__TW lanes), for a conv
+ * whose pullback packs it otherwise (LeNet5's conv2: dx and dW by rows) */
+SC__INT void sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf,
+                                     const float *restrict g, const float *restrict pa,
+                                     const float *restrict x, float *restrict bl, size_t K,
+                                     size_t OH, size_t OW, int relu) {
+  const __m512 zero = _mm512_setzero_ps();
+  size_t PW = OW / 2, npos = OH * OW, RS = OW * SC__TW;
+  for (size_t k = 0; k < K; k++) {
+    const float *xk = x + k * npos * SC__TW, *gk = g + k * (npos / 4) * SC__TW;
+    const float *ak = pa + k * (npos / 4) * SC__TW;
+    uint32_t *zk = dzp ? dzp + k * npos * (SC__TW / 2) : NULL;
+    __m512 s[SC__TW / 16];
+    for (int h = 0; h < SC__TW / 16; h++)
+      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
+    for (size_t y = 0; y < OH; y++) {
+      const float *top = xk + (y & ~(size_t)1) * RS; /* the windows' first row */
+      for (size_t wc = 0; wc < PW; wc++)
+        for (int h = 0; h < SC__TW / 16; h++) {
+          size_t ew = ((y / 2) * PW + wc) * SC__TW + 16 * (size_t)h;
+          size_t e0 = 2 * wc * SC__TW + 16 * (size_t)h; /* the window's left column */
+          __m512 av = _mm512_loadu_ps(ak + ew), dv = _mm512_loadu_ps(gk + ew);
+          __mmask16 t0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(top + e0), av, _CMP_EQ_OQ);
+          __mmask16 t1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(top + e0 + SC__TW), av, _CMP_EQ_OQ);
+          const float *r = xk + y * RS + e0;
+          __m512 x0 = _mm512_loadu_ps(r), x1 = _mm512_loadu_ps(r + SC__TW);
+          __mmask16 h0, h1; /* the hits of this row's two positions */
+          if (y % 2 == 0) {
+            h0 = t0;
+            h1 = t1 & (__mmask16)~t0;
+          } else {
+            __mmask16 taken = t0 | t1;
+            __mmask16 b0 = _mm512_cmp_ps_mask(x0, av, _CMP_EQ_OQ);
+            h0 = b0 & (__mmask16)~taken;
+            h1 = _mm512_cmp_ps_mask(x1, av, _CMP_EQ_OQ) & (__mmask16) ~(taken | b0);
+          }
+          __m512 v0 = _mm512_maskz_mov_ps(h0, dv), v1 = _mm512_maskz_mov_ps(h1, dv);
+          if (relu) {
+            v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, zero, _CMP_LE_OQ), v0, zero);
+            v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_LE_OQ), v1, zero);
+          }
+          sc__bf16_dz_pool_put(v0, v1, &s[h], dzf, zk, k, npos, y, OW, wc, h);
+        }
+    }
+    if (bl)
+      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
+  }
+}
+/* A conv's forward with the 2 x 2 max-pooling layer above it folded in (bf_on's forward, its
+ * epilogue, then this on each pair of output rows, which the GEMM left in a 2-row scratch s2: K
+ * channels x 2 rows x 2 PW positions of SC__TW lanes): the windows [w0, w1) of pooled row q of
+ * pa (K x PH x PW) as vec_pool_fwd computes them (m = x0, then m = x > m ? x : m over the window
+ * in row-major order; VMAXPS(x, m) is that select), and the window's hits: per window and lane
+ * a byte (SC__POOL_HITS: 16 bytes per 16 lanes), the window's position (0-3, row-major) whose
+ * value is the first equal to the maximum (NaN equals nothing), 4 where none is or where, with
+ * relu, the maximum is <= 0 (its relu pullback is 0). The conv's output is then never stored
+ * whole (442 KB a tile in LeNet5), the pool's forward pass is skipped and its pullback reads the
+ * hits (sc__bf16_dz_pool_hits_native): the same bits. The hits are made by masked moves in
+ * vector registers (until session 36 four 16-bit masks per window, made in general registers);
+ * with relu since session 38 in 16-bit lanes, a window's 32 lanes at once
+ * (sc__bf16_pool_hits32: LeNet5 bf16's conv1 forward 37.4 -> 33.5 ms an epoch, conv2's 38.8 ->
+ * 37.7, Zen 5, 1 thread, 2 alternating pairs; the same bits).
+ * With relu the GEMM's epilogue adds the bias alone (sc__bf16_ep's relu and round 0: s2 holds
+ * the sums plus the bias) and this relu's and rounds the window's maximum M only: r =
+ * round(relu(M)), both non-decreasing, so r is the maximum of the relu'd rounded values (and its
+ * bits: no sum is -0, a sum starting from +0); position j is then a hit where x_j >= lo, the least
+ * float rounding to r (r's bits - 0x8000, + 1 where r's last bf16 bit is odd: ties to even; at
+ * least FLT_MIN, VCVTNEPS2BF16 taking denormals to 0; a NaN where r is one, which no compare
+ * passes), which are the positions whose rounded value equals r: the same hits. Both changes
+ * (session 36, Zen 5, 1 thread, Fashion-MNIST): LeNet5 bf16's conv1 forward 45.7 -> 39.3 ms an
+ * epoch, conv2's 43.0 -> 40.7; one tile of conv1 alone, operands hot: 18.9 -> 16.0 us. */
+#define SC__POOL_HITS(k, PH, q, PW, wc, h) /* the window's 16 lanes' bytes */                      \
+  (((((k) * (PH) + (q)) * (PW) + (wc)) * (SC__TW / 16) + (size_t)(h)) * 16)
+/* one window's 16 lanes (h) of sc__bf16_pool_hits_native in float lanes */
+__attribute__((always_inline)) static inline void
+sc__bf16_pool_hits16(float *restrict pa, uint8_t *restrict hits, const float *restrict r0,
+                     const float *restrict r1, size_t k, size_t q, size_t PH, size_t PW, size_t wc,
+                     int h, int relu) {
+  const __m512 zero = _mm512_setzero_ps(), fmin = _mm512_set1_ps(FLT_MIN);
+  const __m512i half = _mm512_set1_epi32(0x8000), one = _mm512_set1_epi32(1);
+  const __m512i none = _mm512_set1_epi32(4), p3 = _mm512_set1_epi32(3);
+  const __m512i p2 = _mm512_set1_epi32(2), p0 = _mm512_setzero_si512();
+  size_t e = 2 * wc * SC__TW + 16 * (size_t)h;
+  __m512 x0 = _mm512_loadu_ps(r0 + e), x1 = _mm512_loadu_ps(r0 + e + SC__TW);
+  __m512 x2 = _mm512_loadu_ps(r1 + e), x3 = _mm512_loadu_ps(r1 + e + SC__TW);
+  __m512 m = _mm512_max_ps(x3, _mm512_max_ps(x2, _mm512_max_ps(x1, x0)));
+  __mmask16 t0, t1, t2, t3; /* the positions equal to the maximum (rounded) */
+  if (relu) {
+    __m512i rb = _mm512_slli_epi32(
+        _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_max_ps(zero, m))), 16);
+    m = _mm512_castsi512_ps(rb);
+    __m512i lb =
+        _mm512_ternarylogic_epi32(_mm512_sub_epi32(rb, half), _mm512_srli_epi32(rb, 16), one, 0xF8);
+    __m512 lo = _mm512_max_ps(fmin, _mm512_castsi512_ps(lb)); /* lb: (rb - half) | odd */
+    __mmask16 live = _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ);
+    t0 = _mm512_mask_cmp_ps_mask(live, x0, lo, _CMP_GE_OQ);
+    t1 = _mm512_mask_cmp_ps_mask(live, x1, lo, _CMP_GE_OQ);
+    t2 = _mm512_mask_cmp_ps_mask(live, x2, lo, _CMP_GE_OQ);
+    t3 = _mm512_mask_cmp_ps_mask(live, x3, lo, _CMP_GE_OQ);
+  } else {
+    t0 = _mm512_cmp_ps_mask(x0, m, _CMP_EQ_OQ), t1 = _mm512_cmp_ps_mask(x1, m, _CMP_EQ_OQ);
+    t2 = _mm512_cmp_ps_mask(x2, m, _CMP_EQ_OQ), t3 = _mm512_cmp_ps_mask(x3, m, _CMP_EQ_OQ);
+  }
+  __m512i ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(none, t3, p3), t2, p2);
+  ix = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(ix, t1, one), t0, p0);
+  _mm512_storeu_ps(pa + ((k * PH + q) * PW + wc) * SC__TW + 16 * (size_t)h, m);
+  _mm_storeu_si128((__m128i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, h)),
+                   _mm512_cvtepi32_epi8(ix));
+}
+/* with relu, a window's 32 lanes at once in 16-bit lanes: each position's sums rounded
+ * (VCVTNE2PS2BF16), r = the signed 16-bit maximum of the four and 0 (a bf16 value >= 0 orders as
+ * its bits, a negative one below every such: the max is round(relu(max)), rounding being
+ * non-decreasing), the hits the first position whose rounded sum equals r where r > 0; the
+ * same bits as sc__bf16_pool_hits16 (the rounded values equal to r are those >= its least
+ * float). A NaN sum (a positive NaN anywhere makes r one, a negative one counts at position 0)
+ * takes that window to the float lanes, whose compares give vec_pool_fwd's result */
+__attribute__((always_inline)) static inline void
+sc__bf16_pool_hits32(float *restrict pa, uint8_t *restrict hits, const float *restrict r0,
+                     const float *restrict r1, size_t k, size_t q, size_t PH, size_t PW,
+                     size_t wc) {
+  const __m512i z = _mm512_setzero_si512(), none = _mm512_set1_epi16(4);
+  size_t e = 2 * wc * SC__TW;
+  const float *s[4] = {r0 + e, r0 + e + SC__TW, r1 + e, r1 + e + SC__TW};
+  __m512i R[4];
+  for (int j = 0; j < 4; j++)
+    R[j] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s[j] + 16), _mm512_loadu_ps(s[j]));
+  __m512i r = _mm512_max_epi16(_mm512_max_epi16(R[0], R[1]), _mm512_max_epi16(R[2], R[3]));
+  r = _mm512_max_epi16(r, z);
+  if (_mm512_cmpgt_epi16_mask(r, _mm512_set1_epi16(0x7f80)) |
+      _mm512_cmpgt_epu16_mask(R[0], _mm512_set1_epi16((short)0xff80))) {
+    sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, 0, 1);
+    sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, 1, 1);
+    return;
+  }
+  __mmask32 live = _mm512_cmpgt_epi16_mask(r, z);
+  __m512i ix = _mm512_mask_mov_epi16(none, _mm512_mask_cmpeq_epi16_mask(live, R[3], r),
+                                     _mm512_set1_epi16(3));
+  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[2], r), _mm512_set1_epi16(2));
+  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[1], r), _mm512_set1_epi16(1));
+  ix = _mm512_mask_mov_epi16(ix, _mm512_mask_cmpeq_epi16_mask(live, R[0], r), z);
+  float *pq = pa + ((k * PH + q) * PW + wc) * SC__TW;
+  _mm512_storeu_si512(pq, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(r)), 16));
+  _mm512_storeu_si512(
+      pq + 16, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1)), 16));
+  _mm256_storeu_si256((__m256i *)(void *)(hits + SC__POOL_HITS(k, PH, q, PW, wc, 0)),
+                      _mm512_cvtepi16_epi8(ix));
+}
+__attribute__((always_inline)) static inline void
+sc__bf16_pool_hits_body(float *restrict pa, uint8_t *restrict hits, const float *restrict s2,
+                        size_t K, size_t q, size_t PH, size_t PW, size_t w0, size_t w1, int relu) {
+  size_t RS = 2 * PW * SC__TW; /* a row of s2 */
+  for (size_t k = 0; k < K; k++) {
+    const float *r0 = s2 + k * 2 * RS, *r1 = r0 + RS;
+    for (size_t wc = w0; wc < w1; wc++) {
+      if (relu && SC__TW == 32) {
+        sc__bf16_pool_hits32(pa, hits, r0, r1, k, q, PH, PW, wc);
+        continue;
+      }
+      for (int h = 0; h < SC__TW / 16; h++)
+        sc__bf16_pool_hits16(pa, hits, r0, r1, k, q, PH, PW, wc, h, relu);
+    }
+  }
+}
+/* s2 as the GEMM left it: with relu its sums plus the bias, else rounded (the whole epilogue) */
+SC__INT void sc__bf16_pool_hits_native(float *restrict pa, uint8_t *restrict hits,
+                                       const float *restrict s2, size_t K, size_t q, size_t PH,
+                                       size_t PW, size_t w0, size_t w1, int relu) {
+  if (relu)
+    sc__bf16_pool_hits_body(pa, hits, s2, K, q, PH, PW, w0, w1, 1);
+  else
+    sc__bf16_pool_hits_body(pa, hits, s2, K, q, PH, PW, w0, w1, 0);
+}
+/* sc__bf16_dz_pool_native's pullback with the window's hits read from the bytes of
+ * sc__bf16_pool_hits_native (relu folded in there): the same adds in the same order, so the same
+ * bits, without reading the conv's output and the pool's */
+SC__INT void sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf,
+                                          const float *restrict g, const uint8_t *restrict hits,
+                                          float *restrict bl, size_t K, size_t OH, size_t OW) {
+  const __m512 zero = _mm512_setzero_ps();
+  size_t PW = OW / 2, PH = OH / 2, npos = OH * OW;
+  for (size_t k = 0; k < K; k++) {
+    const float *gk = g + k * (npos / 4) * SC__TW;
+    uint32_t *zk = dzp ? dzp + k * npos * (SC__TW / 2) : NULL;
+    __m512 s[SC__TW / 16];
+    for (int h = 0; h < SC__TW / 16; h++)
+      s[h] = bl ? _mm512_loadu_ps(bl + k * SC__TW + 16 * h) : zero;
+    for (size_t y = 0; y < OH; y++) {
+      __m512i j0 = _mm512_set1_epi32(y % 2 ? 2 : 0), j1 = _mm512_set1_epi32(y % 2 ? 3 : 1);
+      for (size_t wc = 0; wc < PW; wc++)
+        for (int h = 0; h < SC__TW / 16; h++) {
+          size_t ew = ((y / 2) * PW + wc) * SC__TW + 16 * (size_t)h;
+          __m512i ix = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+              (const __m128i *)(const void *)(hits + SC__POOL_HITS(k, PH, y / 2, PW, wc, h))));
+          __m512 dv = _mm512_loadu_ps(gk + ew);
+          __m512 v0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(ix, j0), dv);
+          __m512 v1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(ix, j1), dv);
+          sc__bf16_dz_pool_put(v0, v1, &s[h], dzf, zk, k, npos, y, OW, wc, h);
+        }
+    }
+    if (bl)
+      for (int h = 0; h < SC__TW / 16; h++) _mm512_storeu_ps(bl + k * SC__TW + 16 * h, s[h]);
+  }
+}
+/* W's 16 (lm) floats at a and at b (NULL: zeros) as pairs (a[k], b[k]): their upper halves, or
+ * with rnd the floats rounded first (VCVTNEPS2BF16, the bits of sc__bf16_round_native) */
+__attribute__((always_inline)) static inline __m512i
+sc__bf16_wd_pairs(const float *a, const float *b, __mmask16 lm, int rnd) {
+  if (rnd) {
+    __m512i x = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, a)));
+    if (!b) return x;
+    __m512i y = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, b)));
+    return _mm512_or_si512(x, _mm512_slli_epi32(y, 16));
+  }
+  __m512i x = _mm512_srli_epi32(_mm512_maskz_loadu_epi32(lm, a), 16);
+  if (!b) return x;
+  __m512i y = _mm512_maskz_loadu_epi32(lm, b);
+  return _mm512_or_si512(x, _mm512_and_si512(y, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* a dense layer's rows [o0, o1) of W (O x I floats, not rounded) as the forward's pairs along
+ * the inputs, wf[o][k] = (W[o][2k], W[o][2k + 1]) rounded (VCVTNEPS2BF16; an odd I's last pair
+ * with 0): the bits of rounding W and pairing its upper halves (sc__bf16_params_rows) */
+SC__INT void sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0,
+                                size_t o1) {
+  size_t I2 = (I + 1) / 2;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t i = 0; i < I; i += 16) {
+      size_t ib = I - i < 16 ? I - i : 16;
+      __mmask16 lm = (__mmask16)(ib == 16 ? 0xFFFFu : (1u << ib) - 1u);
+      __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, W + o * I + i));
+      _mm256_mask_storeu_epi32(wf + o * I2 + i / 2, (__mmask8)((1u << ((ib + 1) / 2)) - 1u), v);
+    }
+}
+/* wd[i][m] = (W[2m][i], W[2m + 1][i]) for the pairs m in [m0, m1) and every input i < I: the
+ * transposed pairs of sc__bf16_params_rows, W holding bf16 values (the upper halves of their
+ * bits taken as they are; a missing odd row 2m + 1 = O gives 0), or with rnd any floats, rounded
+ * as they are loaded. Blocks of 8 pairs (16 rows) x 16 inputs: 8 vectors of pairs along i,
+ * transposed in registers into 16 rows of 8 pairs. The same bits as the scalar loop, which took 5
+ * of the 10 ms that LeNet5's bf16 weights cost over 20,000 images (1 thread, Zen 4) */
+SC__INT void sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I,
+                                size_t O2, size_t m0, size_t m1, int rnd) {
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  for (size_t m = m0; m < m1; m += 8) {
+    size_t mb = m1 - m < 8 ? m1 - m : 8;
+    __mmask8 sm = (__mmask8)((1u << mb) - 1u);
+    for (size_t i = 0; i < I; i += 16) {
+      size_t ib = I - i < 16 ? I - i : 16;
+      __mmask16 lm = (__mmask16)(ib == 16 ? 0xFFFFu : (1u << ib) - 1u);
+      __m512i P[8];
+      for (size_t j = 0; j < 8; j++) {
+        size_t r = 2 * (m + j);
+        if (j >= mb) {
+          P[j] = _mm512_setzero_si512();
+          continue;
+        }
+        P[j] =
+            rnd ? sc__bf16_wd_pairs(W + r * I + i, r + 1 < O ? W + (r + 1) * I + i : NULL, lm, 1)
+                : sc__bf16_wd_pairs(W + r * I + i, r + 1 < O ? W + (r + 1) * I + i : NULL, lm, 0);
+      }
+      /* 128-bit lane L of U[a] holds P0..3 at input 4L + a, of V[a] P4..7 */
+      __m512i T[8], U[4], V[4];
+      for (int q = 0; q < 4; q++) {
+        T[2 * q] = _mm512_unpacklo_epi32(P[2 * q], P[2 * q + 1]);
+        T[2 * q + 1] = _mm512_unpackhi_epi32(P[2 * q], P[2 * q + 1]);
+      }
+      U[0] = _mm512_unpacklo_epi64(T[0], T[2]);
+      U[1] = _mm512_unpackhi_epi64(T[0], T[2]);
+      U[2] = _mm512_unpacklo_epi64(T[1], T[3]);
+      U[3] = _mm512_unpackhi_epi64(T[1], T[3]);
+      V[0] = _mm512_unpacklo_epi64(T[4], T[6]);
+      V[1] = _mm512_unpackhi_epi64(T[4], T[6]);
+      V[2] = _mm512_unpacklo_epi64(T[5], T[7]);
+      V[3] = _mm512_unpackhi_epi64(T[5], T[7]);
+      for (size_t a = 0; a < 4; a++) { /* inputs a, 4 + a (lo) and 8 + a, 12 + a (hi) */
+        __m512i x = _mm512_permutex2var_epi64(U[a], lo, V[a]);
+        __m512i y = _mm512_permutex2var_epi64(U[a], hi, V[a]);
+        __m256i o[4] = {_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1),
+                        _mm512_castsi512_si256(y), _mm512_extracti64x4_epi64(y, 1)};
+        for (size_t h = 0; h < 4; h++)
+          if (a + 4 * h < ib) _mm256_mask_storeu_epi32(wd + (i + a + 4 * h) * O2 + m, sm, o[h]);
+      }
+    }
+  }
+}
+
+/* kernels/bf16/end.h — closes the AVX512_BF16 kernels opened by kernels/bf16/begin.h. */
+#if defined(__clang__)
+#pragma clang attribute pop
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif
+#endif /* SC__HAVE_BF16_NATIVE */
+/* kernels/amx/amx.c — the bf16 precision's GEMM on AMX tiles (Intel Sapphire Rapids and later:
+ * TDPBF16PS), for src/precision.c's SC_BF16_KERNELS=amx: the blockings of kernels/amx/blocking.h
+ * on the tile instructions. Called only where the CPU has AMX-BF16 and Linux grants the tile
+ * state (sc__cpu_amx). */
+
+#ifdef SC__HAVE_AMX
+
+/* kernels/amx/begin.h — opens the AMX kernels (kernels/amx/amx.c): every function after it
+ * compiled for AMX-TILE and AMX-BF16, by pragma. kernels/amx/end.h closes it. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("amx-tile,amx-bf16"))), apply_to = function)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16")
+#endif
+
+/* the AMX GEMM itself (SC_BF16_KERNELS=amx, on a CPU with AMX-BF16); written from Intel's
+ * documentation, checked through its model (src/bf16_model.c) and run on an Intel Emerald Rapids
+ * (session 17) */
+#define SC__TH_CFG(c) _tile_loadconfig(c)
+#define SC__TH_ZERO(t) _tile_zero(t)
+#define SC__TH_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))
+#define SC__TH_STORE(t, p, s) _tile_stored(t, p, (long)(s))
+#define SC__TH_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define SC__TH_RELEASE() _tile_release()
+SC__INT void sc__bf16_gemm_amx_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
+                                   size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
+                                   size_t M, size_t N, size_t K2, size_t G,
+                                   int acc){SC__AMX_GEMM_BODY(SC__TH)} SC__INT
+    void sc__bf16_gemm_amx_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda,
+                                sc__grp_off ao, const uint32_t *B0, size_t ldb, sc__grp_off bo,
+                                size_t M, size_t N, size_t K2,
+                                size_t G){SC__AMX_SUMG_BODY(SC__TH)} SC__INT
+    void sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda, const uint32_t *B,
+                           size_t ldb, size_t M, size_t N, size_t K2, int acc) {
+  const sc__grp_off one = {NULL, 0, 0, 0};
+  sc__bf16_gemm_amx_grp(C, ldc, one, A, lda, one, B, ldb, M, N, K2, 1, acc);
+}
+
+/* kernels/amx/end.h — closes the AMX kernels opened by kernels/amx/begin.h. */
+#if defined(__clang__)
+#pragma clang attribute pop
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif
+#endif /* SC__HAVE_AMX */
 /* src/profile.c — the per-layer profiler of a workspace (sc_workspace_profile, its report). */
 
 /* ---------------------------------------------------------------- profiling */
@@ -7784,14 +7955,9 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
  * the job of a call, running its slices on the workspace's threads and reducing them, the
  * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
  * per element type in src/compute.c. */
-#if SC__F32
-#define SC__PUB(name) name
-#else
-#define SC__PUB(name) name##_f64
-#endif
 
 SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
-                                          const SC__T *v, size_t rows, size_t cols) {
+                                           const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = 0;
   if (n <= 16) /* a state or a cotangent of a few elements: no call through the table */
@@ -8175,13 +8341,13 @@ static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T 
   if (lossv) *lossv = l / (double)batch;
 }
 
-sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
-                              SC__T *y, sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__forward)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                      const SC__T *x, size_t batch, SC__T *y, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
     for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
     (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
@@ -8217,9 +8383,9 @@ static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
  * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
  * they found one, else 0 */
 SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                   const SC__T *x, const size_t *idx, const void *target,
-                                   size_t batch, double *lossv, SC__T *g, SC__T *gx,
-                                   sc_workspace *ws, int train, int chk_x) {
+                                    const SC__T *x, const size_t *idx, const void *target,
+                                    size_t batch, double *lossv, SC__T *g, SC__T *gx,
+                                    sc_workspace *ws, int train, int chk_x) {
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
   J.loss = loss;
@@ -8241,9 +8407,9 @@ SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const S
 /* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
  * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
 SC__INT void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                    const SC__T *x, const size_t *idx, const void *target,
-                                    size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
-                                    size_t *lo, size_t *hi, double *slice_loss) {
+                                     const SC__T *x, const size_t *idx, const void *target,
+                                     size_t batch, sc_workspace *ws, int rank, int ranks,
+                                     size_t *ns, size_t *lo, size_t *hi, double *slice_loss) {
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
   J.loss = loss;
@@ -8274,66 +8440,66 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
-sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p, const SC__T *x,
-                              const void *target, size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
-                              sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                      const SC__T *p, const SC__T *x, const void *target,
+                                      size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
+                                      sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
    * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
    * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
    * either way an error names the first such element and nothing is written */
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
   int chk_x = !small && !gx;
-  if (!chk_x && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
-    return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (!chk_x && (st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double l = 0;
   if (small) {
     SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, g, gx, ws);
     ws->drop_step++; /* as sc__valgrad_run's: no dropout layer here draws from it */
   } else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1,
                                      chk_x))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+    return SC__TN(sc__input_bad)(fn, chain, x, batch);
   if (lossv) *lossv = (SC__T)l;
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                 const SC__T *x, const void *target, size_t batch, SC__T *lossv,
-                                 sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                         const SC__T *p, const SC__T *x, const void *target,
+                                         size_t batch, SC__T *lossv, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if (!lossv) return sc__fail(SC_ERR_NULL, fn, "argument 'lossv' is NULL");
+  if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 0);
-  if (small && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
+  if (small && (st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in)))
     return st; /* (else the gathers check x, as in sc_valgrad) */
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double l = 0;
   if (small)
     SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, NULL, NULL, ws);
   else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0,
                                    1))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+    return SC__TN(sc__input_bad)(fn, chain, x, batch);
   *lossv = (SC__T)l;
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const int32_t *labels, size_t n, double *loss, double *accuracy,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
+SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *x, const int32_t *labels, size_t n,
+                                       double *loss, double *accuracy, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, 1, ws);
   if (st) return st;
-  if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
-  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
+  if (!labels) return sc__fail(SC_ERR_NULL, fn, "argument 'labels' is NULL");
+  if (n == 0) return sc__fail(SC_ERR_BATCH, fn, "n is 0");
   if (chain->out < 2)
-    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
+    return sc__fail(SC_ERR_SHAPE, fn, "a classifier needs at least 2 outputs; the chain has %zu",
                     chain->out);
-  if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, n, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = sc__labels_check(fn, labels, n, chain->out))) return st;
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, n, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double lsum = 0, csum = 0;
   for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
     size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
@@ -8352,16 +8518,15 @@ sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__pullback)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *x, const SC__T *dy, size_t batch, SC__T *g,
+                                       SC__T *gx, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
-    return st;
+  if (!dy) return sc__fail(SC_ERR_NULL, fn, "argument 'dy' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "cotangent dy", dy, batch, chain->out))) return st;
   if (!g && !gx) return SC_OK;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
     SC__TN(sc__small_grad)(chain, SC_LOSS_SQUARED, p, x, NULL, dy, batch, NULL, g, gx, ws);
@@ -8396,37 +8561,37 @@ static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC_
   kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
 }
 
-sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
-                            sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                    const SC__T *u, SC__T *y, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
   SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *v,
-                          SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                  const SC__T *u, const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
+                                  sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
+  if (!v) return sc__fail(SC_ERR_NULL, fn, "argument 'v' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "cotangent v", v, 1, chain->out))) return st;
   SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws, 1);
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *w,
-                          SC__T *y, SC__T *jw, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                  const SC__T *u, const SC__T *w, SC__T *y, SC__T *jw,
+                                  sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
-  if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
+  if (!w) return sc__fail(SC_ERR_NULL, fn, "argument 'w' is NULL");
+  if (!jw) return sc__fail(SC_ERR_NULL, fn, "argument 'jw' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "tangent w", w, 1, chain->in))) return st;
   SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
   return SC_OK;
 }
-
-#undef SC__PUB
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
  * that the next one (the other element type, another kernel set) starts clean. */
 #undef SC__K_FWD
@@ -10581,14 +10746,9 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
  * the job of a call, running its slices on the workspace's threads and reducing them, the
  * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
  * per element type in src/compute.c. */
-#if SC__F32
-#define SC__PUB(name) name
-#else
-#define SC__PUB(name) name##_f64
-#endif
 
 SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
-                                          const SC__T *v, size_t rows, size_t cols) {
+                                           const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = 0;
   if (n <= 16) /* a state or a cotangent of a few elements: no call through the table */
@@ -10972,13 +11132,13 @@ static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T 
   if (lossv) *lossv = l / (double)batch;
 }
 
-sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
-                              SC__T *y, sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__forward)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                      const SC__T *x, size_t batch, SC__T *y, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
     for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
     (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
@@ -11014,9 +11174,9 @@ static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
  * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
  * they found one, else 0 */
 SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                   const SC__T *x, const size_t *idx, const void *target,
-                                   size_t batch, double *lossv, SC__T *g, SC__T *gx,
-                                   sc_workspace *ws, int train, int chk_x) {
+                                    const SC__T *x, const size_t *idx, const void *target,
+                                    size_t batch, double *lossv, SC__T *g, SC__T *gx,
+                                    sc_workspace *ws, int train, int chk_x) {
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
   J.loss = loss;
@@ -11038,9 +11198,9 @@ SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const S
 /* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
  * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
 SC__INT void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                    const SC__T *x, const size_t *idx, const void *target,
-                                    size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
-                                    size_t *lo, size_t *hi, double *slice_loss) {
+                                     const SC__T *x, const size_t *idx, const void *target,
+                                     size_t batch, sc_workspace *ws, int rank, int ranks,
+                                     size_t *ns, size_t *lo, size_t *hi, double *slice_loss) {
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
   J.loss = loss;
@@ -11071,66 +11231,66 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
-sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p, const SC__T *x,
-                              const void *target, size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
-                              sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                      const SC__T *p, const SC__T *x, const void *target,
+                                      size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
+                                      sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
    * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
    * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
    * either way an error names the first such element and nothing is written */
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
   int chk_x = !small && !gx;
-  if (!chk_x && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
-    return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (!chk_x && (st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double l = 0;
   if (small) {
     SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, g, gx, ws);
     ws->drop_step++; /* as sc__valgrad_run's: no dropout layer here draws from it */
   } else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1,
                                      chk_x))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+    return SC__TN(sc__input_bad)(fn, chain, x, batch);
   if (lossv) *lossv = (SC__T)l;
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                 const SC__T *x, const void *target, size_t batch, SC__T *lossv,
-                                 sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                         const SC__T *p, const SC__T *x, const void *target,
+                                         size_t batch, SC__T *lossv, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if (!lossv) return sc__fail(SC_ERR_NULL, fn, "argument 'lossv' is NULL");
+  if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 0);
-  if (small && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
+  if (small && (st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in)))
     return st; /* (else the gathers check x, as in sc_valgrad) */
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double l = 0;
   if (small)
     SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, NULL, NULL, ws);
   else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0,
                                    1))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+    return SC__TN(sc__input_bad)(fn, chain, x, batch);
   *lossv = (SC__T)l;
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const int32_t *labels, size_t n, double *loss, double *accuracy,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
+SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *x, const int32_t *labels, size_t n,
+                                       double *loss, double *accuracy, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, 1, ws);
   if (st) return st;
-  if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
-  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
+  if (!labels) return sc__fail(SC_ERR_NULL, fn, "argument 'labels' is NULL");
+  if (n == 0) return sc__fail(SC_ERR_BATCH, fn, "n is 0");
   if (chain->out < 2)
-    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
+    return sc__fail(SC_ERR_SHAPE, fn, "a classifier needs at least 2 outputs; the chain has %zu",
                     chain->out);
-  if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, n, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = sc__labels_check(fn, labels, n, chain->out))) return st;
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, n, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double lsum = 0, csum = 0;
   for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
     size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
@@ -11149,16 +11309,15 @@ sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__pullback)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *x, const SC__T *dy, size_t batch, SC__T *g,
+                                       SC__T *gx, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
-    return st;
+  if (!dy) return sc__fail(SC_ERR_NULL, fn, "argument 'dy' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "cotangent dy", dy, batch, chain->out))) return st;
   if (!g && !gx) return SC_OK;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
     SC__TN(sc__small_grad)(chain, SC_LOSS_SQUARED, p, x, NULL, dy, batch, NULL, g, gx, ws);
@@ -11193,37 +11352,37 @@ static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC_
   kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
 }
 
-sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
-                            sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                    const SC__T *u, SC__T *y, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
   SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *v,
-                          SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                  const SC__T *u, const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
+                                  sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
+  if (!v) return sc__fail(SC_ERR_NULL, fn, "argument 'v' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "cotangent v", v, 1, chain->out))) return st;
   SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws, 1);
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *w,
-                          SC__T *y, SC__T *jw, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                  const SC__T *u, const SC__T *w, SC__T *y, SC__T *jw,
+                                  sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
-  if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
+  if (!w) return sc__fail(SC_ERR_NULL, fn, "argument 'w' is NULL");
+  if (!jw) return sc__fail(SC_ERR_NULL, fn, "argument 'jw' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "tangent w", w, 1, chain->in))) return st;
   SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
   return SC_OK;
 }
-
-#undef SC__PUB
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
  * that the next one (the other element type, another kernel set) starts clean. */
 #undef SC__K_FWD
@@ -11273,6 +11432,77 @@ sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
 #undef SC__TT
 #undef SC__F32
 #undef SC__KSTATIC
+/* src/api.c — the public compute calls, float and double: each one literal definition here
+ * (what simplechain.h declares), over the typed body of src/typed/exec.h (src/compute.c) that
+ * does the work. The name given reports errors as "sc_valgrad: ...", "sc_valgrad_f64: ...". */
+
+sc_status sc_forward(const sc_chain *chain, const float *p, const float *x, size_t batch, float *y,
+                     sc_workspace *ws) {
+  return sc__forward_f32(__func__, chain, p, x, batch, y, ws);
+}
+sc_status sc_forward_f64(const sc_chain *chain, const double *p, const double *x, size_t batch,
+                         double *y, sc_workspace *ws) {
+  return sc__forward_f64(__func__, chain, p, x, batch, y, ws);
+}
+sc_status sc_valgrad(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
+                     const void *target, size_t batch, float *lossv, float *g, float *gx,
+                     sc_workspace *ws) {
+  return sc__valgrad_f32(__func__, chain, loss, p, x, target, batch, lossv, g, gx, ws);
+}
+sc_status sc_valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p, const double *x,
+                         const void *target, size_t batch, double *lossv, double *g, double *gx,
+                         sc_workspace *ws) {
+  return sc__valgrad_f64(__func__, chain, loss, p, x, target, batch, lossv, g, gx, ws);
+}
+sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
+                        const void *target, size_t batch, float *lossv, sc_workspace *ws) {
+  return sc__loss_value_f32(__func__, chain, loss, p, x, target, batch, lossv, ws);
+}
+sc_status sc_loss_value_f64(const sc_chain *chain, sc_loss loss, const double *p, const double *x,
+                            const void *target, size_t batch, double *lossv, sc_workspace *ws) {
+  return sc__loss_value_f64(__func__, chain, loss, p, x, target, batch, lossv, ws);
+}
+sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, const int32_t *labels,
+                      size_t n, double *loss, double *accuracy, sc_workspace *ws) {
+  return sc__evaluate_f32(__func__, chain, p, x, labels, n, loss, accuracy, ws);
+}
+sc_status sc_evaluate_f64(const sc_chain *chain, const double *p, const double *x,
+                          const int32_t *labels, size_t n, double *loss, double *accuracy,
+                          sc_workspace *ws) {
+  return sc__evaluate_f64(__func__, chain, p, x, labels, n, loss, accuracy, ws);
+}
+sc_status sc_pullback(const sc_chain *chain, const float *p, const float *x, const float *dy,
+                      size_t batch, float *g, float *gx, sc_workspace *ws) {
+  return sc__pullback_f32(__func__, chain, p, x, dy, batch, g, gx, ws);
+}
+sc_status sc_pullback_f64(const sc_chain *chain, const double *p, const double *x, const double *dy,
+                          size_t batch, double *g, double *gx, sc_workspace *ws) {
+  return sc__pullback_f64(__func__, chain, p, x, dy, batch, g, gx, ws);
+}
+sc_status sc_apply(const sc_chain *chain, const float *p, const float *u, float *y,
+                   sc_workspace *ws) {
+  return sc__apply_f32(__func__, chain, p, u, y, ws);
+}
+sc_status sc_apply_f64(const sc_chain *chain, const double *p, const double *u, double *y,
+                       sc_workspace *ws) {
+  return sc__apply_f64(__func__, chain, p, u, y, ws);
+}
+sc_status sc_vjp(const sc_chain *chain, const float *p, const float *u, const float *v, float *y,
+                 float *du, float *dp, sc_workspace *ws) {
+  return sc__vjp_f32(__func__, chain, p, u, v, y, du, dp, ws);
+}
+sc_status sc_vjp_f64(const sc_chain *chain, const double *p, const double *u, const double *v,
+                     double *y, double *du, double *dp, sc_workspace *ws) {
+  return sc__vjp_f64(__func__, chain, p, u, v, y, du, dp, ws);
+}
+sc_status sc_jvp(const sc_chain *chain, const float *p, const float *u, const float *w, float *y,
+                 float *jw, sc_workspace *ws) {
+  return sc__jvp_f32(__func__, chain, p, u, w, y, jw, ws);
+}
+sc_status sc_jvp_f64(const sc_chain *chain, const double *p, const double *u, const double *w,
+                     double *y, double *jw, sc_workspace *ws) {
+  return sc__jvp_f64(__func__, chain, p, u, w, y, jw, ws);
+}
 /* src/optim.c — optimizers on flat vectors (ADAM, AdamW, SGD with momentum): their state in
  * the library's memory or the caller's, a step, the learning-rate schedules. */
 

@@ -30,16 +30,20 @@ MANIFEST = [
     "src/threads.c",
     "src/workspace.c",
     "src/precision.c",
+    "src/bf16_model.c",
+    "kernels/bf16/bf16.c",
+    "kernels/amx/amx.c",
     "src/profile.c",
     "src/checks.c",
     "src/compute.c",
+    "src/api.c",
     "src/optim.c",
     "src/checkpoint.c",
     "src/train.c",
     "src/builtin_sets.h",
 ]
 # headers that are whole-file guarded and included at file level: inlined once
-ONCE = {"src/internal.h", "src/util.h"}
+ONCE = {"src/internal.h", "src/util.h", "kernels/amx/blocking.h"}
 # kept as an include: the public header, which ships beside the generated file
 KEEP = {"simplechain.h"}
 

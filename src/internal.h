@@ -1,6 +1,6 @@
-/* src/internal.h — what the engine's rooms (the .c files of src/) and every kernel set (src/compute.c,
- * kernels/) share: the kernel tables, a chain's and a workspace's plans, the bit helpers and the
- * bf16 packers. Not an API: everything here may change between versions.
+/* src/internal.h — what the engine's rooms (the .c files of src/) and every kernel set
+ * (src/compute.c, kernels/) share: the kernel tables, a chain's and a workspace's plans, the bit
+ * helpers and the bf16 packers. Not an API: everything here may change between versions.
  *
  * Internal layout of a computation. A batch is cut into tiles of SC__TW samples. Inside a tile,
  * activations are stored feature-major: a layer output with O features is an O x SC__TW array,
@@ -564,8 +564,8 @@ static inline double sc__dof(uint64_t u) {
   return d;
 }
 
-
-/* ---------------------------------------------------------------- what the rooms lend each other */
+/* ---------------------------------------------------------------- what the rooms lend each other
+ */
 /* The engine's rooms (the .c files of src/) are separate translation units in the tree's build
  * and one in the generated simplechain.c. A function one room defines and others call is
  * declared here with SC__INT: external but hidden in the tree's build (simplechain.map exports
@@ -615,8 +615,8 @@ SC__INT_DATA const sc__kt_f64 sc__kt_ref_f64;
  * x86-64 with GCC >= 8 or Clang >= 10 compiles the kernel sets at the end of the
  * generated simplechain.c, by target pragma (src/builtin_sets.h): the AVX2 + FMA one (the same
  * code as kernels/avx2/avx2.c: the "avx2" set) and the AVX-512 one (kernels/avx512/avx512.c:
- * "avx512"), picked by CPUID like the kernels/ ones. -DSC_NO_BUILTIN_AVX512 leaves out the second (a faster compile), -DSC_NO_BUILTIN_AVX2
- * both. */
+ * "avx512"), picked by CPUID like the kernels/ ones. -DSC_NO_BUILTIN_AVX512 leaves out the second
+ * (a faster compile), -DSC_NO_BUILTIN_AVX2 both. */
 #if !defined(SC_HAVE_KERNELS) && !defined(SC__KERNELS_ONLY) && !defined(SC_NO_BUILTIN_AVX2) &&     \
     defined(__x86_64__) && defined(__GNUC__) && defined(__OPTIMIZE__)
 #if (defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 8)
@@ -733,22 +733,102 @@ static inline sc_status sc__threads_check(const char *fn, int threads) {
   return SC_OK;
 }
 
-/* src/precision.c: the bf16 kernels this compiler builds (AVX512_BF16: GCC >= 10, clang >= 9;
- * AMX: Linux on x86-64, GCC >= 11, clang >= 12), and the weight packers the parameters' rounding
- * (src/typed/exec.h) calls */
+/* src/bf16_model.c: the portable models of the bf16 kernels (SC_BF16_KERNELS=model, amx-model) */
+SC__INT void sc__bf16_gemm_model_rows(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                      const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                      int acc, const size_t *arow, const size_t *crow, size_t grp,
+                                      const size_t *brow);
+SC__INT void sc__bf16_gemm_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                 const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                 int acc);
+SC__INT void sc__bf16_dx_corr_model(float *restrict xg, const uint32_t *restrict wt,
+                                    const uint32_t *restrict dzp, size_t C, size_t K2, size_t kh,
+                                    size_t kw, size_t oh, size_t ow);
+SC__INT void sc__bf16_nt_model(float *C, size_t ldc, const uint32_t *A, size_t lda, size_t sa,
+                               const uint32_t *B, const size_t *boff, size_t bsc, size_t sb,
+                               size_t M, size_t N, size_t K2, size_t S);
+SC__INT void sc__bf16_gemm_amx_model_grp(float *C0, size_t ldc, sc__grp_off co, const uint32_t *A0,
+                                         size_t lda, sc__grp_off ao, const uint32_t *B, size_t ldb,
+                                         size_t M, size_t N, size_t K2, size_t G, int acc);
+SC__INT void sc__bf16_gemm_amx_model_sumg(float *C, size_t ldc, const uint32_t *A0, size_t lda,
+                                          sc__grp_off ao, const uint32_t *B0, size_t ldb,
+                                          sc__grp_off bo, size_t M, size_t N, size_t K2, size_t G);
+SC__INT void sc__bf16_gemm_amx_model(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                     const uint32_t *B, size_t ldb, size_t M, size_t N, size_t K2,
+                                     int acc);
+
+/* kernels/bf16/bf16.c and kernels/amx/amx.c: the bf16 kernels this compiler builds (AVX512_BF16:
+ * GCC >= 10, clang >= 9; AMX: Linux on x86-64, GCC >= 11, clang >= 12), declared with the targets
+ * their begin.h gives them. src/precision.c takes them where the CPU has them; the weight
+ * packers are also called by the parameters' rounding (src/typed/exec.h). */
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) ||                        \
                             (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
 #define SC__HAVE_BF16_NATIVE 1
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
-sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W, size_t I, size_t o0, size_t o1);
-__attribute__((target("avx512f,avx512vl,avx512bf16"))) SC__INT void
-sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, size_t O, size_t I, size_t O2,
-                   size_t m0, size_t m1, int rnd);
+#define SC__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+SC__BF16_TARGET SC__INT void sc__bf16_gemm_native_rows(float *C, size_t ldc, const uint32_t *A,
+                                                       size_t lda, const uint32_t *B, size_t ldb,
+                                                       size_t M, size_t N, size_t K2, int acc,
+                                                       const size_t *arow, const size_t *crow,
+                                                       size_t grp, const size_t *brow);
+SC__BF16_TARGET SC__INT void sc__bf16_gemm_native(float *C, size_t ldc, const uint32_t *A,
+                                                  size_t lda, const uint32_t *B, size_t ldb,
+                                                  size_t M, size_t N, size_t K2, int acc);
+SC__BF16_TARGET SC__INT void sc__bf16_gemm_native_ep(float *C, size_t ldc, const uint32_t *A,
+                                                     size_t lda, const uint32_t *B, size_t ldb,
+                                                     size_t M, size_t N, size_t K2,
+                                                     const size_t *brow, const sc__bf16_ep *ep);
+SC__BF16_TARGET SC__INT void sc__bf16_nt_native(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                                size_t sa, const uint32_t *B, const size_t *boff,
+                                                size_t bsc, size_t sb, size_t M, size_t N,
+                                                size_t K2, size_t S);
+SC__BF16_TARGET SC__INT void sc__bf16_dwt5_native(float *restrict dwt, const uint32_t *restrict xp,
+                                                  const uint32_t *restrict dzt, size_t K, size_t ic,
+                                                  size_t hp, size_t wp, size_t oh, size_t ow);
+SC__BF16_TARGET SC__INT void sc__bf16_dx_corr_native(float *restrict xg,
+                                                     const uint32_t *restrict wt,
+                                                     const uint32_t *restrict dzp, size_t C,
+                                                     size_t K2, size_t kh, size_t kw, size_t oh,
+                                                     size_t ow);
+SC__BF16_TARGET SC__INT void sc__bf16_round_native(float *restrict x, size_t n);
+SC__BF16_TARGET SC__INT void sc__bf16_dz_lanes_native(uint32_t *restrict dzp,
+                                                      const float *restrict d, float *restrict bl,
+                                                      const float *restrict a, size_t K,
+                                                      size_t npos, int relu);
+SC__BF16_TARGET SC__INT void sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf,
+                                                     const float *restrict g,
+                                                     const float *restrict pa,
+                                                     const float *restrict x, float *restrict bl,
+                                                     size_t K, size_t OH, size_t OW, int relu);
+SC__BF16_TARGET SC__INT void sc__bf16_pool_hits_native(float *restrict pa, uint8_t *restrict hits,
+                                                       const float *restrict s2, size_t K, size_t q,
+                                                       size_t PH, size_t PW, size_t w0, size_t w1,
+                                                       int relu);
+SC__BF16_TARGET SC__INT void
+sc__bf16_dz_pool_hits_native(uint32_t *restrict dzp, float *restrict dzf, const float *restrict g,
+                             const uint8_t *restrict hits, float *restrict bl, size_t K, size_t OH,
+                             size_t OW);
+SC__BF16_TARGET SC__INT void sc__bf16_wf_native(uint32_t *restrict wf, const float *restrict W,
+                                                size_t I, size_t o0, size_t o1);
+SC__BF16_TARGET SC__INT void sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W,
+                                                size_t O, size_t I, size_t O2, size_t m0, size_t m1,
+                                                int rnd);
 #endif
 #if defined(__x86_64__) && defined(__linux__) &&                                                   \
     ((defined(__clang__) && __clang_major__ >= 12) ||                                              \
      (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
 #define SC__HAVE_AMX 1
+#define SC__AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+SC__AMX_TARGET SC__INT void sc__bf16_gemm_amx_grp(float *C0, size_t ldc, sc__grp_off co,
+                                                  const uint32_t *A0, size_t lda, sc__grp_off ao,
+                                                  const uint32_t *B, size_t ldb, size_t M, size_t N,
+                                                  size_t K2, size_t G, int acc);
+SC__AMX_TARGET SC__INT void sc__bf16_gemm_amx_sumg(float *C, size_t ldc, const uint32_t *A0,
+                                                   size_t lda, sc__grp_off ao, const uint32_t *B0,
+                                                   size_t ldb, sc__grp_off bo, size_t M, size_t N,
+                                                   size_t K2, size_t G);
+SC__AMX_TARGET SC__INT void sc__bf16_gemm_amx(float *C, size_t ldc, const uint32_t *A, size_t lda,
+                                              const uint32_t *B, size_t ldb, size_t M, size_t N,
+                                              size_t K2, int acc);
 #endif
 
 /* src/checks.c: the compute entry points' argument checks */
@@ -765,10 +845,9 @@ SC__INT sc_status sc__finite_check_f64(const char *fn, const sc_chain *c, const 
                                        const double *v, size_t rows, size_t cols);
 SC__INT void sc__tiles_fill_f32(float *restrict dst, const void *src, size_t cols, size_t n);
 SC__INT void sc__tiles_fill_f64(double *restrict dst, const void *src, size_t cols, size_t n);
-SC__INT int sc__valgrad_run_f32(const sc_chain *chain, sc_loss loss, const float *p,
-                                const float *x, const size_t *idx, const void *target,
-                                size_t batch, double *lossv, float *g, float *gx, sc_workspace *ws,
-                                int train, int chk_x);
+SC__INT int sc__valgrad_run_f32(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
+                                const size_t *idx, const void *target, size_t batch, double *lossv,
+                                float *g, float *gx, sc_workspace *ws, int train, int chk_x);
 SC__INT int sc__valgrad_run_f64(const sc_chain *chain, sc_loss loss, const double *p,
                                 const double *x, const size_t *idx, const void *target,
                                 size_t batch, double *lossv, double *g, double *gx,
@@ -781,6 +860,51 @@ SC__INT void sc__valgrad_own_f64(const sc_chain *chain, sc_loss loss, const doub
                                  const double *x, const size_t *idx, const void *target,
                                  size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                  size_t *lo, size_t *hi, double *slice_loss);
+
+/* src/compute.c: the typed bodies of the public compute calls (src/api.c; fn names the caller) */
+SC__INT sc_status sc__forward_f32(const char *fn, const sc_chain *chain, const float *p,
+                                  const float *x, size_t batch, float *y, sc_workspace *ws);
+SC__INT sc_status sc__forward_f64(const char *fn, const sc_chain *chain, const double *p,
+                                  const double *x, size_t batch, double *y, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f32(const char *fn, const sc_chain *chain, sc_loss loss,
+                                  const float *p, const float *x, const void *target, size_t batch,
+                                  float *lossv, float *g, float *gx, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f64(const char *fn, const sc_chain *chain, sc_loss loss,
+                                  const double *p, const double *x, const void *target,
+                                  size_t batch, double *lossv, double *g, double *gx,
+                                  sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f32(const char *fn, const sc_chain *chain, sc_loss loss,
+                                     const float *p, const float *x, const void *target,
+                                     size_t batch, float *lossv, sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f64(const char *fn, const sc_chain *chain, sc_loss loss,
+                                     const double *p, const double *x, const void *target,
+                                     size_t batch, double *lossv, sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f32(const char *fn, const sc_chain *chain, const float *p,
+                                   const float *x, const int32_t *labels, size_t n, double *loss,
+                                   double *accuracy, sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f64(const char *fn, const sc_chain *chain, const double *p,
+                                   const double *x, const int32_t *labels, size_t n, double *loss,
+                                   double *accuracy, sc_workspace *ws);
+SC__INT sc_status sc__pullback_f32(const char *fn, const sc_chain *chain, const float *p,
+                                   const float *x, const float *dy, size_t batch, float *g,
+                                   float *gx, sc_workspace *ws);
+SC__INT sc_status sc__pullback_f64(const char *fn, const sc_chain *chain, const double *p,
+                                   const double *x, const double *dy, size_t batch, double *g,
+                                   double *gx, sc_workspace *ws);
+SC__INT sc_status sc__apply_f32(const char *fn, const sc_chain *chain, const float *p,
+                                const float *u, float *y, sc_workspace *ws);
+SC__INT sc_status sc__apply_f64(const char *fn, const sc_chain *chain, const double *p,
+                                const double *u, double *y, sc_workspace *ws);
+SC__INT sc_status sc__vjp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
+                              const float *v, float *y, float *du, float *dp, sc_workspace *ws);
+SC__INT sc_status sc__vjp_f64(const char *fn, const sc_chain *chain, const double *p,
+                              const double *u, const double *v, double *y, double *du, double *dp,
+                              sc_workspace *ws);
+SC__INT sc_status sc__jvp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
+                              const float *w, float *y, float *jw, sc_workspace *ws);
+SC__INT sc_status sc__jvp_f64(const char *fn, const sc_chain *chain, const double *p,
+                              const double *u, const double *w, double *y, double *jw,
+                              sc_workspace *ws);
 
 /* src/optim.c: an optimizer's state, its plan, and sc_train's float ADAM step on the threads */
 struct sc_optimizer {

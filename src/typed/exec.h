@@ -2,14 +2,9 @@
  * the job of a call, running its slices on the workspace's threads and reducing them, the
  * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
  * per element type in src/compute.c. */
-#if SC__F32
-#define SC__PUB(name) name
-#else
-#define SC__PUB(name) name##_f64
-#endif
 
 SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
-                                          const SC__T *v, size_t rows, size_t cols) {
+                                           const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
   size_t n = rows * cols, k = 0;
   if (n <= 16) /* a state or a cotangent of a few elements: no call through the table */
@@ -393,13 +388,13 @@ static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T 
   if (lossv) *lossv = l / (double)batch;
 }
 
-sc_status SC__PUB(sc_forward)(const sc_chain *chain, const SC__T *p, const SC__T *x, size_t batch,
-                              SC__T *y, sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__forward)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                      const SC__T *x, size_t batch, SC__T *y, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
     for (size_t b = 0; b < batch; b++) SC__TN(sc__one_run)
     (chain, p, x + b * chain->in, NULL, NULL, y + b * chain->out, NULL, NULL, NULL, ws, 1);
@@ -435,9 +430,9 @@ static void SC__TN(sc__job_tiles)(SC__TT(sc__job) * J, const size_t *idx) {
  * gathers check x for NaN and Inf (the caller did not); returns 1, with nothing written, when
  * they found one, else 0 */
 SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                   const SC__T *x, const size_t *idx, const void *target,
-                                   size_t batch, double *lossv, SC__T *g, SC__T *gx,
-                                   sc_workspace *ws, int train, int chk_x) {
+                                    const SC__T *x, const size_t *idx, const void *target,
+                                    size_t batch, double *lossv, SC__T *g, SC__T *gx,
+                                    sc_workspace *ws, int train, int chk_x) {
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, (g || gx) ? SC__VALGRAD : SC__LOSS, p, x, batch);
   J.loss = loss;
@@ -459,9 +454,9 @@ SC__INT int SC__TN(sc__valgrad_run)(const sc_chain *chain, sc_loss loss, const S
 /* sc_train's data-parallel step: only this rank's slices of the minibatch (see sc_dist). Their
  * gradients stay in the workspace's slice buffers, their losses go to slice_loss[lo..hi). */
 SC__INT void SC__TN(sc__valgrad_own)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                    const SC__T *x, const size_t *idx, const void *target,
-                                    size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
-                                    size_t *lo, size_t *hi, double *slice_loss) {
+                                     const SC__T *x, const size_t *idx, const void *target,
+                                     size_t batch, sc_workspace *ws, int rank, int ranks,
+                                     size_t *ns, size_t *lo, size_t *hi, double *slice_loss) {
   SC__TT(sc__job) J;
   SC__TN(sc__job_init)(&J, chain, ws, SC__VALGRAD, p, x, batch);
   J.loss = loss;
@@ -492,66 +487,66 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
-sc_status SC__PUB(sc_valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p, const SC__T *x,
-                              const void *target, size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
-                              sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                      const SC__T *p, const SC__T *x, const void *target,
+                                      size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
+                                      sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
    * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
    * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
    * either way an error names the first such element and nothing is written */
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
   int chk_x = !small && !gx;
-  if (!chk_x && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
-    return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if (!chk_x && (st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double l = 0;
   if (small) {
     SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, g, gx, ws);
     ws->drop_step++; /* as sc__valgrad_run's: no dropout layer here draws from it */
   } else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, g, gx, ws, 1,
                                      chk_x))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+    return SC__TN(sc__input_bad)(fn, chain, x, batch);
   if (lossv) *lossv = (SC__T)l;
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
-                                 const SC__T *x, const void *target, size_t batch, SC__T *lossv,
-                                 sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, sc_loss loss,
+                                         const SC__T *p, const SC__T *x, const void *target,
+                                         size_t batch, SC__T *lossv, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!lossv) return SC__FAIL(SC_ERR_NULL, "argument 'lossv' is NULL");
-  if ((st = SC__TN(sc__target_check)(__func__, chain, loss, target, batch))) return st;
+  if (!lossv) return sc__fail(SC_ERR_NULL, fn, "argument 'lossv' is NULL");
+  if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 0);
-  if (small && (st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in)))
+  if (small && (st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in)))
     return st; /* (else the gathers check x, as in sc_valgrad) */
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double l = 0;
   if (small)
     SC__TN(sc__small_grad)(chain, loss, p, x, target, NULL, batch, &l, NULL, NULL, ws);
   else if (SC__TN(sc__valgrad_run)(chain, loss, p, x, NULL, target, batch, &l, NULL, NULL, ws, 0,
                                    1))
-    return SC__TN(sc__input_bad)(__func__, chain, x, batch);
+    return SC__TN(sc__input_bad)(fn, chain, x, batch);
   *lossv = (SC__T)l;
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const int32_t *labels, size_t n, double *loss, double *accuracy,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, 1, ws);
+SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *x, const int32_t *labels, size_t n,
+                                       double *loss, double *accuracy, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, 1, ws);
   if (st) return st;
-  if (!labels) return SC__FAIL(SC_ERR_NULL, "argument 'labels' is NULL");
-  if (n == 0) return SC__FAIL(SC_ERR_BATCH, "n is 0");
+  if (!labels) return sc__fail(SC_ERR_NULL, fn, "argument 'labels' is NULL");
+  if (n == 0) return sc__fail(SC_ERR_BATCH, fn, "n is 0");
   if (chain->out < 2)
-    return SC__FAIL(SC_ERR_SHAPE, "a classifier needs at least 2 outputs; the chain has %zu",
+    return sc__fail(SC_ERR_SHAPE, fn, "a classifier needs at least 2 outputs; the chain has %zu",
                     chain->out);
-  if ((st = sc__labels_check(__func__, labels, n, chain->out))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, n, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
+  if ((st = sc__labels_check(fn, labels, n, chain->out))) return st;
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, n, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
   double lsum = 0, csum = 0;
   for (size_t b0 = 0; b0 < n; b0 += ws->max_batch) {
     size_t nb = n - b0 < ws->max_batch ? n - b0 : ws->max_batch;
@@ -570,16 +565,15 @@ sc_status SC__PUB(sc_evaluate)(const sc_chain *chain, const SC__T *p, const SC__
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
-                               const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
-                               sc_workspace *ws) {
-  sc_status st = sc__compute_check(__func__, chain, p, x, batch, ws);
+SC__INT sc_status SC__TN(sc__pullback)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                       const SC__T *x, const SC__T *dy, size_t batch, SC__T *g,
+                                       SC__T *gx, sc_workspace *ws) {
+  sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
-  if (!dy) return SC__FAIL(SC_ERR_NULL, "argument 'dy' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "input", x, batch, chain->in))) return st;
-  if ((st = SC__TN(sc__param_check)(__func__, chain, p))) return st;
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent dy", dy, batch, chain->out)))
-    return st;
+  if (!dy) return sc__fail(SC_ERR_NULL, fn, "argument 'dy' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "input", x, batch, chain->in))) return st;
+  if ((st = SC__TN(sc__param_check)(fn, chain, p))) return st;
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "cotangent dy", dy, batch, chain->out))) return st;
   if (!g && !gx) return SC_OK;
   if (SC__TN(sc__small_ok)(chain, ws, batch, 0)) {
     SC__TN(sc__small_grad)(chain, SC_LOSS_SQUARED, p, x, NULL, dy, batch, NULL, g, gx, ws);
@@ -614,34 +608,34 @@ static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC_
   kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
 }
 
-sc_status SC__PUB(sc_apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
-                            sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                    const SC__T *u, SC__T *y, sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!y) return SC__FAIL(SC_ERR_NULL, "argument 'y' is NULL");
+  if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
   SC__TN(sc__one_run)(chain, p, u, NULL, NULL, y, NULL, NULL, NULL, ws, 1);
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *v,
-                          SC__T *y, SC__T *du, SC__T *dp, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                  const SC__T *u, const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
+                                  sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!v) return SC__FAIL(SC_ERR_NULL, "argument 'v' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "cotangent v", v, 1, chain->out))) return st;
+  if (!v) return sc__fail(SC_ERR_NULL, fn, "argument 'v' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "cotangent v", v, 1, chain->out))) return st;
   SC__TN(sc__one_run)(chain, p, u, v, NULL, y, du, dp, NULL, ws, 1);
   return SC_OK;
 }
 
-sc_status SC__PUB(sc_jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u, const SC__T *w,
-                          SC__T *y, SC__T *jw, sc_workspace *ws) {
-  sc_status st = SC__TN(sc__one_check)(__func__, chain, p, u, ws);
+SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const SC__T *p,
+                                  const SC__T *u, const SC__T *w, SC__T *y, SC__T *jw,
+                                  sc_workspace *ws) {
+  sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
-  if (!w) return SC__FAIL(SC_ERR_NULL, "argument 'w' is NULL");
-  if (!jw) return SC__FAIL(SC_ERR_NULL, "argument 'jw' is NULL");
-  if ((st = SC__TN(sc__finite_check)(__func__, chain, "tangent w", w, 1, chain->in))) return st;
+  if (!w) return sc__fail(SC_ERR_NULL, fn, "argument 'w' is NULL");
+  if (!jw) return sc__fail(SC_ERR_NULL, fn, "argument 'jw' is NULL");
+  if ((st = SC__TN(sc__finite_check)(fn, chain, "tangent w", w, 1, chain->in))) return st;
   SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
   return SC_OK;
 }
-
-#undef SC__PUB
