@@ -2,13 +2,14 @@
 # Installs the Debian packages simplechain uses; installs only what is missing, so it is
 # cheap to run again. Needs root or sudo when something is missing.
 #   scripts/install-deps.sh [TIER ...]     (default: test)
-#     test   compiler, make, pkg-config, cmocka, zlib, SLEEF, libxsmm, SUNDIALS, liblbfgs, OpenMPI
+#     test   compiler, make, pkg-config, Python 3 (make check-amalgamation), cmocka, zlib, SLEEF,
+#            libxsmm, SUNDIALS, liblbfgs, OpenMPI
 #     fuzz   clang and its sanitizer/libFuzzer runtimes (make fuzz)
 #     bench  PyTorch twin (python3-torch, numpy, OpenBLAS/OpenMP), hyperfine, Fashion-MNIST
 #     all    all of the above
 set -euo pipefail
 [ $# -eq 0 ] && set -- test
-pkgs=(gcc make libc6-dev pkg-config libcmocka-dev zlib1g-dev libsleef-dev libxsmm-dev libsundials-dev
+pkgs=(gcc make libc6-dev pkg-config python3 libcmocka-dev zlib1g-dev libsleef-dev libxsmm-dev libsundials-dev
       liblbfgs-dev openmpi-bin libopenmpi-dev)
 for what in "$@"; do
   case "$what" in
