@@ -1190,6 +1190,7 @@ const char *sc_act_name(sc_act act) {
   case SC_SIGMOID: return "sigmoid";
   case SC_SOFTPLUS: return "softplus";
   case SC_GELU: return "gelu";
+  case SC_SILU: return "silu";
   }
   return "?";
 }
@@ -1337,7 +1338,7 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
   switch (s->kind) {
   case SC_LAYER_DENSE:
   case SC_LAYER_CONV2D:
-    if ((unsigned)s->act > (unsigned)SC_GELU)
+    if ((unsigned)s->act > (unsigned)SC_SILU)
       return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): unknown activation %d", l, nm, (int)s->act);
     if (s->bias != 0 && s->bias != 1)
       return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): bias must be 0 or 1, got %d", l, nm,
@@ -1531,8 +1532,9 @@ SC__INT sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, si
     int k = P->spec.kind, has_w = k == SC_LAYER_DENSE || k == SC_LAYER_CONV2D;
     P->a_off = k == SC_LAYER_FLATTEN ? (l ? c->L[l - 1].a_off : c->x_off)
                                      : sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok);
-    P->z_off = has_w && P->spec.act == SC_GELU ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
-                                               : SIZE_MAX;
+    P->z_off = has_w && (P->spec.act == SC_GELU || P->spec.act == SC_SILU)
+                   ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
+                   : SIZE_MAX; /* the pre-activations the pullback needs */
     P->lane_off =
         has_w && P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->oc, TW, &ok), &ok) : SIZE_MAX;
     size_t nw = has_w ? P->np - (P->spec.bias ? P->oc : 0) : 0;
@@ -6141,6 +6143,15 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
+  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TT(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+    break;
   }
 }
 
@@ -6150,7 +6161,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
@@ -6201,6 +6212,23 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
         SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
         d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+      SC__TT(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        d[k + j] *= sg + (w == 0 ? 0 : v * w);
       }
     }
     break;
@@ -8932,6 +8960,15 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
+  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TT(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+    break;
   }
 }
 
@@ -8941,7 +8978,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
@@ -8992,6 +9029,23 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
         SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
         d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+      SC__TT(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        d[k + j] *= sg + (w == 0 ? 0 : v * w);
       }
     }
     break;
@@ -12933,6 +12987,15 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
+  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TT(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+    break;
   }
 }
 
@@ -12942,7 +13005,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
@@ -12993,6 +13056,23 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
         SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
         d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+      SC__TT(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        d[k + j] *= sg + (w == 0 ? 0 : v * w);
       }
     }
     break;
@@ -17013,6 +17093,15 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
+  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TT(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+    break;
   }
 }
 
@@ -17022,7 +17111,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
@@ -17073,6 +17162,23 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
         SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
         d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+      SC__TT(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        d[k + j] *= sg + (w == 0 ? 0 : v * w);
       }
     }
     break;
@@ -19807,6 +19913,15 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
+  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TT(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+    break;
   }
 }
 
@@ -19816,7 +19931,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
@@ -19867,6 +19982,23 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
         SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
         d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+      SC__TT(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        d[k + j] *= sg + (w == 0 ? 0 : v * w);
       }
     }
     break;
@@ -23887,6 +24019,15 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
+  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+    for (t = 0; t < n; t++) a[t] = -z[t];
+    SC__TT(sc__sleef_exp)(a, a, n);
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+    break;
   }
 }
 
@@ -23896,7 +24037,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu). softplus and gelu take their exp
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
@@ -23947,6 +24088,23 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T w = m2u < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
         SC__T du = SC__GELU_K0 * (1 + 3 * SC__GELU_K1 * v2);
         d[k + j] *= sg + (w == 0 ? 0 : v * 2 * du * w);
+      }
+    }
+    break;
+  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+    for (k = 0; k < n; k += SC__ACT_CHUNK) {
+      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+      SC__T e[SC__ACT_CHUNK];
+      for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+      SC__TT(sc__sleef_exp)(e, e, m);
+#else
+      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+      for (j = 0; j < m; j++) {
+        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+        d[k + j] *= sg + (w == 0 ? 0 : v * w);
       }
     }
     break;

@@ -61,6 +61,9 @@
  * SC_SOFTPLUS  log(1 + exp(z)), computed stably
  * SC_GELU      the tanh approximation 0.5 z (1 + tanh(u)), u = sqrt(2/pi) (z + 0.044715 z^3),
  *              evaluated as z / (1 + exp(-2u)) (the same function, accurate in the tail)
+ * SC_SILU      z sigmoid(z) = z / (1 + exp(-z)) (also called swish); derivative
+ *              sigmoid(z) (1 + z (1 - sigmoid(z))). Like gelu it keeps the pre-activation z
+ *              for the pullback (one more tile row per output in the workspace)
  *
  * The float path evaluates tanh with the library's own vectorizable approximation
  * (an expm1 with its own range reduction, and an odd polynomial near 0), exactly +-1 for
@@ -122,7 +125,15 @@ sc_status
 sc_set_error(sc_status st, const char *fn, const char *fmt, ...);
 
 /* ---------------------------------------------------------------- layers */
-typedef enum sc_act { SC_IDENTITY = 0, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU } sc_act;
+typedef enum sc_act {
+  SC_IDENTITY = 0,
+  SC_RELU,
+  SC_TANH,
+  SC_SIGMOID,
+  SC_SOFTPLUS,
+  SC_GELU,
+  SC_SILU
+} sc_act;
 
 typedef enum sc_layer_kind {
   SC_LAYER_DENSE = 1,
@@ -338,7 +349,7 @@ sc_status sc_params_load_f64(const sc_chain *chain, double *p, size_t n, const c
  *                                   [, bias=False])          "i.weight" K x C x kh x kw, "i.bias" K
  *   an activation other than SC_IDENTITY after a dense or conv layer -> the next module:
  *                                   nn.ReLU, nn.Tanh, nn.Sigmoid, nn.Softplus,
- *                                   nn.GELU(approximate="tanh")
+ *                                   nn.GELU(approximate="tanh"), nn.SiLU
  *   maxpool2d(kh, kw)            -> nn.MaxPool2d((kh, kw))
  *   flatten                      -> nn.Flatten()
  *   dropout(rate)                -> nn.Dropout(rate)

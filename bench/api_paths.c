@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
   bench_cpu_name(cpu, sizeof cpu);
   printf("api_paths on %s, 1 thread: median ns per call\n", cpu);
   printf("%-40s %-4s %-8s %12s %12s %12s\n", "case", "type", "call", "scalar", "avx2", "avx512");
-  static const sc_act acts[] = {SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+  static const sc_act acts[] = {SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
   static const size_t mnist[3] = {1, 28, 28}, small_img[3] = {3, 16, 16};
   for (int dbl = 0; dbl < 2; dbl++) {
     for (int a = 0; a < 5; a++) {

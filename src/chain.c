@@ -84,7 +84,7 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
   switch (s->kind) {
   case SC_LAYER_DENSE:
   case SC_LAYER_CONV2D:
-    if ((unsigned)s->act > (unsigned)SC_GELU)
+    if ((unsigned)s->act > (unsigned)SC_SILU)
       return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): unknown activation %d", l, nm, (int)s->act);
     if (s->bias != 0 && s->bias != 1)
       return sc__fail(SC_ERR_ARG, fn, "layer %zu (%s): bias must be 0 or 1, got %d", l, nm,
@@ -278,8 +278,9 @@ SC__INT sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, si
     int k = P->spec.kind, has_w = k == SC_LAYER_DENSE || k == SC_LAYER_CONV2D;
     P->a_off = k == SC_LAYER_FLATTEN ? (l ? c->L[l - 1].a_off : c->x_off)
                                      : sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok);
-    P->z_off = has_w && P->spec.act == SC_GELU ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
-                                               : SIZE_MAX;
+    P->z_off = has_w && (P->spec.act == SC_GELU || P->spec.act == SC_SILU)
+                   ? sc__tile_alloc(&cur, sc__mul(P->out, TW, &ok), &ok)
+                   : SIZE_MAX; /* the pre-activations the pullback needs */
     P->lane_off =
         has_w && P->spec.bias ? sc__tile_alloc(&cur, sc__mul(P->oc, TW, &ok), &ok) : SIZE_MAX;
     size_t nw = has_w ? P->np - (P->spec.bias ? P->oc : 0) : 0;

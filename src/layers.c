@@ -74,6 +74,7 @@ const char *sc_act_name(sc_act act) {
   case SC_SIGMOID: return "sigmoid";
   case SC_SOFTPLUS: return "softplus";
   case SC_GELU: return "gelu";
+  case SC_SILU: return "silu";
   }
   return "?";
 }

@@ -87,7 +87,7 @@ def main():
         print("TORCH SKIPPED (no torch)")
         return
     acts = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "softplus": nn.Softplus,
-            "gelu": lambda: nn.GELU(approximate="tanh")}
+            "gelu": lambda: nn.GELU(approximate="tanh"), "silu": nn.SiLU}
     mods, shape = [], (c, h, w)
     for L in layers[1:]:
         k = L[0]

@@ -568,7 +568,7 @@ static void test_kernels_reference(void **state) {
 }
 
 /* wider layers (odd widths, more than 32 inputs: the kernel's column tails; a layer without
- * bias, with gelu's saved pre-activations), a LeNet-like convnet, and a convnet of more than
+ * bias, with gelu's and silu's saved pre-activations), a LeNet-like convnet, and a convnet of more than
  * 16,384 parameters (the bf16 weights are made on the pool, a layer's rows in several units:
  * 3 for the second conv, with its dx, 5 for the 960 -> 17 layer, the last of one row), each
  * against the emulation */
@@ -582,16 +582,17 @@ static void test_kernels_shapes(void **state) {
   for (size_t k = 0; k < B * 288; k++) x[k] = (float)tu_unif(&s);
   for (size_t k = 0; k < B * 5; k++) t[k] = (float)tu_unif(&s);
   for (size_t b = 0; b < B; b++) lab[b] = (int32_t)(b % 3);
-  sc_layer mlp[] = {sc_dense(37, SC_TANH), sc_dense_nobias(33, SC_GELU), sc_dense(5, SC_IDENTITY)};
+  sc_layer mlp[] = {sc_dense(37, SC_TANH), sc_dense_nobias(33, SC_GELU), sc_dense(19, SC_SILU),
+                    sc_dense(5, SC_IDENTITY)};
   sc_layer cnn[] = {sc_conv2d(3, 3, 4, SC_RELU), sc_maxpool2d(2, 2), sc_flatten(),
                     sc_dense(10, SC_TANH), sc_dense(3, SC_IDENTITY)};
   sc_layer big[] = {sc_conv2d(1, 1, 16, SC_RELU), sc_conv2d(3, 3, 60, SC_RELU), sc_flatten(),
                     sc_dense(17, SC_TANH), sc_dense(3, SC_IDENTITY)};
-  static const char *const names[] = {"64 -> 37 -> 33 -> 5", "convnet", "big convnet"};
+  static const char *const names[] = {"64 -> 37 -> 33 -> 19 -> 5", "convnet", "big convnet"};
   for (int net = 0; net < 3; net++) {
     sc_chain *c = NULL;
     if (net == 0)
-      SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 3));
+      SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 4));
     else if (net == 1)
       SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 8, 8, cnn, 5));
     else
@@ -612,7 +613,7 @@ static void test_kernels_shapes(void **state) {
       setenv("SC_ISA", isas[is], 1);    /* (read when a chain is created) */
       sc_chain_destroy(c);
       if (net == 0)
-        SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 3));
+        SC_OK_OR_FAIL(sc_chain_create(&c, 64, mlp, 4));
       else if (net == 1)
         SC_OK_OR_FAIL(sc_chain_create_image(&c, 1, 8, 8, cnn, 5));
       else

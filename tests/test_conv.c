@@ -84,7 +84,8 @@
 #define ISA_FLOOR 0.1
 #define ISA_MARGIN 1e-4
 
-static const sc_act ACTS[6] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+#define NACT 7 /* every activation */
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
 
 /* ================================================================ networks, shapes */
 #define MAXL 10
@@ -435,7 +436,7 @@ static void test_forward_reference(void **state) {
           size_t C = CH[i % 3], H = 5 + i % 5, W = 5 + (i * 3 + 2) % 5, K = KOUT[i % 4];
           if (H + 2 * ph < kh || W + 2 * pw < kw) continue;
           net n = mk_net(C, H, W);
-          sc_layer conv = sc_conv2d_ex(kh, kw, K, ACTS[i % 6], STR[si][0], STR[si][1], ph, pw);
+          sc_layer conv = sc_conv2d_ex(kh, kw, K, ACTS[i % NACT], STR[si][0], STR[si][1], ph, pw);
           add(&n, (i & 1) ? nobias(conv) : conv);
           lshape s[MAXL];
           net_shapes(&n, s);
@@ -646,7 +647,7 @@ static void test_fd_conv(void **state) {
   int nisa = tu_isas(isas);
   fdstats st = {0, 0, 0, 0};
   for (int is = 0; is < nisa; is++)
-    for (size_t a = 0; a < 6; a++)
+    for (size_t a = 0; a < NACT; a++)
       for (int bias = 0; bias < 2; bias++) {
         size_t i = a * 2 + (size_t)bias;
         const convcfg *q = &FD_CONV[(i + (size_t)is) % 6];

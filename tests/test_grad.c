@@ -44,7 +44,8 @@
 #define KINK_MARGIN 1e-2
 #define MAX_CHECKS 240 /* parameters (and inputs) checked per case, at most, roughly */
 
-static const sc_act ACTS[6] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+#define NACT 7 /* every activation */
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
 static const size_t WIDTHS[6] = {1, 3, 7, 16, 17, 33};
 static const size_t BATCHES[5] = {1, 5, 17, 33, 40};
 
@@ -317,7 +318,7 @@ static void run_loss(sc_loss loss) {
   assert_true(nisa >= 1);
   double worst[2] = {0, 0};
   for (int is = 0; is < nisa; is++)
-    for (size_t a = 0; a < 6; a++) {
+    for (size_t a = 0; a < NACT; a++) {
       size_t i = a * 3 + (size_t)loss + (size_t)is;
       netdef n = case_net(i, ACTS[a], loss);
       check_valgrad(isas[is], &n, loss, BATCHES[(a + (size_t)loss + (size_t)is) % 5], 1000 + i,
@@ -350,7 +351,7 @@ static void test_valgrad_small_chain_all_acts(void **state) {
   int nisa = tu_isas(isas);
   double worst[2] = {0, 0};
   for (int is = 0; is < nisa; is++)
-    for (size_t a = 0; a < 6; a++)
+    for (size_t a = 0; a < NACT; a++)
       for (int bias = 0; bias < 2; bias++) {
         netdef n;
         memset(&n, 0, sizeof n);
@@ -373,12 +374,12 @@ static void test_valgrad_single_layer(void **state) {
   int nisa = tu_isas(isas);
   double worst[2] = {0, 0};
   for (int is = 0; is < nisa; is++)
-    for (size_t a = 0; a < 6; a++) {
+    for (size_t a = 0; a < NACT; a++) {
       netdef n;
       memset(&n, 0, sizeof n);
       n.in = WIDTHS[(a + 1) % 6];
       n.nl = 1;
-      n.L[0] = (a & 1) ? sc_dense_nobias(WIDTHS[a], ACTS[a]) : sc_dense(WIDTHS[a], ACTS[a]);
+      n.L[0] = (a & 1) ? sc_dense_nobias(WIDTHS[a % 6], ACTS[a]) : sc_dense(WIDTHS[a % 6], ACTS[a]);
       check_valgrad(isas[is], &n, a % 2 ? SC_LOSS_ABSOLUTE : SC_LOSS_SQUARED, BATCHES[(a + 2) % 5],
                     500 + a, worst);
     }
@@ -488,7 +489,7 @@ static void test_pullback_fd(void **state) {
   int nisa = tu_isas(isas);
   double worst[2] = {0, 0};
   for (int is = 0; is < nisa; is++)
-    for (size_t a = 0; a < 6; a++) {
+    for (size_t a = 0; a < NACT; a++) {
       /* 3 -> 7 act -> 5 act -> 2 act, and a wider variant */
       netdef n;
       memset(&n, 0, sizeof n);
@@ -504,7 +505,7 @@ static void test_pullback_fd(void **state) {
       w.in = WIDTHS[(a + 3) % 6];
       w.nl = 2;
       w.L[0] = sc_dense_nobias(WIDTHS[(a + 5) % 6], ACTS[a]);
-      w.L[1] = sc_dense(WIDTHS[(a + 1) % 6], ACTS[(a + 2) % 6]);
+      w.L[1] = sc_dense(WIDTHS[(a + 1) % 6], ACTS[(a + 2) % NACT]);
       check_pullback(isas[is], &w, BATCHES[(a + 3) % 5] + 30, 400 + a, worst);
     }
   print_message("  pullback: worst FD error: relative %.3g, absolute %.3g\n", worst[0], worst[1]);

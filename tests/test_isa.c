@@ -23,7 +23,8 @@
 #define ISA_RTOL 1e-4
 #define ISA_FLOOR 0.1
 
-static const sc_act ACTS[6] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+#define NACT 7 /* every activation */
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
 static const size_t SIZES[7] = {1, 3, 7, 16, 17, 33, 100};
 
 typedef struct netdef {
@@ -173,13 +174,13 @@ static void test_sizes_grid(void **state) {
     for (size_t j = 0; j < 7; j++) {
       netdef n = net_of(SIZES[i], 3);
       size_t out = SIZES[(i + j + 1) % 7];
-      n.L[0] = sc_dense(SIZES[j], ACTS[(i + j) % 6]);
-      n.L[1] = (i + j) % 2 ? sc_dense_nobias(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % 6])
-                           : sc_dense(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % 6]);
+      n.L[0] = sc_dense(SIZES[j], ACTS[(i + j) % NACT]);
+      n.L[1] = (i + j) % 2 ? sc_dense_nobias(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % NACT])
+                           : sc_dense(SIZES[(2 * i + j) % 7], ACTS[(i + 2 * j + 1) % NACT]);
       sc_loss loss = (sc_loss)(SC_LOSS_SQUARED + (int)((i + 2 * j) % 3));
       if (loss == SC_LOSS_LOGIT_CROSSENTROPY && out < 2) out = 3;
       n.L[2] = loss == SC_LOSS_LOGIT_CROSSENTROPY ? sc_dense(out, SC_IDENTITY)
-                                                  : sc_dense(out, ACTS[(i + 3 * j + 2) % 6]);
+                                                  : sc_dense(out, ACTS[(i + 3 * j + 2) % NACT]);
       compare_all_isas(&n, loss, SIZES[(3 * i + j) % 7], 100 * i + j + 1, &ds);
     }
   print_message(
@@ -194,7 +195,7 @@ static void test_acts_batches(void **state) {
   (void)state;
   static const size_t BATCHES[8] = {1, 3, 7, 16, 17, 33, 100, 257};
   diffstats ds = {0, 0};
-  for (size_t a = 0; a < 6; a++)
+  for (size_t a = 0; a < NACT; a++)
     for (size_t b = 0; b < 8; b++) {
       netdef n = net_of(17, 3);
       n.L[0] = sc_dense(33, ACTS[a]);
@@ -203,7 +204,7 @@ static void test_acts_batches(void **state) {
       n.L[2] = sc_dense(3, loss == SC_LOSS_LOGIT_CROSSENTROPY ? SC_IDENTITY : ACTS[a]);
       compare_all_isas(&n, loss, BATCHES[b], 7000 + 10 * a + b, &ds);
     }
-  for (size_t a = 0; a < 6; a++) {
+  for (size_t a = 0; a < NACT; a++) {
     netdef n = net_of(100, 2);
     n.L[0] = sc_dense(100, ACTS[a]);
     n.L[1] = sc_dense(7, SC_IDENTITY);

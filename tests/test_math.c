@@ -43,8 +43,13 @@
  *             |x| e^-88.7).
  *             The double reference is written as x / (1 + exp(-2u)), the same
  *             function; 0.5 x (1 + tanh(u)) in double would round to -0 in the tail.
+ *   silu      |y - r| <= 1e-6 |r| + 1e-36: x / (1 + exp(-x)) is expf, an add and a divide
+ *             (each <= 1 ULP; the condition number of 1 / (1 + e) in e is 1 - sigmoid(x)
+ *             <= 1, so exp's error is not amplified); results below 1e-36 may flush to -0
+ *             (expf overflows for x < -88.7, where |silu(x)| < 2.8e-37).
  * Ranges and signs (exact): tanh in [-1, 1] and odd, sigmoid in [0, 1], softplus >=
- * max(x, 0), gelu(x) <= 0 for x <= 0 and in [0, x] for x >= 0; limits for huge |x|.
+ * max(x, 0), gelu(x) and silu(x) <= 0 for x <= 0 and in [0, x] for x >= 0; limits for huge
+ * |x|.
  * Derivatives: see check_derivative.
  * NaN and Inf inputs cannot reach an activation: sc_forward rejects them with
  * SC_ERR_NONFINITE, which is tested instead.
@@ -71,6 +76,8 @@ static double ref_gelu(double x) {
   const double k0 = sqrt(2 / 3.14159265358979323846), k1 = 0.044715;
   return x / (1 + exp(-2 * k0 * (x + k1 * x * x * x)));
 }
+
+static double ref_silu(double x) { return x / (1 + exp(-x)); }
 
 static double ulp_at(double r) {
   r = fabs(r);
@@ -312,6 +319,10 @@ static double bound_gelu(double x, double r) {
   double t = 2 * u_of(x), cond = fabs(t) / (1 + exp(t)); /* |2u| (1 - sigmoid(2u)) */
   return (1e-6 + 0x1p-21 * cond) * fabs(r) + 1e-37;
 }
+static double bound_silu(double x, double r) {
+  (void)x;
+  return 1e-6 * fabs(r) + 1e-36;
+}
 
 /* max over the sweep of |y - r| / bound(x, r), must be <= 1 */
 static void check_act(sc_act act, const char *name, ref_fn ref, bound_fn bound) {
@@ -361,10 +372,15 @@ static void test_gelu(void **state) {
   (void)state;
   check_act(SC_GELU, "gelu", ref_gelu, bound_gelu);
 }
+static void test_silu(void **state) {
+  (void)state;
+  check_act(SC_SILU, "silu", ref_silu, bound_silu);
+}
 
 /* Limits for huge |x| and the sign / range facts that every float implementation of
  * these functions keeps: sigmoid in [0, 1], softplus >= max(x, 0), gelu(x) <= 0 for
- * x <= 0 and 0 <= gelu(x) <= x for x >= 0 (since 0 <= (1 + tanh) / 2 <= 1). Results
+ * x <= 0 and 0 <= gelu(x) <= x for x >= 0 (since 0 <= (1 + tanh) / 2 <= 1), and silu the
+ * same (x times a sigmoid); silu(big) = big exactly (exp(-big) is 0 beside 1). Results
  * whose true value is below FLT_MIN may be flushed to 0. Every violation is printed. */
 static const float BIG[] = {100.0f, 1e6f, 1e20f, FLT_MAX};
 enum { NBIG = sizeof BIG / sizeof *BIG };
@@ -384,7 +400,7 @@ static void check_range(sc_act act, const char *name) {
     ev_run(&ev, BIG, yp, NBIG);
     ev_run(&ev, neg, ym, NBIG);
     for (int i = 0; i < NBIG; i++) {
-      /* act(+big) = 1 (sigmoid) or big (softplus, gelu; gelu within 4 ULP); act(-big)
+      /* act(+big) = 1 (sigmoid) or big (softplus, gelu, silu; gelu within 4 ULP); act(-big)
        * in [-FLT_MIN, FLT_MIN] (the true values are below 4e-44 in magnitude) */
       float want = act == SC_SIGMOID ? 1.0f : BIG[i];
       int okp = act == SC_GELU ? fabs((double)yp[i] - want) <= 0x1p-21 * want : yp[i] == want;
@@ -432,11 +448,15 @@ static void test_gelu_range(void **state) {
   (void)state;
   check_range(SC_GELU, "gelu");
 }
-
-/* gelu for large negative x: the true value is -0 in float (|gelu(x)| < 1e-30 for
- * x <= -10); an absolute error of 1e-6 is allowed. Every violation is printed. */
-static void test_gelu_negative_tail(void **state) {
+static void test_silu_range(void **state) {
   (void)state;
+  check_range(SC_SILU, "silu");
+}
+
+/* gelu and silu for large negative x: the true values are -0 in float, or nearly (|gelu(x)| <
+ * 1e-30 for x <= -10, |silu(x)| < 5e-4 at -10 and < 8e-42 from -100 on); an absolute error of
+ * tol is allowed. Every violation is printed. */
+static void check_negative_tail(sc_act act, const char *name, double (*ref)(double)) {
   static const float xs[] = {-10.0f, -12.0f, -20.0f, -100.0f, -1e6f, -1e20f, -FLT_MAX};
   enum { NX = sizeof xs / sizeof *xs };
   const char *isas[3];
@@ -445,17 +465,28 @@ static void test_gelu_negative_tail(void **state) {
   for (int is = 0; is < nisa; is++) {
     evaluator ev;
     float y[NX];
-    ev_open(&ev, isas[is], SC_GELU);
+    ev_open(&ev, isas[is], act);
     ev_run(&ev, xs, y, NX);
-    for (int i = 0; i < NX; i++)
-      if (!(fabs((double)y[i]) <= 1e-6)) {
-        print_message("  [%s] gelu(%g) = %.9g, expected -0 (|error| <= 1e-6)\n", isas[is],
-                      (double)xs[i], (double)y[i]);
+    for (int i = 0; i < NX; i++) {
+      double r = ref((double)xs[i]), tol = 1e-6 * fabs(r) + 1e-36;
+      if (act == SC_GELU) r = 0, tol = 1e-6;
+      if (!(fabs((double)y[i] - r) <= tol) || !(y[i] <= 0.0f)) {
+        print_message("  [%s] %s(%g) = %.9g, expected %.9g (|error| <= %.3g, <= 0)\n", isas[is],
+                      name, (double)xs[i], (double)y[i], r, tol);
         bad++;
       }
+    }
     ev_close(&ev);
   }
   assert_int_equal(bad, 0);
+}
+static void test_gelu_negative_tail(void **state) {
+  (void)state;
+  check_negative_tail(SC_GELU, "gelu", ref_gelu);
+}
+static void test_silu_negative_tail(void **state) {
+  (void)state;
+  check_negative_tail(SC_SILU, "silu", ref_silu);
 }
 
 /* Derivatives, as the backward pass computes them: for the 1 -> 1 chain with w = 1,
@@ -470,7 +501,11 @@ static void test_gelu_negative_tail(void **state) {
  *             1e-30, where |2u| (1 - s) is the condition number of exp(-2u) as for
  *             the values. Derivatives below 1e-30 (x < -9.5) are only checked in
  *             absolute terms: there the float formula loses s (1 - s) ~ e^-150 to
- *             underflow, which is harmless. The tails must be right: gelu' -> 1 for x >> 0, -> 0
+ *             underflow, which is harmless.
+ *   silu'     r = s + x s (1 - s) with s = sigmoid(x), the two terms cancelling near x = -2.4:
+ *             |d - r| <= 1e-5 T + 1e-30 with T = s + |x s (1 - s)| (exp(-x)'s error is not
+ *             amplified: s and s (1 - s) have condition numbers below 1 in it).
+ * The tails must be right: gelu' and silu' -> 1 for x >> 0, -> 0
  * for x << 0 (a tanh that saturates to 1 - 2^-23 instead of 1 would make x^3 (1 - tanh^2) grow
  * without bound). And the signs: tanh', sigmoid', softplus' >= 0 everywhere. Points: the sweep plus
  * the special values up to |x| = 1e6. Violations are printed (up to 4 per path). */
@@ -490,6 +525,10 @@ static double dref(sc_act act, double x) {
     double s = 1 / (1 + exp(-2 * u_of(x))), sm = 1 / (1 + exp(2 * u_of(x)));
     return s + 2 * x * s * sm * du_of(x);
   }
+  case SC_SILU: {
+    double s = 1 / (1 + exp(-x)), sm = 1 / (1 + exp(x)); /* sm = 1 - s, without cancellation */
+    return s + x * s * sm;
+  }
   default: return NAN;
   }
 }
@@ -501,6 +540,10 @@ static double dbound(sc_act act, double x, double r) {
     double t = 2 * u_of(x), sg = 1 / (1 + exp(-t)), sm = 1 / (1 + exp(t));
     double terms = sg + fabs(2 * x * sg * sm * du_of(x));
     return (1e-5 + 0x1p-21 * fabs(t) * sm) * terms + 1e-30;
+  }
+  case SC_SILU: {
+    double s = 1 / (1 + exp(-x)), sm = 1 / (1 + exp(x));
+    return 1e-5 * (s + fabs(x * s * sm)) + 1e-30;
   }
   default: return 1e-5 * fabs(r) + 0x1p-22;
   }
@@ -531,7 +574,7 @@ static void check_derivative(sc_act act, const char *name) {
     for (size_t i = 0; i < n; i++) {
       double r = dref(act, x[i]), bound = dbound(act, x[i], r);
       double q = fabs((double)d[i] - r) / bound;
-      int sign_ok = act == SC_GELU || d[i] >= 0.0f;
+      int sign_ok = act == SC_GELU || act == SC_SILU || d[i] >= 0.0f;
       if (!(q <= 1) || !sign_ok) {
         if (bad < 4)
           print_message("  [%s] %s'(%.9g) = %.9g, reference %.9g (error %.3g, bound %.3g)\n",
@@ -569,6 +612,10 @@ static void test_softplus_derivative(void **state) {
 static void test_gelu_derivative(void **state) {
   (void)state;
   check_derivative(SC_GELU, "gelu");
+}
+static void test_silu_derivative(void **state) {
+  (void)state;
+  check_derivative(SC_SILU, "silu");
 }
 
 /* NaN and Inf inputs are rejected, naming the sample, before any activation runs */
@@ -656,13 +703,13 @@ static void test_tanh_f64_ulp(void **state) {
 
 static void test_nonfinite_rejected(void **state) {
   (void)state;
-  static const sc_act acts[4] = {SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+  static const sc_act acts[5] = {SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
   const char *isas[3];
   int nisa = tu_isas(isas);
   const float bad[3] = {NAN, INFINITY, -INFINITY};
   static const char *bad_word[3] = {"NaN", "Inf", "Inf"};
   for (int is = 0; is < nisa; is++)
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < 5; a++) {
       evaluator ev;
       ev_open(&ev, isas[is], acts[a]);
       float x[37], y[37];
@@ -696,11 +743,15 @@ int main(void) {
       cmocka_unit_test(test_softplus_range),
       cmocka_unit_test(test_gelu_range),
       cmocka_unit_test(test_gelu_negative_tail),
+      cmocka_unit_test(test_silu),
+      cmocka_unit_test(test_silu_range),
+      cmocka_unit_test(test_silu_negative_tail),
       cmocka_unit_test(test_tanh_derivative),
       cmocka_unit_test(test_tanh_f64_ulp),
       cmocka_unit_test(test_sigmoid_derivative),
       cmocka_unit_test(test_softplus_derivative),
       cmocka_unit_test(test_gelu_derivative),
+      cmocka_unit_test(test_silu_derivative),
       cmocka_unit_test(test_nonfinite_rejected),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

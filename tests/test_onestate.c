@@ -94,7 +94,8 @@
 #define THREAD_ITERS 10000
 #define MAX_FD 400 /* components of u (and of p) checked by finite differences, roughly */
 
-static const sc_act ACTS[6] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU};
+#define NACT 7 /* every activation */
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
 
 /* ================================================================ cases */
 #define MAXL 8
@@ -140,7 +141,7 @@ static size_t layer_cases(int group, ocase *out, size_t cap) {
   char nm[160];
   if (group == 0) {
     /* dense: 5 -> 17 act -> 3 act, with and without bias, every activation */
-    for (int a = 0; a < 6; a++)
+    for (int a = 0; a < NACT; a++)
       for (int b = 0; b < 2; b++) {
         snprintf(nm, sizeof nm, "5 -> dense 17 %s -> dense 3 %s%s", sc_act_name(ACTS[a]),
                  sc_act_name(ACTS[a]), b ? "" : " (no bias)");
@@ -190,7 +191,7 @@ static size_t layer_cases(int group, ocase *out, size_t cap) {
       out[n++] = o;
     }
     /* single dense layer */
-    for (int a = 0; a < 6; a++) {
+    for (int a = 0; a < NACT; a++) {
       snprintf(nm, sizeof nm, "9 -> dense 4 %s%s", sc_act_name(ACTS[a]), a & 1 ? " (no bias)" : "");
       ocase o = oc_new(nm, 9, 0, 0);
       oc_add(&o, a & 1 ? sc_dense_nobias(4, ACTS[a]) : sc_dense(4, ACTS[a]));
@@ -218,7 +219,7 @@ static size_t layer_cases(int group, ocase *out, size_t cap) {
         {1, 5, 5, 3, 3, 33, 2, 1, 0, 1, 0}, /* K33 no bias, stride 2x1, padding 0x1 */
     };
     for (size_t i = 0; i < sizeof CV / sizeof CV[0]; i++)
-      for (int a = 0; a < 6; a++) {
+      for (int a = 0; a < NACT; a++) {
         if ((size_t)a % 2 != i % 2 && i > 1) /* every activation for the first two */
           continue;
         snprintf(nm, sizeof nm, "%zux%zux%zu -> conv %zux%zu K%zu s%zux%zu p%zux%zu %s%s", CV[i].c,
@@ -815,15 +816,15 @@ static void test_dense(void **state) {
   (void)state;
   ocase cs[32];
   size_t k = layer_cases(0, cs, 32);
-  assert_int_equal(k, 21);
+  assert_int_equal(k, 24);
   run_cases(cs, k, 100, "dense");
 }
 
 static void test_conv(void **state) {
   (void)state;
-  ocase cs[40];
-  size_t k = layer_cases(1, cs, 40);
-  assert_int_equal(k, 37);
+  ocase cs[48];
+  size_t k = layer_cases(1, cs, 48);
+  assert_int_equal(k, 43);
   run_cases(cs, k, 200, "conv2d");
 }
 

@@ -119,6 +119,7 @@ static inline double tu_ref_act(sc_act a, double z) {
     const double k0 = sqrt(2 / 3.14159265358979323846), k1 = 0.044715;
     return 0.5 * z * (1 + tanh(k0 * (z + k1 * z * z * z)));
   }
+  case SC_SILU: return z / (1 + exp(-z));
   }
   return NAN;
 }
