@@ -281,7 +281,7 @@ demo:
 # flags, the ymm kernel with AVX2 flags, main with the baseline flags; it checks the CPU
 # before calling either kernel).
 # toy2x2 from the two drop-in files alone, exactly as the README gives the build (no kernels/,
-# no make flags): make bench's isa section times it against PyTorch at 1 thread (issue 13)
+# no make flags): make bench's isa section times it against PyTorch at 1 thread
 $(BUILD)/toy2x2-portable: examples/toy2x2.c examples/toy_data.h examples/example_util.h simplechain.c simplechain.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O2 -I. examples/toy2x2.c simplechain.c -o $@ -lm -pthread

@@ -946,50 +946,47 @@ SC__INT void sc__valgrad_own_f64(const sc_chain *chain, sc_loss loss, const doub
                                  size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                  size_t *lo, size_t *hi, double *slice_loss);
 
-/* src/compute.c: the typed bodies of the public compute calls (src/api.c; fn names the caller) */
-SC__INT sc_status sc__forward_f32(const char *fn, const sc_chain *chain, const float *p,
-                                  const float *x, size_t batch, float *y, sc_workspace *ws);
-SC__INT sc_status sc__forward_f64(const char *fn, const sc_chain *chain, const double *p,
-                                  const double *x, size_t batch, double *y, sc_workspace *ws);
-SC__INT sc_status sc__valgrad_f32(const char *fn, const sc_chain *chain, sc_loss loss,
-                                  const float *p, const float *x, const void *target, size_t batch,
-                                  float *lossv, float *g, float *gx, sc_workspace *ws);
-SC__INT sc_status sc__valgrad_f64(const char *fn, const sc_chain *chain, sc_loss loss,
-                                  const double *p, const double *x, const void *target,
-                                  size_t batch, double *lossv, double *g, double *gx,
-                                  sc_workspace *ws);
-SC__INT sc_status sc__loss_value_f32(const char *fn, const sc_chain *chain, sc_loss loss,
-                                     const float *p, const float *x, const void *target,
-                                     size_t batch, float *lossv, sc_workspace *ws);
-SC__INT sc_status sc__loss_value_f64(const char *fn, const sc_chain *chain, sc_loss loss,
-                                     const double *p, const double *x, const void *target,
-                                     size_t batch, double *lossv, sc_workspace *ws);
-SC__INT sc_status sc__evaluate_f32(const char *fn, const sc_chain *chain, const float *p,
-                                   const float *x, const int32_t *labels, size_t n, double *loss,
-                                   double *accuracy, sc_workspace *ws);
-SC__INT sc_status sc__evaluate_f64(const char *fn, const sc_chain *chain, const double *p,
-                                   const double *x, const int32_t *labels, size_t n, double *loss,
-                                   double *accuracy, sc_workspace *ws);
-SC__INT sc_status sc__pullback_f32(const char *fn, const sc_chain *chain, const float *p,
-                                   const float *x, const float *dy, size_t batch, float *g,
-                                   float *gx, sc_workspace *ws);
-SC__INT sc_status sc__pullback_f64(const char *fn, const sc_chain *chain, const double *p,
-                                   const double *x, const double *dy, size_t batch, double *g,
-                                   double *gx, sc_workspace *ws);
-SC__INT sc_status sc__apply_f32(const char *fn, const sc_chain *chain, const float *p,
-                                const float *u, float *y, sc_workspace *ws);
-SC__INT sc_status sc__apply_f64(const char *fn, const sc_chain *chain, const double *p,
-                                const double *u, double *y, sc_workspace *ws);
-SC__INT sc_status sc__vjp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
-                              const float *v, float *y, float *du, float *dp, sc_workspace *ws);
-SC__INT sc_status sc__vjp_f64(const char *fn, const sc_chain *chain, const double *p,
-                              const double *u, const double *v, double *y, double *du, double *dp,
-                              sc_workspace *ws);
-SC__INT sc_status sc__jvp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
-                              const float *w, float *y, float *jw, sc_workspace *ws);
-SC__INT sc_status sc__jvp_f64(const char *fn, const sc_chain *chain, const double *p,
-                              const double *u, const double *w, double *y, double *jw,
-                              sc_workspace *ws);
+/* src/compute.c: the typed bodies of the public compute calls (src/api.c: the same parameters) */
+SC__INT sc_status sc__forward_f32(const sc_chain *chain, const float *p, const float *x,
+                                  size_t batch, float *y, sc_workspace *ws);
+SC__INT sc_status sc__forward_f64(const sc_chain *chain, const double *p, const double *x,
+                                  size_t batch, double *y, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                  const float *x, const void *target, size_t batch, float *lossv,
+                                  float *g, float *gx, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                  const double *x, const void *target, size_t batch, double *lossv,
+                                  double *g, double *gx, sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                     const float *x, const void *target, size_t batch, float *lossv,
+                                     sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                     const double *x, const void *target, size_t batch,
+                                     double *lossv, sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f32(const sc_chain *chain, const float *p, const float *x,
+                                   const int32_t *labels, size_t n, double *loss, double *accuracy,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f64(const sc_chain *chain, const double *p, const double *x,
+                                   const int32_t *labels, size_t n, double *loss, double *accuracy,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__pullback_f32(const sc_chain *chain, const float *p, const float *x,
+                                   const float *dy, size_t batch, float *g, float *gx,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__pullback_f64(const sc_chain *chain, const double *p, const double *x,
+                                   const double *dy, size_t batch, double *g, double *gx,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__apply_f32(const sc_chain *chain, const float *p, const float *u, float *y,
+                                sc_workspace *ws);
+SC__INT sc_status sc__apply_f64(const sc_chain *chain, const double *p, const double *u, double *y,
+                                sc_workspace *ws);
+SC__INT sc_status sc__vjp_f32(const sc_chain *chain, const float *p, const float *u, const float *v,
+                              float *y, float *du, float *dp, sc_workspace *ws);
+SC__INT sc_status sc__vjp_f64(const sc_chain *chain, const double *p, const double *u,
+                              const double *v, double *y, double *du, double *dp, sc_workspace *ws);
+SC__INT sc_status sc__jvp_f32(const sc_chain *chain, const float *p, const float *u, const float *w,
+                              float *y, float *jw, sc_workspace *ws);
+SC__INT sc_status sc__jvp_f64(const sc_chain *chain, const double *p, const double *u,
+                              const double *w, double *y, double *jw, sc_workspace *ws);
 
 /* src/optim.c: an optimizer's state, its plan, and sc_train's float ADAM step on the threads */
 struct sc_optimizer {
@@ -4327,7 +4324,7 @@ static int sc__cpu_bf16(void) {
  * forward always. A conv layer is a GEMM on its taps packed per output row (im2col): each
  * packed pair feeds 2 K multiply-adds, so the packing costs the more, the fewer channels K, and
  * dW's packing (a transpose) the most. Measured on an AMD Zen 4 with AVX512_BF16 (LeNet5,
- * Fashion-MNIST, 12,800 images, batch 64, 1 thread; bench/RESULTS.md, session 16): the first
+ * Fashion-MNIST, 12,800 images, batch 64, 1 thread, 2026-11-23): the first
  * conv (K = 6) took 26.3 ms forward and 35.4 ms backward in float on rounded operands, 21.9
  * and 46.5 ms on the im2col GEMM, and 26.5 ms backward in the dot form. Below K, without the
  * dot form, the float kernels run the pullback, on the same bf16 operands (products exact in
@@ -4582,7 +4579,7 @@ float sc_float_from_bf16(uint16_t b) { return sc__fof((uint32_t)b << 16); }
  * two tiles (tmm0, 1), k in steps of 16 pairs: A in tmm2, B in tmm3 and 4; the last k-step of
  * fewer than 16 pairs in tmm5 (A), tmm6 and 7 (B). The tiles are configured to the block's own
  * shape (rows of C at M's edge, columns at N's, pairs at K's), so an edge is read and written in
- * place, never through a padded copy: measured on an Intel Xeon with AMX (session 17,
+ * place, never through a padded copy: measured on an Intel Xeon with AMX (2026-11-24,
  * bench/bf16_gemm.c), a zero-padded copy before a tile load made LeNet5's GEMMs 2.5 to 10 times
  * slower than the same work in whole tiles. A call loads a configuration for each block shape
  * it meets (at most four: the inner blocks, M's edge, N's edge, the corner) and releases the
@@ -4708,7 +4705,7 @@ static inline void sc__amx_setcfg(sc__amx_cfg *c, unsigned mr, unsigned nc0, uns
  * kernel with. Each step is an FMA (sc__bf16_fma: fmaf, one rounding): the product of two bf16 is
  * exact in float unless it overflows (or underflows), and there a product rounded first differs:
  * -3e38 + 3e38 x 2 is 3e38 on an AMD Zen 5's VDPBF16PS and by fmaf, infinite with the product
- * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (until session 38 the model rounded
+ * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (before a052706, 2026-11-29, the model rounded
  * each product, and a compiler contracting a * b + c into an FMA, as clang may, gave the other). */
 static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
 static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
@@ -5428,8 +5425,8 @@ SC__INT void sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf
  * relu, the maximum is <= 0 (its relu pullback is 0). The conv's output is then never stored
  * whole (442 KB a tile in LeNet5), the pool's forward pass is skipped and its pullback reads the
  * hits (sc__bf16_dz_pool_hits_native): the same bits. The hits are made by masked moves in
- * vector registers (until session 36 four 16-bit masks per window, made in general registers);
- * with relu since session 38 in 16-bit lanes, a window's 32 lanes at once
+ * vector registers (before 0d10ef4 four 16-bit masks per window, made in general registers);
+ * with relu since 9eb1bcd in 16-bit lanes, a window's 32 lanes at once
  * (sc__bf16_pool_hits32: LeNet5 bf16's conv1 forward 37.4 -> 33.5 ms an epoch, conv2's 38.8 ->
  * 37.7, Zen 5, 1 thread, 2 alternating pairs; the same bits).
  * With relu the GEMM's epilogue adds the bias alone (sc__bf16_ep's relu and round 0: s2 holds
@@ -5439,7 +5436,7 @@ SC__INT void sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf
  * float rounding to r (r's bits - 0x8000, + 1 where r's last bf16 bit is odd: ties to even; at
  * least FLT_MIN, VCVTNEPS2BF16 taking denormals to 0; a NaN where r is one, which no compare
  * passes), which are the positions whose rounded value equals r: the same hits. Both changes
- * (session 36, Zen 5, 1 thread, Fashion-MNIST): LeNet5 bf16's conv1 forward 45.7 -> 39.3 ms an
+ * (Zen 5, 2026-11-28, 1 thread, Fashion-MNIST): LeNet5 bf16's conv1 forward 45.7 -> 39.3 ms an
  * epoch, conv2's 43.0 -> 40.7; one tile of conv1 alone, operands hot: 18.9 -> 16.0 us. */
 #define SC__POOL_HITS(k, PH, q, PW, wc, h) /* the window's 16 lanes' bytes */                      \
   (((((k) * (PH) + (q)) * (PW) + (wc)) * (SC__TW / 16) + (size_t)(h)) * 16)
@@ -5680,7 +5677,7 @@ SC__INT void sc__bf16_wd_native(uint32_t *restrict wd, const float *restrict W, 
 
 /* the AMX GEMM itself (SC_BF16_KERNELS=amx, on a CPU with AMX-BF16); written from Intel's
  * documentation, checked through its model (src/bf16_model.c) and run on an Intel Emerald Rapids
- * (session 17) */
+ * (2026-11-24) */
 #define SC__TH_CFG(c) _tile_loadconfig(c)
 #define SC__TH_ZERO(t) _tile_zero(t)
 #define SC__TH_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))
@@ -5952,7 +5949,7 @@ static inline float SC__TN(sc__tanh)(float x) {
  * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
  * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
  * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
- * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * replaced Taylor polynomials of degree 12 and 13 (2026-11-23): 2.54 -> 2.16 ns per element,
  * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
  * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
  * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
@@ -6096,6 +6093,45 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
+ * one-state path inlines, grow by a call only */
+#if defined(__GNUC__)
+#define SC__ACT_NOINLINE __attribute__((noinline))
+#else
+#define SC__ACT_NOINLINE
+#endif
+static SC__ACT_NOINLINE void SC__TN(sc__silu_n)(SC__T *restrict a, const SC__T *restrict z,
+                                                size_t n) {
+  /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+  for (size_t t = 0; t < n; t++) a[t] = -z[t];
+  SC__TT(sc__sleef_exp)(a, a, n);
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+}
+#define SC__ACT_CHUNK 64
+static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T *restrict z,
+                                                  size_t n) {
+  /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+  for (size_t k = 0; k < n; k += SC__ACT_CHUNK) {
+    size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+    SC__T e[SC__ACT_CHUNK];
+    for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+    SC__TT(sc__sleef_exp)(e, e, m);
+#else
+    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+    for (j = 0; j < m; j++) {
+      SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+      SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+      d[k + j] *= sg + (w == 0 ? 0 : v * w);
+    }
+  }
+}
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
                                      size_t n, sc_act act) {
@@ -6143,15 +6179,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
-  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
-#ifdef SC__SLEEF
-    for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TT(sc__sleef_exp)(a, a, n);
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
-#else
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
-#endif
-    break;
+  case SC_SILU: SC__TN(sc__silu_n)(a, z, n); break;
   }
 }
 
@@ -6164,8 +6192,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 /* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
- * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
-#define SC__ACT_CHUNK 64
+ * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -6215,23 +6242,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       }
     }
     break;
-  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
-    for (k = 0; k < n; k += SC__ACT_CHUNK) {
-      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
-      SC__T e[SC__ACT_CHUNK];
-      for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
-      for (j = 0; j < m; j++) {
-        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
-        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-        d[k + j] *= sg + (w == 0 ? 0 : v * w);
-      }
-    }
-    break;
+  case SC_SILU: SC__TN(sc__silu_bwd)(d, z, n); break;
   }
 }
 
@@ -6681,8 +6692,8 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
     /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
      * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
-     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
-     * session 26). Per sample the same operations in the same order as one sample at a time
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (AVX-512 Zen 4,
+     * 2026-11-24). Per sample the same operations in the same order as one sample at a time
      * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
      * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
@@ -7468,7 +7479,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       /* each output's NV vectors added in order into one, stored in place as vector o (below
        * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
        * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
-       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+       * adds a slice), took the toy 0.5-0.9 % longer (Zen 4, 2026-11-24). */
       for (size_t o = 0; o < P->oc; o++) {
         sc_vf v = V_ROW(bl + o * SC__TW, 0);
         for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
@@ -7584,7 +7595,7 @@ static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s,
  * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
  * each output took its taps one by one with two bounds checks each: every output gets the
  * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
- * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+ * 3.5-4.5x faster (204-234 -> 51-58 us on a Zen 5 at 2baeba0, 2026-11-24) */
 static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
                                  const SC__T *restrict b, const SC__T *restrict in,
                                  const sc__lplan *P) {
@@ -7984,6 +7995,14 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
  * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
  * per element type in src/compute.c. */
 
+/* the public name of a typed body (src/api.c's wrapper has the same parameters, so that it
+ * compiles to a jump), for its messages: "sc_valgrad: ...", "sc_valgrad_f64: ..." */
+#if SC__F32
+#define SC__PUBNAME(name) #name
+#else
+#define SC__PUBNAME(name) #name "_f64"
+#endif
+
 SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
                                            const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
@@ -8154,7 +8173,7 @@ typedef struct {
  * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
  * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
  * run and 27 in ADAM; with the units aligned, 32 and 17, the epoch 6 % faster (with the vCPUs 80
- * ns apart: no change; bench/RESULTS.md, session 32). */
+ * ns apart: no change; Zen 5, 2026-11-28). */
 static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
   const sc__bfp_job *B = arg;
   const sc_chain *c = B->ws->chain;
@@ -8240,7 +8259,7 @@ static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, d
                     &J->slice_hi);
   }
   /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
-   * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
+   * one thread can do costs more than it gives (batch 32 on 2 threads was 2-3x
    * slower than on 1); the slice's work is the same whichever thread does it */
   if (J->slice_hi - J->slice_lo == 1)
     SC__TN(sc__task)(J, 0, 1);
@@ -8284,7 +8303,7 @@ static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_work
  * few matrix-vector products) instead of a tile of SC__TW samples, most of them padding: at
  * batch 1 a forward of 784 -> 128 -> 64 -> 10 relu took 66.5 us as a tile and 8.3 us as one
  * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
- * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
+ * measured 2026-11-24). Per sample the tile costs the same from 1 to 32 samples and
  * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
  * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (a LeNet5 forward on one
  * state takes 51-58 us, a whole tile 86: the one-state conv would win at batch 1 alone), fp32
@@ -8369,8 +8388,9 @@ static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T 
   if (lossv) *lossv = l / (double)batch;
 }
 
-SC__INT sc_status SC__TN(sc__forward)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                      const SC__T *x, size_t batch, SC__T *y, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__forward)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                      size_t batch, SC__T *y, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_forward);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
@@ -8468,15 +8488,15 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
-SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_loss loss,
-                                      const SC__T *p, const SC__T *x, const void *target,
-                                      size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
-                                      sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                      const SC__T *x, const void *target, size_t batch,
+                                      SC__T *lossv, SC__T *g, SC__T *gx, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_valgrad);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
-   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
+   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, 2026-11-25), not up front,
    * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
    * either way an error names the first such element and nothing is written */
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
@@ -8494,9 +8514,10 @@ SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, sc_loss loss,
-                                         const SC__T *p, const SC__T *x, const void *target,
-                                         size_t batch, SC__T *lossv, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                         const SC__T *x, const void *target, size_t batch,
+                                         SC__T *lossv, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_loss_value);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!lossv) return sc__fail(SC_ERR_NULL, fn, "argument 'lossv' is NULL");
@@ -8515,9 +8536,10 @@ SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, 
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                       const SC__T *x, const int32_t *labels, size_t n,
-                                       double *loss, double *accuracy, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                       const int32_t *labels, size_t n, double *loss,
+                                       double *accuracy, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_evaluate);
   sc_status st = sc__compute_check(fn, chain, p, x, 1, ws);
   if (st) return st;
   if (!labels) return sc__fail(SC_ERR_NULL, fn, "argument 'labels' is NULL");
@@ -8546,9 +8568,10 @@ SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, co
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__pullback)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                       const SC__T *x, const SC__T *dy, size_t batch, SC__T *g,
-                                       SC__T *gx, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                       const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
+                                       sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_pullback);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!dy) return sc__fail(SC_ERR_NULL, fn, "argument 'dy' is NULL");
@@ -8589,8 +8612,9 @@ static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC_
   kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
 }
 
-SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                    const SC__T *u, SC__T *y, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
+                                    sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_apply);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
@@ -8598,9 +8622,10 @@ SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                  const SC__T *u, const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
+SC__INT sc_status SC__TN(sc__vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                  const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
                                   sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_vjp);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!v) return sc__fail(SC_ERR_NULL, fn, "argument 'v' is NULL");
@@ -8609,9 +8634,9 @@ SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const S
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                  const SC__T *u, const SC__T *w, SC__T *y, SC__T *jw,
-                                  sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                  const SC__T *w, SC__T *y, SC__T *jw, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_jvp);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!w) return sc__fail(SC_ERR_NULL, fn, "argument 'w' is NULL");
@@ -8620,6 +8645,7 @@ SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const S
   SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
   return SC_OK;
 }
+#undef SC__PUBNAME
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
  * that the next one (the other element type, another kernel set) starts clean. */
 #undef SC__K_FWD
@@ -8769,7 +8795,7 @@ static inline float SC__TN(sc__tanh)(float x) {
  * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
  * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
  * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
- * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * replaced Taylor polynomials of degree 12 and 13 (2026-11-23): 2.54 -> 2.16 ns per element,
  * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
  * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
  * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
@@ -8913,6 +8939,45 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
+ * one-state path inlines, grow by a call only */
+#if defined(__GNUC__)
+#define SC__ACT_NOINLINE __attribute__((noinline))
+#else
+#define SC__ACT_NOINLINE
+#endif
+static SC__ACT_NOINLINE void SC__TN(sc__silu_n)(SC__T *restrict a, const SC__T *restrict z,
+                                                size_t n) {
+  /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+  for (size_t t = 0; t < n; t++) a[t] = -z[t];
+  SC__TT(sc__sleef_exp)(a, a, n);
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+}
+#define SC__ACT_CHUNK 64
+static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T *restrict z,
+                                                  size_t n) {
+  /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+  for (size_t k = 0; k < n; k += SC__ACT_CHUNK) {
+    size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+    SC__T e[SC__ACT_CHUNK];
+    for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+    SC__TT(sc__sleef_exp)(e, e, m);
+#else
+    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+    for (j = 0; j < m; j++) {
+      SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+      SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+      d[k + j] *= sg + (w == 0 ? 0 : v * w);
+    }
+  }
+}
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
                                      size_t n, sc_act act) {
@@ -8960,15 +9025,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
-  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
-#ifdef SC__SLEEF
-    for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TT(sc__sleef_exp)(a, a, n);
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
-#else
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
-#endif
-    break;
+  case SC_SILU: SC__TN(sc__silu_n)(a, z, n); break;
   }
 }
 
@@ -8981,8 +9038,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 /* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
- * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
-#define SC__ACT_CHUNK 64
+ * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -9032,23 +9088,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       }
     }
     break;
-  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
-    for (k = 0; k < n; k += SC__ACT_CHUNK) {
-      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
-      SC__T e[SC__ACT_CHUNK];
-      for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
-      for (j = 0; j < m; j++) {
-        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
-        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-        d[k + j] *= sg + (w == 0 ? 0 : v * w);
-      }
-    }
-    break;
+  case SC_SILU: SC__TN(sc__silu_bwd)(d, z, n); break;
   }
 }
 
@@ -9498,8 +9538,8 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
     /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
      * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
-     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
-     * session 26). Per sample the same operations in the same order as one sample at a time
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (AVX-512 Zen 4,
+     * 2026-11-24). Per sample the same operations in the same order as one sample at a time
      * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
      * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
@@ -10285,7 +10325,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       /* each output's NV vectors added in order into one, stored in place as vector o (below
        * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
        * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
-       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+       * adds a slice), took the toy 0.5-0.9 % longer (Zen 4, 2026-11-24). */
       for (size_t o = 0; o < P->oc; o++) {
         sc_vf v = V_ROW(bl + o * SC__TW, 0);
         for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
@@ -10401,7 +10441,7 @@ static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s,
  * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
  * each output took its taps one by one with two bounds checks each: every output gets the
  * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
- * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+ * 3.5-4.5x faster (204-234 -> 51-58 us on a Zen 5 at 2baeba0, 2026-11-24) */
 static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
                                  const SC__T *restrict b, const SC__T *restrict in,
                                  const sc__lplan *P) {
@@ -10801,6 +10841,14 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
  * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
  * per element type in src/compute.c. */
 
+/* the public name of a typed body (src/api.c's wrapper has the same parameters, so that it
+ * compiles to a jump), for its messages: "sc_valgrad: ...", "sc_valgrad_f64: ..." */
+#if SC__F32
+#define SC__PUBNAME(name) #name
+#else
+#define SC__PUBNAME(name) #name "_f64"
+#endif
+
 SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
                                            const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
@@ -10971,7 +11019,7 @@ typedef struct {
  * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
  * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
  * run and 27 in ADAM; with the units aligned, 32 and 17, the epoch 6 % faster (with the vCPUs 80
- * ns apart: no change; bench/RESULTS.md, session 32). */
+ * ns apart: no change; Zen 5, 2026-11-28). */
 static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
   const sc__bfp_job *B = arg;
   const sc_chain *c = B->ws->chain;
@@ -11057,7 +11105,7 @@ static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, d
                     &J->slice_hi);
   }
   /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
-   * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
+   * one thread can do costs more than it gives (batch 32 on 2 threads was 2-3x
    * slower than on 1); the slice's work is the same whichever thread does it */
   if (J->slice_hi - J->slice_lo == 1)
     SC__TN(sc__task)(J, 0, 1);
@@ -11101,7 +11149,7 @@ static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_work
  * few matrix-vector products) instead of a tile of SC__TW samples, most of them padding: at
  * batch 1 a forward of 784 -> 128 -> 64 -> 10 relu took 66.5 us as a tile and 8.3 us as one
  * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
- * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
+ * measured 2026-11-24). Per sample the tile costs the same from 1 to 32 samples and
  * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
  * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (a LeNet5 forward on one
  * state takes 51-58 us, a whole tile 86: the one-state conv would win at batch 1 alone), fp32
@@ -11186,8 +11234,9 @@ static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T 
   if (lossv) *lossv = l / (double)batch;
 }
 
-SC__INT sc_status SC__TN(sc__forward)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                      const SC__T *x, size_t batch, SC__T *y, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__forward)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                      size_t batch, SC__T *y, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_forward);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
@@ -11285,15 +11334,15 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
-SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_loss loss,
-                                      const SC__T *p, const SC__T *x, const void *target,
-                                      size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
-                                      sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                      const SC__T *x, const void *target, size_t batch,
+                                      SC__T *lossv, SC__T *g, SC__T *gx, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_valgrad);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
-   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
+   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, 2026-11-25), not up front,
    * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
    * either way an error names the first such element and nothing is written */
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
@@ -11311,9 +11360,10 @@ SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, sc_loss loss,
-                                         const SC__T *p, const SC__T *x, const void *target,
-                                         size_t batch, SC__T *lossv, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                         const SC__T *x, const void *target, size_t batch,
+                                         SC__T *lossv, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_loss_value);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!lossv) return sc__fail(SC_ERR_NULL, fn, "argument 'lossv' is NULL");
@@ -11332,9 +11382,10 @@ SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, 
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                       const SC__T *x, const int32_t *labels, size_t n,
-                                       double *loss, double *accuracy, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                       const int32_t *labels, size_t n, double *loss,
+                                       double *accuracy, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_evaluate);
   sc_status st = sc__compute_check(fn, chain, p, x, 1, ws);
   if (st) return st;
   if (!labels) return sc__fail(SC_ERR_NULL, fn, "argument 'labels' is NULL");
@@ -11363,9 +11414,10 @@ SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, co
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__pullback)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                       const SC__T *x, const SC__T *dy, size_t batch, SC__T *g,
-                                       SC__T *gx, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                       const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
+                                       sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_pullback);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!dy) return sc__fail(SC_ERR_NULL, fn, "argument 'dy' is NULL");
@@ -11406,8 +11458,9 @@ static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC_
   kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
 }
 
-SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                    const SC__T *u, SC__T *y, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
+                                    sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_apply);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
@@ -11415,9 +11468,10 @@ SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                  const SC__T *u, const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
+SC__INT sc_status SC__TN(sc__vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                  const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
                                   sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_vjp);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!v) return sc__fail(SC_ERR_NULL, fn, "argument 'v' is NULL");
@@ -11426,9 +11480,9 @@ SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const S
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                  const SC__T *u, const SC__T *w, SC__T *y, SC__T *jw,
-                                  sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                  const SC__T *w, SC__T *y, SC__T *jw, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_jvp);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!w) return sc__fail(SC_ERR_NULL, fn, "argument 'w' is NULL");
@@ -11437,6 +11491,7 @@ SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const S
   SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
   return SC_OK;
 }
+#undef SC__PUBNAME
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
  * that the next one (the other element type, another kernel set) starts clean. */
 #undef SC__K_FWD
@@ -11488,74 +11543,75 @@ SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const S
 #undef SC__KSTATIC
 /* src/api.c — the public compute calls, float and double: each one literal definition here
  * (what simplechain.h declares), over the typed body of src/typed/exec.h (src/compute.c) that
- * does the work. The name given reports errors as "sc_valgrad: ...", "sc_valgrad_f64: ...". */
+ * does the work, with the same parameters: each compiles to a jump (a call that passed the
+ * public name along cost the one-state calls 1.5 %: 9 arguments put 3 on the stack). */
 
 sc_status sc_forward(const sc_chain *chain, const float *p, const float *x, size_t batch, float *y,
                      sc_workspace *ws) {
-  return sc__forward_f32(__func__, chain, p, x, batch, y, ws);
+  return sc__forward_f32(chain, p, x, batch, y, ws);
 }
 sc_status sc_forward_f64(const sc_chain *chain, const double *p, const double *x, size_t batch,
                          double *y, sc_workspace *ws) {
-  return sc__forward_f64(__func__, chain, p, x, batch, y, ws);
+  return sc__forward_f64(chain, p, x, batch, y, ws);
 }
 sc_status sc_valgrad(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
                      const void *target, size_t batch, float *lossv, float *g, float *gx,
                      sc_workspace *ws) {
-  return sc__valgrad_f32(__func__, chain, loss, p, x, target, batch, lossv, g, gx, ws);
+  return sc__valgrad_f32(chain, loss, p, x, target, batch, lossv, g, gx, ws);
 }
 sc_status sc_valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p, const double *x,
                          const void *target, size_t batch, double *lossv, double *g, double *gx,
                          sc_workspace *ws) {
-  return sc__valgrad_f64(__func__, chain, loss, p, x, target, batch, lossv, g, gx, ws);
+  return sc__valgrad_f64(chain, loss, p, x, target, batch, lossv, g, gx, ws);
 }
 sc_status sc_loss_value(const sc_chain *chain, sc_loss loss, const float *p, const float *x,
                         const void *target, size_t batch, float *lossv, sc_workspace *ws) {
-  return sc__loss_value_f32(__func__, chain, loss, p, x, target, batch, lossv, ws);
+  return sc__loss_value_f32(chain, loss, p, x, target, batch, lossv, ws);
 }
 sc_status sc_loss_value_f64(const sc_chain *chain, sc_loss loss, const double *p, const double *x,
                             const void *target, size_t batch, double *lossv, sc_workspace *ws) {
-  return sc__loss_value_f64(__func__, chain, loss, p, x, target, batch, lossv, ws);
+  return sc__loss_value_f64(chain, loss, p, x, target, batch, lossv, ws);
 }
 sc_status sc_evaluate(const sc_chain *chain, const float *p, const float *x, const int32_t *labels,
                       size_t n, double *loss, double *accuracy, sc_workspace *ws) {
-  return sc__evaluate_f32(__func__, chain, p, x, labels, n, loss, accuracy, ws);
+  return sc__evaluate_f32(chain, p, x, labels, n, loss, accuracy, ws);
 }
 sc_status sc_evaluate_f64(const sc_chain *chain, const double *p, const double *x,
                           const int32_t *labels, size_t n, double *loss, double *accuracy,
                           sc_workspace *ws) {
-  return sc__evaluate_f64(__func__, chain, p, x, labels, n, loss, accuracy, ws);
+  return sc__evaluate_f64(chain, p, x, labels, n, loss, accuracy, ws);
 }
 sc_status sc_pullback(const sc_chain *chain, const float *p, const float *x, const float *dy,
                       size_t batch, float *g, float *gx, sc_workspace *ws) {
-  return sc__pullback_f32(__func__, chain, p, x, dy, batch, g, gx, ws);
+  return sc__pullback_f32(chain, p, x, dy, batch, g, gx, ws);
 }
 sc_status sc_pullback_f64(const sc_chain *chain, const double *p, const double *x, const double *dy,
                           size_t batch, double *g, double *gx, sc_workspace *ws) {
-  return sc__pullback_f64(__func__, chain, p, x, dy, batch, g, gx, ws);
+  return sc__pullback_f64(chain, p, x, dy, batch, g, gx, ws);
 }
 sc_status sc_apply(const sc_chain *chain, const float *p, const float *u, float *y,
                    sc_workspace *ws) {
-  return sc__apply_f32(__func__, chain, p, u, y, ws);
+  return sc__apply_f32(chain, p, u, y, ws);
 }
 sc_status sc_apply_f64(const sc_chain *chain, const double *p, const double *u, double *y,
                        sc_workspace *ws) {
-  return sc__apply_f64(__func__, chain, p, u, y, ws);
+  return sc__apply_f64(chain, p, u, y, ws);
 }
 sc_status sc_vjp(const sc_chain *chain, const float *p, const float *u, const float *v, float *y,
                  float *du, float *dp, sc_workspace *ws) {
-  return sc__vjp_f32(__func__, chain, p, u, v, y, du, dp, ws);
+  return sc__vjp_f32(chain, p, u, v, y, du, dp, ws);
 }
 sc_status sc_vjp_f64(const sc_chain *chain, const double *p, const double *u, const double *v,
                      double *y, double *du, double *dp, sc_workspace *ws) {
-  return sc__vjp_f64(__func__, chain, p, u, v, y, du, dp, ws);
+  return sc__vjp_f64(chain, p, u, v, y, du, dp, ws);
 }
 sc_status sc_jvp(const sc_chain *chain, const float *p, const float *u, const float *w, float *y,
                  float *jw, sc_workspace *ws) {
-  return sc__jvp_f32(__func__, chain, p, u, w, y, jw, ws);
+  return sc__jvp_f32(chain, p, u, w, y, jw, ws);
 }
 sc_status sc_jvp_f64(const sc_chain *chain, const double *p, const double *u, const double *w,
                      double *y, double *jw, sc_workspace *ws) {
-  return sc__jvp_f64(__func__, chain, p, u, w, y, jw, ws);
+  return sc__jvp_f64(chain, p, u, w, y, jw, ws);
 }
 /* src/optim.c — optimizers on flat vectors (ADAM, AdamW, SGD with momentum): their state in
  * the library's memory or the caller's, a step, the learning-rate schedules. */
@@ -12157,12 +12213,12 @@ sc_status sc_checkpoint_info(const sc_chain *chain, const char *path, sc_checkpo
  * ranks (sc_dist). */
 
 /* ---------------------------------------------------------------- training */
-/* The threads sc_train runs on (issue 13: threads never slow training down). A step's work
+/* The threads sc_train runs on (more threads never slow training down). A step's work
  * is its batch's slices (one per SC__TW x min_tiles samples, this rank's share of them under
  * dist) and the elementwise passes over the parameters (the slices' sum, the optimizer step,
  * the NaN guard, bf16's weights). A thread beyond both only waits: it is woken for every run
  * of the step, the caller waits for it to check in, and it polls its core between runs. On a
- * 16-core Intel host (bench/RESULTS.md, session 34) LeNet5 at batch 64 (2 slices) took 0.093
+ * 16-core Intel host (an Intel Emerald Rapids, 2026-11-28) LeNet5 at batch 64 (2 slices) took 0.093
  * s per 10,000 images on 2 threads and 0.121-0.133 s on 4, 8 and 16 (after this: 4 and 16 as
  * fast as 2, 0.110-0.114 against 0.115 in a slower run of the VM). So: at most the slices
  * of a batch, or one thread per SC__TRAIN_PARAMS_PER_THREAD parameters where that is more,
@@ -12222,8 +12278,8 @@ sc_train_opts sc_train_defaults(void) {
  * row, zeros past the last sample; with bf16 operands rounded), the targets likewise (not the
  * labels: those are read in place), and the steps read them in place (ws->tiles_x) instead of
  * gathering them again: the same values, so the same bits. The toy (4 -> 32 -> 16 -> 4, 10,000
- * samples): its gathers were 2.4 % of a step, the run 2.0-4.2 % faster (bench/RESULTS.md,
- * session 33). Not for a chain whose first layer is a flatten (a view of the input tile), and
+ * samples): its gathers were 2.4 % of a step, the run 2.0-4.2 % faster (Zen 5,
+ * 2026-11-28). Not for a chain whose first layer is a flatten (a view of the input tile), and
  * not above SC__TILES_MAX bytes (the data set again, in tiles); SC_TRAIN_TILES=0 turns it off.
  * Returns the memory to free (NULL: not made, the steps gather as before). */
 #define SC__TILES_MAX ((size_t)64 << 20)
@@ -12796,7 +12852,7 @@ static inline float SC__TN(sc__tanh)(float x) {
  * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
  * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
  * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
- * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * replaced Taylor polynomials of degree 12 and 13 (2026-11-23): 2.54 -> 2.16 ns per element,
  * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
  * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
  * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
@@ -12940,6 +12996,45 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
+ * one-state path inlines, grow by a call only */
+#if defined(__GNUC__)
+#define SC__ACT_NOINLINE __attribute__((noinline))
+#else
+#define SC__ACT_NOINLINE
+#endif
+static SC__ACT_NOINLINE void SC__TN(sc__silu_n)(SC__T *restrict a, const SC__T *restrict z,
+                                                size_t n) {
+  /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+  for (size_t t = 0; t < n; t++) a[t] = -z[t];
+  SC__TT(sc__sleef_exp)(a, a, n);
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+}
+#define SC__ACT_CHUNK 64
+static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T *restrict z,
+                                                  size_t n) {
+  /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+  for (size_t k = 0; k < n; k += SC__ACT_CHUNK) {
+    size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+    SC__T e[SC__ACT_CHUNK];
+    for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+    SC__TT(sc__sleef_exp)(e, e, m);
+#else
+    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+    for (j = 0; j < m; j++) {
+      SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+      SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+      d[k + j] *= sg + (w == 0 ? 0 : v * w);
+    }
+  }
+}
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
                                      size_t n, sc_act act) {
@@ -12987,15 +13082,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
-  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
-#ifdef SC__SLEEF
-    for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TT(sc__sleef_exp)(a, a, n);
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
-#else
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
-#endif
-    break;
+  case SC_SILU: SC__TN(sc__silu_n)(a, z, n); break;
   }
 }
 
@@ -13008,8 +13095,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 /* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
- * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
-#define SC__ACT_CHUNK 64
+ * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -13059,23 +13145,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       }
     }
     break;
-  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
-    for (k = 0; k < n; k += SC__ACT_CHUNK) {
-      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
-      SC__T e[SC__ACT_CHUNK];
-      for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
-      for (j = 0; j < m; j++) {
-        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
-        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-        d[k + j] *= sg + (w == 0 ? 0 : v * w);
-      }
-    }
-    break;
+  case SC_SILU: SC__TN(sc__silu_bwd)(d, z, n); break;
   }
 }
 
@@ -13776,7 +13846,7 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
    * where 8 x 16 took 1 load and 8 broadcasts for 8 (the loads the bound); the columns past
    * the last 64 by 16 as below. Each gW element's sum runs over t in the same order: the same
    * bits. LeNet5's dense layers alone (one tile, operands hot, Zen 5): 256 -> 120 9.4 -> 7.5 us,
-   * 120 -> 84 3.4 -> 3.0 us (session 36) */
+   * 120 -> 84 3.4 -> 3.0 us (Zen 5, 2026-11-28) */
   for (size_t i64 = I / 64 * 64; i64 && o + 6 <= O; o += 6) {
     for (size_t i0 = 0; i0 < i64; i0 += 64) {
       sc_vf acc[6][4];
@@ -14262,7 +14332,7 @@ static inline __attribute__((always_inline)) int v_cdx_row(size_t y, size_t i, s
  * pullback in the epoch (1 thread, Fashion-MNIST, 3 alternating runs) 165.7 -> 146.0 ms. Blocks
  * of 3 channels x 4 positions (the same 24 accumulators, 11 loads per 24 FMAs) took 80 us, and
  * blocks that also took the positions a tap misses (a branch per position in the k loop, or a
- * k loop per position inside the block) 49-76 us (session 36). */
+ * k loop per position inside the block) 49-76 us (Zen 5, 2026-11-28). */
 #define V_CDX_XROWS(CB, XB)                                                                        \
   for (; sw == 1 && c + CB <= C; c += CB)                                                          \
     for (size_t y = 0; y < IH; y++)                                                                \
@@ -14470,7 +14540,7 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
  * relu's pullback there is 0: vec_pool2_act_bwd_f32's rule, the hit's value being the
  * maximum). The conv's output is never stored (442 KB a tile for LeNet5's conv1) and the
  * pool's forward pass is skipped; vec_pool2_hits_bwd_f32 reads the bytes: the same bits.
- * LeNet5 fp32, Zen 5 (session 37), --profile at 1 thread: pool1's forward 7.6 ms an epoch
+ * LeNet5 fp32, Zen 5 (2026-11-29), --profile at 1 thread: pool1's forward 7.6 ms an epoch
  * -> 0 with conv1's forward unchanged (49-50 ms), pool1's pullback 12.5 -> 9.0 ms, pool2's
  * 2.3 + 3.3 -> 0 + 2.9; epochs 0.450 -> 0.430 s at 1 thread, 0.233 -> 0.223 at 2 (medians
  * of 5 alternating pairs). */
@@ -14600,7 +14670,7 @@ static inline __attribute__((always_inline)) int v_tile_bad(const float *tile, s
 /* Columns c0..c0 + 3 of 8 rows r[0..7] as 4 vectors of 8 samples, stored at o, o + SC__TW,
  * o + 2 SC__TW, o + 3 SC__TW: the 128-bit pieces of rows k and k + 4 in the two lanes of register
  * k (a load and an insert from memory), then a 4 x 4 transpose within the lanes (2 unpacks and
- * 2 shuffles per 4 outputs). The gathers' fast path (bench/RESULTS.md, session 23). */
+ * 2 shuffles per 4 outputs). The gathers' fast path (Zen 4, 2026-11-24). */
 static inline __attribute__((always_inline)) void v_gather4x8(float *restrict o,
                                                               const float *const *r, size_t c0) {
   __m256 A[4];
@@ -14707,7 +14777,7 @@ static void vec_transpose_f32(float *restrict xT, const float *restrict x, size_
  * and 3 512-bit shuffles per output of 16 samples, the rows addressed from one pointer
  * (v_gather4x8: 2 inserts and 4 256-bit shuffles per 16 samples, from 16 row pointers, which do
  * not fit the integer registers). Alone, 6 tiles of 24 columns from L1 on Zen 5: 190 -> 100
- * ns; the micro-benchmark 2.24 -> 2.08 us (session 29; not measured on Zen 4 or Intel, whose
+ * ns; the micro-benchmark 2.24 -> 2.08 us (Zen 5, 2026-11-25; not measured on Zen 4 or Intel, whose
  * 512-bit shuffles cost more). */
 static inline __attribute__((always_inline)) void v_8x16_store(float *restrict o, __m512 r[8],
                                                                sc_vf *chk) {
@@ -15259,8 +15329,8 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
     /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
      * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
-     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
-     * session 26). Per sample the same operations in the same order as one sample at a time
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (AVX-512 Zen 4,
+     * 2026-11-24). Per sample the same operations in the same order as one sample at a time
      * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
      * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
@@ -16046,7 +16116,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       /* each output's NV vectors added in order into one, stored in place as vector o (below
        * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
        * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
-       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+       * adds a slice), took the toy 0.5-0.9 % longer (Zen 4, 2026-11-24). */
       for (size_t o = 0; o < P->oc; o++) {
         sc_vf v = V_ROW(bl + o * SC__TW, 0);
         for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
@@ -16199,7 +16269,7 @@ SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, fl
  * code: vone_*_f64's method with 8 lanes. The portable loops (sc__one_dense_* below), as
  * GCC vectorised them with AVX-512 flags, made sc_apply of 2 -> 50 tanh -> 50 tanh -> 2
  * slower on the AVX-512 set than on the portable one (954 against 711 ns on Zen 4; the
- * dense forward 82 % of it: bench/RESULTS.md, session 26). W is read in its row-major layout
+ * dense forward 82 % of it: Zen 4, 2026-11-24). W is read in its row-major layout
  * only; every output is written up to a multiple of 8, the padding with zeros. The sums are
  * in another order than the portable ones: results agree to the last bits only. */
 typedef float sc_v8f __attribute__((vector_size(32), aligned(4), may_alias));
@@ -16358,7 +16428,7 @@ static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s,
  * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
  * each output took its taps one by one with two bounds checks each: every output gets the
  * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
- * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+ * 3.5-4.5x faster (204-234 -> 51-58 us on a Zen 5 at 2baeba0, 2026-11-24) */
 static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
                                  const SC__T *restrict b, const SC__T *restrict in,
                                  const sc__lplan *P) {
@@ -16902,7 +16972,7 @@ static inline float SC__TN(sc__tanh)(float x) {
  * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
  * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
  * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
- * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * replaced Taylor polynomials of degree 12 and 13 (2026-11-23): 2.54 -> 2.16 ns per element,
  * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
  * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
  * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
@@ -17046,6 +17116,45 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
+ * one-state path inlines, grow by a call only */
+#if defined(__GNUC__)
+#define SC__ACT_NOINLINE __attribute__((noinline))
+#else
+#define SC__ACT_NOINLINE
+#endif
+static SC__ACT_NOINLINE void SC__TN(sc__silu_n)(SC__T *restrict a, const SC__T *restrict z,
+                                                size_t n) {
+  /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+  for (size_t t = 0; t < n; t++) a[t] = -z[t];
+  SC__TT(sc__sleef_exp)(a, a, n);
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+}
+#define SC__ACT_CHUNK 64
+static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T *restrict z,
+                                                  size_t n) {
+  /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+  for (size_t k = 0; k < n; k += SC__ACT_CHUNK) {
+    size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+    SC__T e[SC__ACT_CHUNK];
+    for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+    SC__TT(sc__sleef_exp)(e, e, m);
+#else
+    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+    for (j = 0; j < m; j++) {
+      SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+      SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+      d[k + j] *= sg + (w == 0 ? 0 : v * w);
+    }
+  }
+}
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
                                      size_t n, sc_act act) {
@@ -17093,15 +17202,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
-  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
-#ifdef SC__SLEEF
-    for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TT(sc__sleef_exp)(a, a, n);
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
-#else
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
-#endif
-    break;
+  case SC_SILU: SC__TN(sc__silu_n)(a, z, n); break;
   }
 }
 
@@ -17114,8 +17215,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 /* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
- * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
-#define SC__ACT_CHUNK 64
+ * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -17165,23 +17265,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       }
     }
     break;
-  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
-    for (k = 0; k < n; k += SC__ACT_CHUNK) {
-      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
-      SC__T e[SC__ACT_CHUNK];
-      for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
-      for (j = 0; j < m; j++) {
-        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
-        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-        d[k + j] *= sg + (w == 0 ? 0 : v * w);
-      }
-    }
-    break;
+  case SC_SILU: SC__TN(sc__silu_bwd)(d, z, n); break;
   }
 }
 
@@ -17587,7 +17671,7 @@ static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict 
  * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
  * the rows of a register block, with vpermt2pd transposes into and out of it: on Zen 4 the
  * BNN's gradient (1 -> 32 relu -> 1, batch 100) took 6.5 us on AVX-512 against 5.6 on AVX2
- * (bench/RESULTS.md, session 25). Each output's sum is the portable one (the bias or 0, then
+ * (Zen 4, 2026-11-24). Each output's sum is the portable one (the bias or 0, then
  * the products in input order, each a multiply-add): the same bits. vec_dense_dx_act_f64
  * also applies the activation pullback of the dense layer below (identity, relu, tanh,
  * sigmoid: sc__act_bwd's operations) and adds its bias lanes, as vec_dense_dx_act_f32 does,
@@ -17734,7 +17818,7 @@ static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
  * neural ODE's right-hand side), as explicit 4-wide code. The portable versions (sc__one_*
  * below) are plain loops the compiler vectorises with a scalar tail, a runtime alias check
  * and, for 2 inputs, strided column sums: for the ODE net 2 -> 50 tanh -> 2 that fixed cost
- * was most of the call (bench/RESULTS.md, session 12). Here W is read in its row-major
+ * was most of the call (AVX2 Zen 3, 2026-11-23). Here W is read in its row-major
  * layout only (no reads past a row's or the matrix's end; a tail of fewer than 4 rows or
  * columns goes element by element) and every output is written up to a multiple of 4, the
  * padding with zeros, so that the activation loops that follow run on whole vectors. The
@@ -18047,8 +18131,8 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
     /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
      * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
-     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
-     * session 26). Per sample the same operations in the same order as one sample at a time
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (AVX-512 Zen 4,
+     * 2026-11-24). Per sample the same operations in the same order as one sample at a time
      * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
      * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
@@ -18834,7 +18918,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       /* each output's NV vectors added in order into one, stored in place as vector o (below
        * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
        * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
-       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+       * adds a slice), took the toy 0.5-0.9 % longer (Zen 4, 2026-11-24). */
       for (size_t o = 0; o < P->oc; o++) {
         sc_vf v = V_ROW(bl + o * SC__TW, 0);
         for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
@@ -18950,7 +19034,7 @@ static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s,
  * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
  * each output took its taps one by one with two bounds checks each: every output gets the
  * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
- * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+ * 3.5-4.5x faster (204-234 -> 51-58 us on a Zen 5 at 2baeba0, 2026-11-24) */
 static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
                                  const SC__T *restrict b, const SC__T *restrict in,
                                  const sc__lplan *P) {
@@ -19722,7 +19806,7 @@ static inline float SC__TN(sc__tanh)(float x) {
  * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
  * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
  * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
- * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * replaced Taylor polynomials of degree 12 and 13 (2026-11-23): 2.54 -> 2.16 ns per element,
  * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
  * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
  * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
@@ -19866,6 +19950,45 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
+ * one-state path inlines, grow by a call only */
+#if defined(__GNUC__)
+#define SC__ACT_NOINLINE __attribute__((noinline))
+#else
+#define SC__ACT_NOINLINE
+#endif
+static SC__ACT_NOINLINE void SC__TN(sc__silu_n)(SC__T *restrict a, const SC__T *restrict z,
+                                                size_t n) {
+  /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+  for (size_t t = 0; t < n; t++) a[t] = -z[t];
+  SC__TT(sc__sleef_exp)(a, a, n);
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+}
+#define SC__ACT_CHUNK 64
+static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T *restrict z,
+                                                  size_t n) {
+  /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+  for (size_t k = 0; k < n; k += SC__ACT_CHUNK) {
+    size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+    SC__T e[SC__ACT_CHUNK];
+    for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+    SC__TT(sc__sleef_exp)(e, e, m);
+#else
+    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+    for (j = 0; j < m; j++) {
+      SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+      SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+      d[k + j] *= sg + (w == 0 ? 0 : v * w);
+    }
+  }
+}
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
                                      size_t n, sc_act act) {
@@ -19913,15 +20036,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
-  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
-#ifdef SC__SLEEF
-    for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TT(sc__sleef_exp)(a, a, n);
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
-#else
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
-#endif
-    break;
+  case SC_SILU: SC__TN(sc__silu_n)(a, z, n); break;
   }
 }
 
@@ -19934,8 +20049,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 /* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
- * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
-#define SC__ACT_CHUNK 64
+ * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -19985,23 +20099,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       }
     }
     break;
-  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
-    for (k = 0; k < n; k += SC__ACT_CHUNK) {
-      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
-      SC__T e[SC__ACT_CHUNK];
-      for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
-      for (j = 0; j < m; j++) {
-        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
-        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-        d[k + j] *= sg + (w == 0 ? 0 : v * w);
-      }
-    }
-    break;
+  case SC_SILU: SC__TN(sc__silu_bwd)(d, z, n); break;
   }
 }
 
@@ -20702,7 +20800,7 @@ static void vec_dense_dw_f32(float *restrict gW, const float *restrict dz, const
    * where 8 x 16 took 1 load and 8 broadcasts for 8 (the loads the bound); the columns past
    * the last 64 by 16 as below. Each gW element's sum runs over t in the same order: the same
    * bits. LeNet5's dense layers alone (one tile, operands hot, Zen 5): 256 -> 120 9.4 -> 7.5 us,
-   * 120 -> 84 3.4 -> 3.0 us (session 36) */
+   * 120 -> 84 3.4 -> 3.0 us (Zen 5, 2026-11-28) */
   for (size_t i64 = I / 64 * 64; i64 && o + 6 <= O; o += 6) {
     for (size_t i0 = 0; i0 < i64; i0 += 64) {
       sc_vf acc[6][4];
@@ -21188,7 +21286,7 @@ static inline __attribute__((always_inline)) int v_cdx_row(size_t y, size_t i, s
  * pullback in the epoch (1 thread, Fashion-MNIST, 3 alternating runs) 165.7 -> 146.0 ms. Blocks
  * of 3 channels x 4 positions (the same 24 accumulators, 11 loads per 24 FMAs) took 80 us, and
  * blocks that also took the positions a tap misses (a branch per position in the k loop, or a
- * k loop per position inside the block) 49-76 us (session 36). */
+ * k loop per position inside the block) 49-76 us (Zen 5, 2026-11-28). */
 #define V_CDX_XROWS(CB, XB)                                                                        \
   for (; sw == 1 && c + CB <= C; c += CB)                                                          \
     for (size_t y = 0; y < IH; y++)                                                                \
@@ -21396,7 +21494,7 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
  * relu's pullback there is 0: vec_pool2_act_bwd_f32's rule, the hit's value being the
  * maximum). The conv's output is never stored (442 KB a tile for LeNet5's conv1) and the
  * pool's forward pass is skipped; vec_pool2_hits_bwd_f32 reads the bytes: the same bits.
- * LeNet5 fp32, Zen 5 (session 37), --profile at 1 thread: pool1's forward 7.6 ms an epoch
+ * LeNet5 fp32, Zen 5 (2026-11-29), --profile at 1 thread: pool1's forward 7.6 ms an epoch
  * -> 0 with conv1's forward unchanged (49-50 ms), pool1's pullback 12.5 -> 9.0 ms, pool2's
  * 2.3 + 3.3 -> 0 + 2.9; epochs 0.450 -> 0.430 s at 1 thread, 0.233 -> 0.223 at 2 (medians
  * of 5 alternating pairs). */
@@ -21526,7 +21624,7 @@ static inline __attribute__((always_inline)) int v_tile_bad(const float *tile, s
 /* Columns c0..c0 + 3 of 8 rows r[0..7] as 4 vectors of 8 samples, stored at o, o + SC__TW,
  * o + 2 SC__TW, o + 3 SC__TW: the 128-bit pieces of rows k and k + 4 in the two lanes of register
  * k (a load and an insert from memory), then a 4 x 4 transpose within the lanes (2 unpacks and
- * 2 shuffles per 4 outputs). The gathers' fast path (bench/RESULTS.md, session 23). */
+ * 2 shuffles per 4 outputs). The gathers' fast path (Zen 4, 2026-11-24). */
 static inline __attribute__((always_inline)) void v_gather4x8(float *restrict o,
                                                               const float *const *r, size_t c0) {
   __m256 A[4];
@@ -21633,7 +21731,7 @@ static void vec_transpose_f32(float *restrict xT, const float *restrict x, size_
  * and 3 512-bit shuffles per output of 16 samples, the rows addressed from one pointer
  * (v_gather4x8: 2 inserts and 4 256-bit shuffles per 16 samples, from 16 row pointers, which do
  * not fit the integer registers). Alone, 6 tiles of 24 columns from L1 on Zen 5: 190 -> 100
- * ns; the micro-benchmark 2.24 -> 2.08 us (session 29; not measured on Zen 4 or Intel, whose
+ * ns; the micro-benchmark 2.24 -> 2.08 us (Zen 5, 2026-11-25; not measured on Zen 4 or Intel, whose
  * 512-bit shuffles cost more). */
 static inline __attribute__((always_inline)) void v_8x16_store(float *restrict o, __m512 r[8],
                                                                sc_vf *chk) {
@@ -22185,8 +22283,8 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
     /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
      * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
-     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
-     * session 26). Per sample the same operations in the same order as one sample at a time
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (AVX-512 Zen 4,
+     * 2026-11-24). Per sample the same operations in the same order as one sample at a time
      * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
      * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
@@ -22972,7 +23070,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       /* each output's NV vectors added in order into one, stored in place as vector o (below
        * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
        * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
-       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+       * adds a slice), took the toy 0.5-0.9 % longer (Zen 4, 2026-11-24). */
       for (size_t o = 0; o < P->oc; o++) {
         sc_vf v = V_ROW(bl + o * SC__TW, 0);
         for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
@@ -23125,7 +23223,7 @@ SC__KSTATIC void SC__TN(sc__adam)(float *restrict p, const float *restrict g, fl
  * code: vone_*_f64's method with 8 lanes. The portable loops (sc__one_dense_* below), as
  * GCC vectorised them with AVX-512 flags, made sc_apply of 2 -> 50 tanh -> 50 tanh -> 2
  * slower on the AVX-512 set than on the portable one (954 against 711 ns on Zen 4; the
- * dense forward 82 % of it: bench/RESULTS.md, session 26). W is read in its row-major layout
+ * dense forward 82 % of it: Zen 4, 2026-11-24). W is read in its row-major layout
  * only; every output is written up to a multiple of 8, the padding with zeros. The sums are
  * in another order than the portable ones: results agree to the last bits only. */
 typedef float sc_v8f __attribute__((vector_size(32), aligned(4), may_alias));
@@ -23284,7 +23382,7 @@ static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s,
  * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
  * each output took its taps one by one with two bounds checks each: every output gets the
  * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
- * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+ * 3.5-4.5x faster (204-234 -> 51-58 us on a Zen 5 at 2baeba0, 2026-11-24) */
 static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
                                  const SC__T *restrict b, const SC__T *restrict in,
                                  const sc__lplan *P) {
@@ -23828,7 +23926,7 @@ static inline float SC__TN(sc__tanh)(float x) {
  * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
  * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
  * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
- * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * replaced Taylor polynomials of degree 12 and 13 (2026-11-23): 2.54 -> 2.16 ns per element,
  * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
  * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
  * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside
@@ -23972,6 +24070,45 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
+ * one-state path inlines, grow by a call only */
+#if defined(__GNUC__)
+#define SC__ACT_NOINLINE __attribute__((noinline))
+#else
+#define SC__ACT_NOINLINE
+#endif
+static SC__ACT_NOINLINE void SC__TN(sc__silu_n)(SC__T *restrict a, const SC__T *restrict z,
+                                                size_t n) {
+  /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+  for (size_t t = 0; t < n; t++) a[t] = -z[t];
+  SC__TT(sc__sleef_exp)(a, a, n);
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+}
+#define SC__ACT_CHUNK 64
+static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T *restrict z,
+                                                  size_t n) {
+  /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+  for (size_t k = 0; k < n; k += SC__ACT_CHUNK) {
+    size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+    SC__T e[SC__ACT_CHUNK];
+    for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+    SC__TT(sc__sleef_exp)(e, e, m);
+#else
+    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+    for (j = 0; j < m; j++) {
+      SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+      SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+      d[k + j] *= sg + (w == 0 ? 0 : v * w);
+    }
+  }
+}
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
                                      size_t n, sc_act act) {
@@ -24019,15 +24156,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
-  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
-#ifdef SC__SLEEF
-    for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TT(sc__sleef_exp)(a, a, n);
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
-#else
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
-#endif
-    break;
+  case SC_SILU: SC__TN(sc__silu_n)(a, z, n); break;
   }
 }
 
@@ -24040,8 +24169,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 /* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
- * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
-#define SC__ACT_CHUNK 64
+ * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -24091,23 +24219,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       }
     }
     break;
-  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
-    for (k = 0; k < n; k += SC__ACT_CHUNK) {
-      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
-      SC__T e[SC__ACT_CHUNK];
-      for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
-      for (j = 0; j < m; j++) {
-        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
-        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-        d[k + j] *= sg + (w == 0 ? 0 : v * w);
-      }
-    }
-    break;
+  case SC_SILU: SC__TN(sc__silu_bwd)(d, z, n); break;
   }
 }
 
@@ -24513,7 +24625,7 @@ static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict 
  * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
  * the rows of a register block, with vpermt2pd transposes into and out of it: on Zen 4 the
  * BNN's gradient (1 -> 32 relu -> 1, batch 100) took 6.5 us on AVX-512 against 5.6 on AVX2
- * (bench/RESULTS.md, session 25). Each output's sum is the portable one (the bias or 0, then
+ * (Zen 4, 2026-11-24). Each output's sum is the portable one (the bias or 0, then
  * the products in input order, each a multiply-add): the same bits. vec_dense_dx_act_f64
  * also applies the activation pullback of the dense layer below (identity, relu, tanh,
  * sigmoid: sc__act_bwd's operations) and adds its bias lanes, as vec_dense_dx_act_f32 does,
@@ -24660,7 +24772,7 @@ static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
  * neural ODE's right-hand side), as explicit 4-wide code. The portable versions (sc__one_*
  * below) are plain loops the compiler vectorises with a scalar tail, a runtime alias check
  * and, for 2 inputs, strided column sums: for the ODE net 2 -> 50 tanh -> 2 that fixed cost
- * was most of the call (bench/RESULTS.md, session 12). Here W is read in its row-major
+ * was most of the call (AVX2 Zen 3, 2026-11-23). Here W is read in its row-major
  * layout only (no reads past a row's or the matrix's end; a tail of fewer than 4 rows or
  * columns goes element by element) and every output is written up to a multiple of 4, the
  * padding with zeros, so that the activation loops that follow run on whole vectors. The
@@ -24973,8 +25085,8 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
     /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
      * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
-     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
-     * session 26). Per sample the same operations in the same order as one sample at a time
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (AVX-512 Zen 4,
+     * 2026-11-24). Per sample the same operations in the same order as one sample at a time
      * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
      * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
@@ -25760,7 +25872,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       /* each output's NV vectors added in order into one, stored in place as vector o (below
        * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
        * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
-       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+       * adds a slice), took the toy 0.5-0.9 % longer (Zen 4, 2026-11-24). */
       for (size_t o = 0; o < P->oc; o++) {
         sc_vf v = V_ROW(bl + o * SC__TW, 0);
         for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
@@ -25876,7 +25988,7 @@ static inline void SC__TN(sc__one_taprange)(size_t n_out, size_t n_in, size_t s,
  * W * in, with zero padding. Tap by tap over whole output rows (contiguous, vectorised), where
  * each output took its taps one by one with two bounds checks each: every output gets the
  * same additions in the same order, so the same bits, and LeNet5's forward on one state ran
- * 3.5-4.5x faster (204-234 -> 51-58 us on Zen 5; bench/RESULTS.md, session 27) */
+ * 3.5-4.5x faster (204-234 -> 51-58 us on a Zen 5 at 2baeba0, 2026-11-24) */
 static void SC__TN(sc__one_conv)(SC__T *restrict out, const SC__T *restrict W,
                                  const SC__T *restrict b, const SC__T *restrict in,
                                  const sc__lplan *P) {

@@ -1,4 +1,4 @@
-/* bench/api_paths.c — every public compute call on every kernel path, side by side (issue 13)
+/* bench/api_paths.c — every public compute call on every kernel path, side by side
  *
  * For a set of chains (dense of every activation, the micro-benchmark's, an MNIST MLP, the
  * neural ODE's, LeNet5, a strided conv) and calls (sc_valgrad with each loss, sc_forward,
@@ -6,8 +6,8 @@
  * double, the median ns per call on each ISA path this CPU runs (SC_ISA forced per chain),
  * 1 thread. A line is marked "<<" where a wider path is more than 10 % slower than a
  * narrower one (avx512 than avx2, or either than scalar): the compiler's vectorisation of a
- * portable loop, or a libm call per element, going wrong somewhere. Session 26 found four
- * such places with it (bench/RESULTS.md).
+ * portable loop, or a libm call per element, going wrong somewhere. It found four such
+ * places on 2026-11-24 (an AVX-512 Zen 4).
  *
  *   build/api_paths [filter]     (filter: a substring of the case names, e.g. "f64" or "ode")
  * prints one line per case:  name  dtype  call  scalar_ns  avx2_ns  avx512_ns  [<<]

@@ -233,7 +233,7 @@ section_peak() {
   done
   echo "  (core clock measured at $ghz GHz with dependent integer adds; flops/cycle = per-thread GFLOP/s / that clock)"
   echo "$out" | grep -q 'bench=pingpong' &&
-    echo "  (pingpong: a cache line's round trip between the first two CPUs; on the Zen 5 KVM host of session 32 68-120 ns"
+    echo "  (pingpong: a cache line's round trip between the first two CPUs; on a Zen 5 KVM host (2026-11-28) 68-120 ns"
   echo "$out" | grep -q 'bench=pingpong' &&
     echo "   when its vCPUs sat near each other, 360-420 ns when far: 2-thread runs then slower, the toy ~9 %, LeNet5 bf16 ~30 %; measured again at the end)"
   local l isa t g
@@ -617,7 +617,7 @@ section_poisson() {
 section_threads() {
   echo
   echo "== threads on small batches (bench/small_batch.c): sc_train, 64 -> 32 relu -> 10, 1,797 samples,"
-  echo "   150 epochs, median of 9 runs alternating thread counts; target (issue 13): any thread count"
+  echo "   150 epochs, median of 9 runs alternating thread counts; target: any thread count"
   echo "   at batch 32 at most 5 % slower than 1 thread"
   [ -n "$SMALL" ] || { echo "  $SMALL_SRC not built ('make bench-bins')"; return; }
   local b nt out
@@ -748,7 +748,7 @@ verdict() { # value op target
 }
 section_summary() {
   echo
-  echo "== summary against the targets in the project's issues"
+  echo "== summary against the targets"
   local t2 sc2 pt2 fr2 us a512 a2 ratio avx tgt_s scale
   t2=$(echo $THREADS | tr ' ' '\n' | sort -n | tail -1)
   sc2=$(sumget "toy_simplechain_${t2}_s") pt2=$(sumget "toy_pytorch_${t2}_s") fr2=$(sumget "toy_simplechain_${t2}_frac")
@@ -779,9 +779,9 @@ section_summary() {
       printf "  %-76s %s\n", "  (against PyTorch'"'"'s median run)", sprintf("%.2fx", r)
       if (b / a > 1.25) printf "  %-76s %s\n", "  (PyTorch'"'"'s runs spread " a " .. " b " s: a loaded host)", "NOISY" }'
     row "toy, $t2 threads: >= 40 % of the FMA peak" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.40)"
-    row "toy, $t2 threads: >= 50 % of the FMA peak (issue 13)" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.50)"
+    row "toy, $t2 threads: >= 50 % of the FMA peak" "$(pct "$fr2")" "$(verdict "$fr2" '>=' 0.50)"
     # PyTorch's toy on more threads slower than on one: its OpenMP barriers on a host whose
-    # vCPUs sit far apart (session 33: 18.3 s on 2 threads against 12.1 on 1, 9.1 near), or a
+    # vCPUs sit far apart (a Zen 5, 2026-11-28: 18.3 s on 2 threads against 12.1 on 1, 9.1 near), or a
     # busy core; a ratio against such a run flatters simplechain and is not a result
     local pt1 v12
     pt1=$(sumget "toy_pytorch_1_s")
@@ -790,10 +790,10 @@ section_summary() {
       printf '  %-76s %s\n' "  (PyTorch's toy: $pt2 s on $t2 threads, $pt1 s on 1: its threads were hindered)" "SUSPECT"
       [ "$v12" = MET ] && v12="SUSPECT"
     fi
-    row "toy, $t2 threads: >= 12x the tuned PyTorch, median (issue 13)" "$(fmt "$ratio" "%.2fx")" "$v12"
+    row "toy, $t2 threads: >= 12x the tuned PyTorch, median" "$(fmt "$ratio" "%.2fx")" "$v12"
   fi
   want micro && row "micro valgrad: <= 3 us per call, 1 thread" "$(fmt "$us" "%.3f us")" "$(verdict "$us" '<=' 3)"
-  want micro && row "micro valgrad: <= 2 us per call, 1 thread (issue 13)" "$(fmt "$us" "%.3f us")" "$(verdict "$us" '<=' 2)"
+  want micro && row "micro valgrad: <= 2 us per call, 1 thread" "$(fmt "$us" "%.3f us")" "$(verdict "$us" '<=' 2)"
   if want lenet; then
     # the time target is for an epoch of 60,000 images; scaled when the runs trained on fewer
     # (LENET_LIMIT, or a data set of fewer images: the runs' own train= count)
@@ -809,7 +809,7 @@ section_summary() {
     fi
     row "lenet5, 2 threads, batch 64: <= $ltgt s per epoch$lsc" "$(fmt "$ls" "%.3f s")" "$(verdict "$ls" '<=' "$ltgt")"
     row "lenet5, 2 threads, batch 64: >= 30 % of the FMA peak" "$(pct "$lf")" "$(verdict "$lf" '>=' 0.30)"
-    row "lenet5, 2 threads, batch 64: >= 55 % of the FMA peak (issue 13)" "$(pct "$lf")" "$(verdict "$lf" '>=' 0.55)"
+    row "lenet5, 2 threads, batch 64: >= 55 % of the FMA peak" "$(pct "$lf")" "$(verdict "$lf" '>=' 0.55)"
     row "lenet5, 2 threads, batch 64: >= 4x PyTorch" "$(fmt "$lr64" "%.2fx")" "$(verdict "$lr64" '>=' 4)"
     row "lenet5, 2 threads, batch 2048: >= 4x PyTorch" "$(fmt "$lr2k" "%.2fx")" "$(verdict "$lr2k" '>=' 4)"
     row "lenet5, Fashion-MNIST, $(sumget lenet_acc_fashion_epochs) epochs: test accuracy >= 88.5 %" "$(pct "$(sumget lenet_acc_fashion)" 2)" "$(verdict "$(sumget lenet_acc_fashion)" '>=' 0.885)"
@@ -818,14 +818,14 @@ section_summary() {
       local bs bx
       bs=$(sumget lenet_scbf16_64_2_s)
       bx=$(div "$ls" "$bs")
-      row "lenet5 $SC_BF16, 2 threads, batch 64: >= 2x fp32 (issue 14)" "$(fmt "$bx" "%.2fx")" "$(verdict "$bx" '>=' 2)"
+      row "lenet5 $SC_BF16, 2 threads, batch 64: >= 2x fp32" "$(fmt "$bx" "%.2fx")" "$(verdict "$bx" '>=' 2)"
       [ "$(sumget lenet_pair_64_2_ratio)" != nan ] &&
         row "  (the median of $LENET_PAIRS alternating fp32 / $SC_BF16 1-epoch pairs)" "$(fmt "$(sumget lenet_pair_64_2_ratio)" "%.2fx")" "(info)"
       local btgt
       btgt=$(awk -v t="$ltgt" 'BEGIN {printf "%.3g", 0.123 * t / 0.8}')
       row "lenet5 $SC_BF16, 2 threads, batch 64: <= $btgt s/epoch (stretch)$lsc" "$(fmt "$bs" "%.3f s")" "$(verdict "$bs" '<=' "$btgt")"
-      row "lenet5 $SC_BF16, Fashion-MNIST: test accuracy >= 88.5 % (issue 14)" "$(pct "$(sumget lenet_acc_bf16_fashion)" 2)" "$(verdict "$(sumget lenet_acc_bf16_fashion)" '>=' 0.885)"
-      row "lenet5 $SC_BF16, MNIST 10k digits: test accuracy >= 97.5 % (issue 14)" "$(pct "$(sumget lenet_acc_bf16_mnist)" 2)" "$(verdict "$(sumget lenet_acc_bf16_mnist)" '>=' 0.975)"
+      row "lenet5 $SC_BF16, Fashion-MNIST: test accuracy >= 88.5 %" "$(pct "$(sumget lenet_acc_bf16_fashion)" 2)" "$(verdict "$(sumget lenet_acc_bf16_fashion)" '>=' 0.885)"
+      row "lenet5 $SC_BF16, MNIST 10k digits: test accuracy >= 97.5 %" "$(pct "$(sumget lenet_acc_bf16_mnist)" 2)" "$(verdict "$(sumget lenet_acc_bf16_mnist)" '>=' 0.975)"
       [ $CPU_BF16 = 1 ] || echo "    (no AVX512_BF16 on this CPU: the bf16 speed rows measure the emulation)"
     fi
   fi
@@ -833,7 +833,7 @@ section_summary() {
     local or
     or=$(div "$(sumget ode_pt_tot)" "$(sumget ode_sc_tot)")
     row "ode RHS + VJP, 1 thread, float64: >= 20x PyTorch" "$(fmt "$or" "%.1fx")" "$(verdict "$or" '>=' 20)"
-    row "ode RHS + VJP, 1 thread, float64: <= 0.5 us (issue 13)" "$(fmt "$(awk -v n="$(sumget ode_sc_tot)" 'BEGIN {print n == "nan" ? "nan" : n / 1000}')" "%.3f us")" "$(verdict "$(awk -v n="$(sumget ode_sc_tot)" 'BEGIN {print n == "nan" ? "nan" : n / 1000}')" '<=' 0.5)"
+    row "ode RHS + VJP, 1 thread, float64: <= 0.5 us" "$(fmt "$(awk -v n="$(sumget ode_sc_tot)" 'BEGIN {print n == "nan" ? "nan" : n / 1000}')" "%.3f us")" "$(verdict "$(awk -v n="$(sumget ode_sc_tot)" 'BEGIN {print n == "nan" ? "nan" : n / 1000}')" '<=' 0.5)"
   fi
   if want bnn; then
     local br

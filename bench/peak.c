@@ -25,7 +25,7 @@
  * the time for a cache line to go from CPU A to CPU B and back (one atomic flag, each side
  * waiting for the other's store): a virtual machine's vCPUs can sit on cores that share a cache
  * or on cores far apart, and move between the two while running (68-120 against 360-420 ns on
- * the Zen 5 host of bench/RESULTS.md's session 32, where the far state made bf16 LeNet5 on 2
+ * a Zen 5 host (2026-11-28), where the far state made bf16 LeNet5 on 2
  * threads 30 % slower). peak --pingpong-only prints that line alone. */
 #if !defined(PEAK_PART)
 #define _GNU_SOURCE

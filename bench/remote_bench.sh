@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/remote_bench.sh — issue 13's and 14's figures on a second machine that has no compiler
+# bench/remote_bench.sh — the CPU-dependent figures (speed, bf16, AMX) on a second machine that has no compiler
 # setup, no libxsmm/SLEEF/cmocka and no data (a lent machine with another CPU family): the
 # binaries are built here, stripped and carried with the shared libraries they need and the
 # 10,000 real MNIST digits; the other machine runs them.

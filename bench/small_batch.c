@@ -1,4 +1,4 @@
-/* bench/small_batch.c — does a second thread slow small-batch training down? (issue 13)
+/* bench/small_batch.c — does a second thread slow small-batch training down?
  *
  * sc_train on a digits-sized problem (64 -> 32 relu -> 10, logit cross-entropy, ADAM 1e-3,
  * 1,797 samples: the size of sklearn's digits; the values are synthetic, the timing does not

@@ -1,6 +1,6 @@
 /* example_util.h — what the examples share: reading a size from the command line, and
- * refusing an unwritable output path before the work starts (issue 12: --save/--out/--csv
- * targets were only found bad after training). */
+ * refusing an unwritable output path before the work starts (--save/--out/--csv targets
+ * found bad only after training would lose the run). */
 #ifndef EXAMPLE_UTIL_H
 #define EXAMPLE_UTIL_H
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The drop-in files on ARM (issue 13, item 4): simplechain.c built for aarch64 with Debian's
+# The drop-in files on ARM: simplechain.c built for aarch64 with Debian's
 # cross compiler (plain C: the NEON code is GCC's auto-vectorisation of the portable kernels)
 # and its test suite run under qemu-user. `make test-aarch64` runs this.
 #

@@ -861,50 +861,47 @@ SC__INT void sc__valgrad_own_f64(const sc_chain *chain, sc_loss loss, const doub
                                  size_t batch, sc_workspace *ws, int rank, int ranks, size_t *ns,
                                  size_t *lo, size_t *hi, double *slice_loss);
 
-/* src/compute.c: the typed bodies of the public compute calls (src/api.c; fn names the caller) */
-SC__INT sc_status sc__forward_f32(const char *fn, const sc_chain *chain, const float *p,
-                                  const float *x, size_t batch, float *y, sc_workspace *ws);
-SC__INT sc_status sc__forward_f64(const char *fn, const sc_chain *chain, const double *p,
-                                  const double *x, size_t batch, double *y, sc_workspace *ws);
-SC__INT sc_status sc__valgrad_f32(const char *fn, const sc_chain *chain, sc_loss loss,
-                                  const float *p, const float *x, const void *target, size_t batch,
-                                  float *lossv, float *g, float *gx, sc_workspace *ws);
-SC__INT sc_status sc__valgrad_f64(const char *fn, const sc_chain *chain, sc_loss loss,
-                                  const double *p, const double *x, const void *target,
-                                  size_t batch, double *lossv, double *g, double *gx,
-                                  sc_workspace *ws);
-SC__INT sc_status sc__loss_value_f32(const char *fn, const sc_chain *chain, sc_loss loss,
-                                     const float *p, const float *x, const void *target,
-                                     size_t batch, float *lossv, sc_workspace *ws);
-SC__INT sc_status sc__loss_value_f64(const char *fn, const sc_chain *chain, sc_loss loss,
-                                     const double *p, const double *x, const void *target,
-                                     size_t batch, double *lossv, sc_workspace *ws);
-SC__INT sc_status sc__evaluate_f32(const char *fn, const sc_chain *chain, const float *p,
-                                   const float *x, const int32_t *labels, size_t n, double *loss,
-                                   double *accuracy, sc_workspace *ws);
-SC__INT sc_status sc__evaluate_f64(const char *fn, const sc_chain *chain, const double *p,
-                                   const double *x, const int32_t *labels, size_t n, double *loss,
-                                   double *accuracy, sc_workspace *ws);
-SC__INT sc_status sc__pullback_f32(const char *fn, const sc_chain *chain, const float *p,
-                                   const float *x, const float *dy, size_t batch, float *g,
-                                   float *gx, sc_workspace *ws);
-SC__INT sc_status sc__pullback_f64(const char *fn, const sc_chain *chain, const double *p,
-                                   const double *x, const double *dy, size_t batch, double *g,
-                                   double *gx, sc_workspace *ws);
-SC__INT sc_status sc__apply_f32(const char *fn, const sc_chain *chain, const float *p,
-                                const float *u, float *y, sc_workspace *ws);
-SC__INT sc_status sc__apply_f64(const char *fn, const sc_chain *chain, const double *p,
-                                const double *u, double *y, sc_workspace *ws);
-SC__INT sc_status sc__vjp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
-                              const float *v, float *y, float *du, float *dp, sc_workspace *ws);
-SC__INT sc_status sc__vjp_f64(const char *fn, const sc_chain *chain, const double *p,
-                              const double *u, const double *v, double *y, double *du, double *dp,
-                              sc_workspace *ws);
-SC__INT sc_status sc__jvp_f32(const char *fn, const sc_chain *chain, const float *p, const float *u,
-                              const float *w, float *y, float *jw, sc_workspace *ws);
-SC__INT sc_status sc__jvp_f64(const char *fn, const sc_chain *chain, const double *p,
-                              const double *u, const double *w, double *y, double *jw,
-                              sc_workspace *ws);
+/* src/compute.c: the typed bodies of the public compute calls (src/api.c: the same parameters) */
+SC__INT sc_status sc__forward_f32(const sc_chain *chain, const float *p, const float *x,
+                                  size_t batch, float *y, sc_workspace *ws);
+SC__INT sc_status sc__forward_f64(const sc_chain *chain, const double *p, const double *x,
+                                  size_t batch, double *y, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                  const float *x, const void *target, size_t batch, float *lossv,
+                                  float *g, float *gx, sc_workspace *ws);
+SC__INT sc_status sc__valgrad_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                  const double *x, const void *target, size_t batch, double *lossv,
+                                  double *g, double *gx, sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f32(const sc_chain *chain, sc_loss loss, const float *p,
+                                     const float *x, const void *target, size_t batch, float *lossv,
+                                     sc_workspace *ws);
+SC__INT sc_status sc__loss_value_f64(const sc_chain *chain, sc_loss loss, const double *p,
+                                     const double *x, const void *target, size_t batch,
+                                     double *lossv, sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f32(const sc_chain *chain, const float *p, const float *x,
+                                   const int32_t *labels, size_t n, double *loss, double *accuracy,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__evaluate_f64(const sc_chain *chain, const double *p, const double *x,
+                                   const int32_t *labels, size_t n, double *loss, double *accuracy,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__pullback_f32(const sc_chain *chain, const float *p, const float *x,
+                                   const float *dy, size_t batch, float *g, float *gx,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__pullback_f64(const sc_chain *chain, const double *p, const double *x,
+                                   const double *dy, size_t batch, double *g, double *gx,
+                                   sc_workspace *ws);
+SC__INT sc_status sc__apply_f32(const sc_chain *chain, const float *p, const float *u, float *y,
+                                sc_workspace *ws);
+SC__INT sc_status sc__apply_f64(const sc_chain *chain, const double *p, const double *u, double *y,
+                                sc_workspace *ws);
+SC__INT sc_status sc__vjp_f32(const sc_chain *chain, const float *p, const float *u, const float *v,
+                              float *y, float *du, float *dp, sc_workspace *ws);
+SC__INT sc_status sc__vjp_f64(const sc_chain *chain, const double *p, const double *u,
+                              const double *v, double *y, double *du, double *dp, sc_workspace *ws);
+SC__INT sc_status sc__jvp_f32(const sc_chain *chain, const float *p, const float *u, const float *w,
+                              float *y, float *jw, sc_workspace *ws);
+SC__INT sc_status sc__jvp_f64(const sc_chain *chain, const double *p, const double *u,
+                              const double *w, double *y, double *jw, sc_workspace *ws);
 
 /* src/optim.c: an optimizer's state, its plan, and sc_train's float ADAM step on the threads */
 struct sc_optimizer {

@@ -60,7 +60,7 @@ static int sc__cpu_bf16(void) {
  * forward always. A conv layer is a GEMM on its taps packed per output row (im2col): each
  * packed pair feeds 2 K multiply-adds, so the packing costs the more, the fewer channels K, and
  * dW's packing (a transpose) the most. Measured on an AMD Zen 4 with AVX512_BF16 (LeNet5,
- * Fashion-MNIST, 12,800 images, batch 64, 1 thread; bench/RESULTS.md, session 16): the first
+ * Fashion-MNIST, 12,800 images, batch 64, 1 thread, 2026-11-23): the first
  * conv (K = 6) took 26.3 ms forward and 35.4 ms backward in float on rounded operands, 21.9
  * and 46.5 ms on the im2col GEMM, and 26.5 ms backward in the dot form. Below K, without the
  * dot form, the float kernels run the pullback, on the same bf16 operands (products exact in

@@ -4,12 +4,12 @@
 #include "internal.h"
 
 /* ---------------------------------------------------------------- training */
-/* The threads sc_train runs on (issue 13: threads never slow training down). A step's work
+/* The threads sc_train runs on (more threads never slow training down). A step's work
  * is its batch's slices (one per SC__TW x min_tiles samples, this rank's share of them under
  * dist) and the elementwise passes over the parameters (the slices' sum, the optimizer step,
  * the NaN guard, bf16's weights). A thread beyond both only waits: it is woken for every run
  * of the step, the caller waits for it to check in, and it polls its core between runs. On a
- * 16-core Intel host (bench/RESULTS.md, session 34) LeNet5 at batch 64 (2 slices) took 0.093
+ * 16-core Intel host (an Intel Emerald Rapids, 2026-11-28) LeNet5 at batch 64 (2 slices) took 0.093
  * s per 10,000 images on 2 threads and 0.121-0.133 s on 4, 8 and 16 (after this: 4 and 16 as
  * fast as 2, 0.110-0.114 against 0.115 in a slower run of the VM). So: at most the slices
  * of a batch, or one thread per SC__TRAIN_PARAMS_PER_THREAD parameters where that is more,
@@ -69,8 +69,8 @@ sc_train_opts sc_train_defaults(void) {
  * row, zeros past the last sample; with bf16 operands rounded), the targets likewise (not the
  * labels: those are read in place), and the steps read them in place (ws->tiles_x) instead of
  * gathering them again: the same values, so the same bits. The toy (4 -> 32 -> 16 -> 4, 10,000
- * samples): its gathers were 2.4 % of a step, the run 2.0-4.2 % faster (bench/RESULTS.md,
- * session 33). Not for a chain whose first layer is a flatten (a view of the input tile), and
+ * samples): its gathers were 2.4 % of a step, the run 2.0-4.2 % faster (Zen 5,
+ * 2026-11-28). Not for a chain whose first layer is a flatten (a view of the input tile), and
  * not above SC__TILES_MAX bytes (the data set again, in tiles); SC_TRAIN_TILES=0 turns it off.
  * Returns the memory to free (NULL: not made, the steps gather as before). */
 #define SC__TILES_MAX ((size_t)64 << 20)

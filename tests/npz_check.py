@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/npz_check.py DIR SPEC -- run by tests/test_npz.c (issue 15 item 2).
+"""tests/npz_check.py DIR SPEC -- run by tests/test_npz.c.
 
 DIR holds what the C test wrote: params.npz (sc_params_export_npz), p.bin (the flat float32
 parameter vector), x.bin (a float32 input batch) and y.bin (simplechain's float32 forward of it).

@@ -284,7 +284,7 @@ static void test_chain_create_bad(void **state) {
   sc_chain_destroy(NULL); /* fine */
 }
 
-/* issue 12, defect 4: a field the layer's kind does not use is refused, naming it, so that a
+/* a field the layer's kind does not use is refused, naming it, so that a
  * chain means one thing and a file saved from its constructor-built twin loads */
 static void test_unused_fields(void **state) {
   (void)state;
@@ -977,7 +977,7 @@ static void test_nonfinite(void **state) {
   }
 }
 
-/* issue 12, defect 2: a NaN or Inf parameter is refused by every compute call, naming p[k];
+/* a NaN or Inf parameter is refused by every compute call, naming p[k];
  * a NaN that arises inside from finite values propagates through every activation to the
  * outputs and the loss, on every kernel path alike */
 static void test_nonfinite_params(void **state) {
@@ -1068,7 +1068,7 @@ static void test_nonfinite_params(void **state) {
     unsetenv("SC_ISA");
 }
 
-/* issue 15 item 3 (part): sc_loss_value_f64 and sc_evaluate_f64 agree with sc_valgrad_f64's
+/* sc_loss_value_f64 and sc_evaluate_f64 agree with sc_valgrad_f64's
  * loss bit for bit, with the float forms to float precision, and check their arguments */
 static void test_f64_loss_and_evaluate(void **state) {
   fx *f = *state;
@@ -1230,7 +1230,7 @@ static void test_optim_bad(void **state) {
   SC_OK_OR_FAIL(sc_optimizer_reset(opt));
   sc_optimizer_destroy(opt); /* no-op for caller memory */
   sc_optimizer_destroy(NULL);
-  /* AdamW: a decay factor 1 - lr * weight_decay <= 0 is refused (issue 12, defect 6) */
+  /* AdamW: a decay factor 1 - lr * weight_decay <= 0 is refused */
   {
     sc_optim aw = sc_adamw(0.5, 3.0);
     size_t by;

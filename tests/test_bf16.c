@@ -1,4 +1,4 @@
-/* tests/test_bf16.c — the bfloat16 precisions (issue 14): the float <-> bf16 conversions,
+/* tests/test_bf16.c — the bfloat16 precisions: the float <-> bf16 conversions,
  * sc_workspace_set_precision and its errors, and SC_PRECISION_BF16_EMULATED against a
  * reference computed here in double on the same bf16-rounded operands (tight tolerance) and
  * against the fp32 path (looser tolerance), on every kernel set, the same bits on 1 and 2

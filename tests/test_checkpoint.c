@@ -1,5 +1,5 @@
 /* tests/test_checkpoint.c — sc_train's NaN guard, gradient clipping, and checkpoint / resume
- * (issue 12, features 1 and 2).
+ * .
  *
  *   - guard: a run made to blow up (SGD, lr 1e30) stops with SC_ERR_NONFINITE naming the
  *     step, epoch and minibatch, and p is bitwise the parameters after the last good step

@@ -1,4 +1,4 @@
-/* tests/test_f64.c — double precision everywhere (issue 15 item 3): sc_optimizer_step_f64,
+/* tests/test_f64.c — double precision everywhere: sc_optimizer_step_f64,
  * sc_train_f64 and parameter files of element type 2 (sc_params_save_f64 / _load_f64).
  *
  * - the double optimizer step against the documented rules evaluated here in double

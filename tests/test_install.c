@@ -1,4 +1,4 @@
-/* tests/test_install.c — packaging (issue 15 item 1): `make install PREFIX=...` puts the
+/* tests/test_install.c — packaging: `make install PREFIX=...` puts the
  * header, libsimplechain.a, libsimplechain.so.MAJOR.MINOR.PATCH with its soname and links,
  * and lib/pkgconfig/simplechain.pc in place; a small program then builds with
  *

@@ -619,7 +619,7 @@ static void test_silu_derivative(void **state) {
 }
 
 /* NaN and Inf inputs are rejected, naming the sample, before any activation runs */
-/* The double tanh (ours since session 9, in place of libm's and SLEEF's u10), on every kernel
+/* The double tanh (ours since d1322ca, in place of libm's and SLEEF's u10), on every kernel
  * path through sc_forward_f64 and through sc_apply_f64 (the one-state path), against tanhl
  * (x87 long double: 64-bit significands, a reference 2^11 times finer than double). Points: a
  * grid over [-21, 21], every 2^40-th double of [2^-30, 21] by bit pattern (all binades), a dense

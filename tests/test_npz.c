@@ -1,4 +1,4 @@
-/* tests/test_npz.c — NumPy/PyTorch weight files (issue 15 item 2): sc_params_export_npz /
+/* tests/test_npz.c — NumPy/PyTorch weight files: sc_params_export_npz /
  * sc_params_import_npz and their _f64 forms.
  *
  * - round trips, float and double, across the two, for dense, conv (padding, stride, no

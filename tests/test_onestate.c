@@ -176,7 +176,7 @@ static size_t layer_cases(int group, ocase *out, size_t cap) {
     }
     /* 3 to 7 inputs into more outputs than one vector holds (the vector kernels' row tail:
      * with 3 inputs and 5 or more outputs, sc_apply_f64 wrote past a 4-lane vector on the
-     * stack until session 26) */
+     * stack until db993d1) */
     {
       ocase o = oc_new("3 -> dense 11 tanh -> dense 6 relu -> dense 21 sigmoid -> dense 7 "
                        "-> dense 5 gelu -> dense 2",

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Allocation failure inside the C library (issue 12, defect 3): with glibc this program's
+/* Allocation failure inside the C library : with glibc this program's
  * malloc replaces the library's for libc too (fopen's FILE), so arming fail_at makes the
  * fail_at-th allocation from then on fail. Not under ASan, which owns malloc. */
 #if defined(__has_feature)
@@ -115,7 +115,7 @@ static void test_roundtrip(void **state) {
   sc_chain_destroy(c);
 }
 
-/* issue 12, defect 1: NaN or Inf parameters are refused at save time (the loader would refuse
+/* NaN or Inf parameters are refused at save time (the loader would refuse
  * the file), naming the element, and nothing is written: an existing file stays as it was */
 static void test_save_nonfinite(void **state) {
   (void)state;
@@ -303,7 +303,7 @@ static void test_bad_args(void **state) {
   sc_chain_destroy(c);
 }
 
-/* issue 12, defect 3: I/O errors give SC_ERR_IO with the path and the system's reason (a
+/* I/O errors give SC_ERR_IO with the path and the system's reason (a
  * directory is not "bad magic"); a failed save names the target, not a temporary name; an
  * allocation failure inside fopen is SC_ERR_NOMEM */
 static void test_io_reasons(void **state) {
@@ -371,7 +371,7 @@ static void test_io_reasons(void **state) {
   sc_chain_destroy(c);
 }
 
-/* issue 12, defect 5: two processes saving to the same path never tear the file (each save
+/* two processes saving to the same path never tear the file (each save
  * writes a temporary file of its own and renames it), a reader always sees one whole file,
  * and no temporary file is left behind */
 static void test_concurrent_saves(void **state) {

@@ -1,4 +1,4 @@
-/* tests/test_plan.c — kernel variants chosen at chain creation (issue 13): SC_PLAN,
+/* tests/test_plan.c — kernel variants chosen at chain creation: SC_PLAN,
  * SC_DENSE_FWD, SC_TANH_VARIANT, SC_WISDOM and sc_chain_plan.
  *
  *   - every dense forward variant ("fused", and "xsmm" where the build has libxsmm), with

@@ -1,4 +1,4 @@
-/* tests/test_profile.c — the per-layer profiler (issue 13): sc_workspace_profile,
+/* tests/test_profile.c — the per-layer profiler: sc_workspace_profile,
  * sc_workspace_profile_read, sc_profile_table and sc_train's opts.profile.
  *
  *   - every weighted layer gets forward and backward time, and exactly the flop count of

@@ -99,7 +99,7 @@ static void test_toy_threads_agree(void **state) {
   assert_true(a.train_mse > 0 && isfinite(a.train_mse));
 }
 
-/* issue 14: --precision bf16-emulated trains with bf16-rounded operands (its own bits, the same
+/* --precision bf16-emulated trains with bf16-rounded operands (its own bits, the same
  * on 1 and 2 threads, still learning); --precision bf16 either runs (a CPU with AVX512_BF16 and
  * kernels for it) or is refused naming the emulation; RESULT says which precision ran */
 static void test_toy_precision(void **state) {
@@ -160,7 +160,7 @@ static void test_toy_bad_args(void **state) {
       {"--steps", "--steps"},
       {"--precision fp16", "fp16"},
       {"--precision", "--precision"},
-      /* issue 12, defect 6: a sample count whose buffers overflow size_t crashed (a tiny
+      /* a sample count whose buffers overflow size_t crashed (a tiny
        * malloc written past), and a bad --save target was found only after training (the
        * 10^9 steps would take hours: the case passes only if it is refused first) */
       {"--samples 1152921504606846976", "too large"},
@@ -180,7 +180,7 @@ static void test_toy_bad_args(void **state) {
   }
 }
 
-/* issue 15: --export FILE.npz writes the trained parameters as NumPy arrays; imported back they
+/* --export FILE.npz writes the trained parameters as NumPy arrays; imported back they
  * equal the --save file's */
 static void test_toy_export(void **state) {
   (void)state;
@@ -206,7 +206,7 @@ static void test_toy_export(void **state) {
   remove(npz);
 }
 
-/* issue 12, feature 2: kill -9 a trainer at random moments (checkpoints every 7 steps, so
+/* kill -9 a trainer at random moments (checkpoints every 7 steps, so
  * kills land inside writes too), resume each time, and the final parameters are byte for
  * byte those of an uninterrupted run */
 static pid_t spawn_toy(const char *ck, const char *save, int resume, int threads) {

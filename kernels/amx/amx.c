@@ -11,7 +11,7 @@
 
 /* the AMX GEMM itself (SC_BF16_KERNELS=amx, on a CPU with AMX-BF16); written from Intel's
  * documentation, checked through its model (src/bf16_model.c) and run on an Intel Emerald Rapids
- * (session 17) */
+ * (2026-11-24) */
 #define SC__TH_CFG(c) _tile_loadconfig(c)
 #define SC__TH_ZERO(t) _tile_zero(t)
 #define SC__TH_LOAD(t, p, s) _tile_loadd(t, p, (long)(s))

@@ -11,7 +11,7 @@
  * two tiles (tmm0, 1), k in steps of 16 pairs: A in tmm2, B in tmm3 and 4; the last k-step of
  * fewer than 16 pairs in tmm5 (A), tmm6 and 7 (B). The tiles are configured to the block's own
  * shape (rows of C at M's edge, columns at N's, pairs at K's), so an edge is read and written in
- * place, never through a padded copy: measured on an Intel Xeon with AMX (session 17,
+ * place, never through a padded copy: measured on an Intel Xeon with AMX (2026-11-24,
  * bench/bf16_gemm.c), a zero-padded copy before a tile load made LeNet5's GEMMs 2.5 to 10 times
  * slower than the same work in whole tiles. A call loads a configuration for each block shape
  * it meets (at most four: the inner blocks, M's edge, N's edge, the corner) and releases the

@@ -553,8 +553,8 @@ SC__INT void sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf
  * relu, the maximum is <= 0 (its relu pullback is 0). The conv's output is then never stored
  * whole (442 KB a tile in LeNet5), the pool's forward pass is skipped and its pullback reads the
  * hits (sc__bf16_dz_pool_hits_native): the same bits. The hits are made by masked moves in
- * vector registers (until session 36 four 16-bit masks per window, made in general registers);
- * with relu since session 38 in 16-bit lanes, a window's 32 lanes at once
+ * vector registers (before 0d10ef4 four 16-bit masks per window, made in general registers);
+ * with relu since 9eb1bcd in 16-bit lanes, a window's 32 lanes at once
  * (sc__bf16_pool_hits32: LeNet5 bf16's conv1 forward 37.4 -> 33.5 ms an epoch, conv2's 38.8 ->
  * 37.7, Zen 5, 1 thread, 2 alternating pairs; the same bits).
  * With relu the GEMM's epilogue adds the bias alone (sc__bf16_ep's relu and round 0: s2 holds
@@ -564,7 +564,7 @@ SC__INT void sc__bf16_dz_pool_native(uint32_t *restrict dzp, float *restrict dzf
  * float rounding to r (r's bits - 0x8000, + 1 where r's last bf16 bit is odd: ties to even; at
  * least FLT_MIN, VCVTNEPS2BF16 taking denormals to 0; a NaN where r is one, which no compare
  * passes), which are the positions whose rounded value equals r: the same hits. Both changes
- * (session 36, Zen 5, 1 thread, Fashion-MNIST): LeNet5 bf16's conv1 forward 45.7 -> 39.3 ms an
+ * (Zen 5, 2026-11-28, 1 thread, Fashion-MNIST): LeNet5 bf16's conv1 forward 45.7 -> 39.3 ms an
  * epoch, conv2's 43.0 -> 40.7; one tile of conv1 alone, operands hot: 18.9 -> 16.0 us. */
 #define SC__POOL_HITS(k, PH, q, PW, wc, h) /* the window's 16 lanes' bytes */                      \
   (((((k) * (PH) + (q)) * (PW) + (wc)) * (SC__TW / 16) + (size_t)(h)) * 16)

@@ -205,7 +205,7 @@ static inline __attribute__((always_inline)) int v_cdx_row(size_t y, size_t i, s
  * pullback in the epoch (1 thread, Fashion-MNIST, 3 alternating runs) 165.7 -> 146.0 ms. Blocks
  * of 3 channels x 4 positions (the same 24 accumulators, 11 loads per 24 FMAs) took 80 us, and
  * blocks that also took the positions a tap misses (a branch per position in the k loop, or a
- * k loop per position inside the block) 49-76 us (session 36). */
+ * k loop per position inside the block) 49-76 us (Zen 5, 2026-11-28). */
 #define V_CDX_XROWS(CB, XB)                                                                        \
   for (; sw == 1 && c + CB <= C; c += CB)                                                          \
     for (size_t y = 0; y < IH; y++)                                                                \

@@ -32,7 +32,7 @@ static inline void vec_dwl_fold_f64(double *restrict gw, const double *restrict 
  * vectorisation of the portable loops (sc__dense_fwd, sc__dense_dx) on AVX-512 ran across
  * the rows of a register block, with vpermt2pd transposes into and out of it: on Zen 4 the
  * BNN's gradient (1 -> 32 relu -> 1, batch 100) took 6.5 us on AVX-512 against 5.6 on AVX2
- * (bench/RESULTS.md, session 25). Each output's sum is the portable one (the bias or 0, then
+ * (Zen 4, 2026-11-24). Each output's sum is the portable one (the bias or 0, then
  * the products in input order, each a multiply-add): the same bits. vec_dense_dx_act_f64
  * also applies the activation pullback of the dense layer below (identity, relu, tanh,
  * sigmoid: sc__act_bwd's operations) and adds its bias lanes, as vec_dense_dx_act_f32 does,
@@ -179,7 +179,7 @@ static void vec_dense_dx_act_f64(double *restrict dx, const double *restrict W,
  * neural ODE's right-hand side), as explicit 4-wide code. The portable versions (sc__one_*
  * below) are plain loops the compiler vectorises with a scalar tail, a runtime alias check
  * and, for 2 inputs, strided column sums: for the ODE net 2 -> 50 tanh -> 2 that fixed cost
- * was most of the call (bench/RESULTS.md, session 12). Here W is read in its row-major
+ * was most of the call (AVX2 Zen 3, 2026-11-23). Here W is read in its row-major
  * layout only (no reads past a row's or the matrix's end; a tail of fewer than 4 rows or
  * columns goes element by element) and every output is written up to a multiple of 4, the
  * padding with zeros, so that the activation loops that follow run on whole vectors. The

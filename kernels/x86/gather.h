@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) int v_tile_bad(const float *tile, s
 /* Columns c0..c0 + 3 of 8 rows r[0..7] as 4 vectors of 8 samples, stored at o, o + SC__TW,
  * o + 2 SC__TW, o + 3 SC__TW: the 128-bit pieces of rows k and k + 4 in the two lanes of register
  * k (a load and an insert from memory), then a 4 x 4 transpose within the lanes (2 unpacks and
- * 2 shuffles per 4 outputs). The gathers' fast path (bench/RESULTS.md, session 23). */
+ * 2 shuffles per 4 outputs). The gathers' fast path (Zen 4, 2026-11-24). */
 static inline __attribute__((always_inline)) void v_gather4x8(float *restrict o,
                                                               const float *const *r, size_t c0) {
   __m256 A[4];
@@ -147,7 +147,7 @@ static void vec_transpose_f32(float *restrict xT, const float *restrict x, size_
  * and 3 512-bit shuffles per output of 16 samples, the rows addressed from one pointer
  * (v_gather4x8: 2 inserts and 4 256-bit shuffles per 16 samples, from 16 row pointers, which do
  * not fit the integer registers). Alone, 6 tiles of 24 columns from L1 on Zen 5: 190 -> 100
- * ns; the micro-benchmark 2.24 -> 2.08 us (session 29; not measured on Zen 4 or Intel, whose
+ * ns; the micro-benchmark 2.24 -> 2.08 us (Zen 5, 2026-11-25; not measured on Zen 4 or Intel, whose
  * 512-bit shuffles cost more). */
 static inline __attribute__((always_inline)) void v_8x16_store(float *restrict o, __m512 r[8],
                                                                sc_vf *chk) {

@@ -4,7 +4,7 @@
  * code: vone_*_f64's method with 8 lanes. The portable loops (sc__one_dense_* below), as
  * GCC vectorised them with AVX-512 flags, made sc_apply of 2 -> 50 tanh -> 50 tanh -> 2
  * slower on the AVX-512 set than on the portable one (954 against 711 ns on Zen 4; the
- * dense forward 82 % of it: bench/RESULTS.md, session 26). W is read in its row-major layout
+ * dense forward 82 % of it: Zen 4, 2026-11-24). W is read in its row-major layout
  * only; every output is written up to a multiple of 8, the padding with zeros. The sums are
  * in another order than the portable ones: results agree to the last bits only. */
 typedef float sc_v8f __attribute__((vector_size(32), aligned(4), may_alias));

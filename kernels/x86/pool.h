@@ -147,7 +147,7 @@ static void vec_pool2_act_bwd_f32(float *dx, const float *x, const float *restri
  * relu's pullback there is 0: vec_pool2_act_bwd_f32's rule, the hit's value being the
  * maximum). The conv's output is never stored (442 KB a tile for LeNet5's conv1) and the
  * pool's forward pass is skipped; vec_pool2_hits_bwd_f32 reads the bytes: the same bits.
- * LeNet5 fp32, Zen 5 (session 37), --profile at 1 thread: pool1's forward 7.6 ms an epoch
+ * LeNet5 fp32, Zen 5 (2026-11-29), --profile at 1 thread: pool1's forward 7.6 ms an epoch
  * -> 0 with conv1's forward unchanged (49-50 ms), pool1's pullback 12.5 -> 9.0 ms, pool2's
  * 2.3 + 3.3 -> 0 + 2.9; epochs 0.450 -> 0.430 s at 1 thread, 0.233 -> 0.223 at 2 (medians
  * of 5 alternating pairs). */

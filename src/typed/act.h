@@ -5,6 +5,45 @@
 #define SC__SLEEF 1
 #endif
 
+/* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
+ * one-state path inlines, grow by a call only */
+#if defined(__GNUC__)
+#define SC__ACT_NOINLINE __attribute__((noinline))
+#else
+#define SC__ACT_NOINLINE
+#endif
+static SC__ACT_NOINLINE void SC__TN(sc__silu_n)(SC__T *restrict a, const SC__T *restrict z,
+                                                size_t n) {
+  /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
+#ifdef SC__SLEEF
+  for (size_t t = 0; t < n; t++) a[t] = -z[t];
+  SC__TT(sc__sleef_exp)(a, a, n);
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
+#else
+  for (size_t t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
+#endif
+}
+#define SC__ACT_CHUNK 64
+static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T *restrict z,
+                                                  size_t n) {
+  /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
+  for (size_t k = 0; k < n; k += SC__ACT_CHUNK) {
+    size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
+    SC__T e[SC__ACT_CHUNK];
+    for (j = 0; j < m; j++) e[j] = -z[k + j];
+#ifdef SC__SLEEF
+    SC__TT(sc__sleef_exp)(e, e, m);
+#else
+    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+    for (j = 0; j < m; j++) {
+      SC__T v = z[k + j], sg = 1 / (1 + e[j]);
+      SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
+      d[k + j] *= sg + (w == 0 ? 0 : v * w);
+    }
+  }
+}
+
 /* a[t] = act(z[t]) for t < n; zs (if not NULL) keeps z for the pullback */
 static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, const SC__T *restrict z,
                                      size_t n, sc_act act) {
@@ -52,15 +91,7 @@ static inline void SC__TN(sc__act_n)(SC__T *restrict a, SC__T *restrict zs, cons
     }
 #endif
     break;
-  case SC_SILU: /* z sigmoid(z) = z / (1 + exp(-z)): -0 in the far negative tail, as gelu */
-#ifdef SC__SLEEF
-    for (t = 0; t < n; t++) a[t] = -z[t];
-    SC__TT(sc__sleef_exp)(a, a, n);
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + a[t]);
-#else
-    for (t = 0; t < n; t++) a[t] = z[t] / (1 + SC__EXP(-z[t]));
-#endif
-    break;
+  case SC_SILU: SC__TN(sc__silu_n)(a, z, n); break;
   }
 }
 
@@ -73,8 +104,7 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
 /* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
  * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
- * softplus -> 100 -> 3 (bench/RESULTS.md, session 26) */
-#define SC__ACT_CHUNK 64
+ * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
                                      const SC__T *restrict z, size_t n, sc_act act) {
   size_t k;
@@ -124,23 +154,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
       }
     }
     break;
-  case SC_SILU: /* d/dz z s(z) = s + z s (1 - s), with 1 - s = e s, e = exp(-z) */
-    for (k = 0; k < n; k += SC__ACT_CHUNK) {
-      size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
-      SC__T e[SC__ACT_CHUNK];
-      for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
-      for (j = 0; j < m; j++) {
-        SC__T v = z[k + j], sg = 1 / (1 + e[j]);
-        SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
-        d[k + j] *= sg + (w == 0 ? 0 : v * w);
-      }
-    }
-    break;
+  case SC_SILU: SC__TN(sc__silu_bwd)(d, z, n); break;
   }
 }
 

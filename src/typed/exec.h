@@ -3,6 +3,14 @@
  * one-state path for small batches, and the bf16 precision's parameter rounding. Compiled once
  * per element type in src/compute.c. */
 
+/* the public name of a typed body (src/api.c's wrapper has the same parameters, so that it
+ * compiles to a jump), for its messages: "sc_valgrad: ...", "sc_valgrad_f64: ..." */
+#if SC__F32
+#define SC__PUBNAME(name) #name
+#else
+#define SC__PUBNAME(name) #name "_f64"
+#endif
+
 SC__INT sc_status SC__TN(sc__finite_check)(const char *fn, const sc_chain *c, const char *what,
                                            const SC__T *v, size_t rows, size_t cols) {
   const SC__TT(sc__kt) *kt = SC__F32 ? (const void *)c->kf : (const void *)c->kd;
@@ -173,7 +181,7 @@ typedef struct {
  * ADAM step wrote over lines the other core held: on a host whose two vCPUs were 377 ns apart
  * (a ping-pong round trip), LeNet5's bf16 epoch on 2 threads spent 47 ms per 2 epochs in this
  * run and 27 in ADAM; with the units aligned, 32 and 17, the epoch 6 % faster (with the vCPUs 80
- * ns apart: no change; bench/RESULTS.md, session 32). */
+ * ns apart: no change; Zen 5, 2026-11-28). */
 static void sc__bf16_params_task(void *arg, int worker, int nworkers) {
   const sc__bfp_job *B = arg;
   const sc_chain *c = B->ws->chain;
@@ -259,7 +267,7 @@ static void SC__TN(sc__execute)(SC__TT(sc__job) * J, SC__T *g, int accumulate, d
                     &J->slice_hi);
   }
   /* one slice (a batch of up to min_tiles tiles) is run here: waking the pool for work only
-   * one thread can do costs more than it gives (issue 13: batch 32 on 2 threads was 2-3x
+   * one thread can do costs more than it gives (batch 32 on 2 threads was 2-3x
    * slower than on 1); the slice's work is the same whichever thread does it */
   if (J->slice_hi - J->slice_lo == 1)
     SC__TN(sc__task)(J, 0, 1);
@@ -303,7 +311,7 @@ static void SC__TN(sc__job_init)(SC__TT(sc__job) * J, const sc_chain *c, sc_work
  * few matrix-vector products) instead of a tile of SC__TW samples, most of them padding: at
  * batch 1 a forward of 784 -> 128 -> 64 -> 10 relu took 66.5 us as a tile and 8.3 us as one
  * state, a valgrad of 2 -> 50 -> 50 -> 2 tanh 8.6 us against about 1 (AVX-512, Zen 4;
- * bench/RESULTS.md, session 26). Per sample the tile costs the same from 1 to 32 samples and
+ * measured 2026-11-24). Per sample the tile costs the same from 1 to 32 samples and
  * the one state grows with each: the crossing measured at 5 to 10 samples, hence up to
  * SC__SMALL_BATCH. Only chains of dense, flatten and dropout layers (a LeNet5 forward on one
  * state takes 51-58 us, a whole tile 86: the one-state conv would win at batch 1 alone), fp32
@@ -388,8 +396,9 @@ static void SC__TN(sc__small_grad)(const sc_chain *c, sc_loss loss, const SC__T 
   if (lossv) *lossv = l / (double)batch;
 }
 
-SC__INT sc_status SC__TN(sc__forward)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                      const SC__T *x, size_t batch, SC__T *y, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__forward)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                      size_t batch, SC__T *y, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_forward);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
@@ -487,15 +496,15 @@ static sc_status SC__TN(sc__target_check)(const char *fn, const sc_chain *chain,
   return SC__TN(sc__finite_check)(fn, chain, "target", (const SC__T *)target, batch, chain->out);
 }
 
-SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_loss loss,
-                                      const SC__T *p, const SC__T *x, const void *target,
-                                      size_t batch, SC__T *lossv, SC__T *g, SC__T *gx,
-                                      sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__valgrad)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                      const SC__T *x, const void *target, size_t batch,
+                                      SC__T *lossv, SC__T *g, SC__T *gx, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_valgrad);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if ((st = SC__TN(sc__target_check)(fn, chain, loss, target, batch))) return st;
   /* x is checked for NaN and Inf by the tiles' gathers as they load it (one pass over x less:
-   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, bench/RESULTS.md session 29), not up front,
+   * the micro-benchmark 2.04 -> 1.99 us on Zen 5, 2026-11-25), not up front,
    * unless gx is asked for (it is written tile by tile) or the batch takes the one-state path;
    * either way an error names the first such element and nothing is written */
   int small = chain->out <= SC__SMALL_OUT && SC__TN(sc__small_ok)(chain, ws, batch, 1);
@@ -513,9 +522,10 @@ SC__INT sc_status SC__TN(sc__valgrad)(const char *fn, const sc_chain *chain, sc_
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, sc_loss loss,
-                                         const SC__T *p, const SC__T *x, const void *target,
-                                         size_t batch, SC__T *lossv, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__loss_value)(const sc_chain *chain, sc_loss loss, const SC__T *p,
+                                         const SC__T *x, const void *target, size_t batch,
+                                         SC__T *lossv, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_loss_value);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!lossv) return sc__fail(SC_ERR_NULL, fn, "argument 'lossv' is NULL");
@@ -534,9 +544,10 @@ SC__INT sc_status SC__TN(sc__loss_value)(const char *fn, const sc_chain *chain, 
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                       const SC__T *x, const int32_t *labels, size_t n,
-                                       double *loss, double *accuracy, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__evaluate)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                       const int32_t *labels, size_t n, double *loss,
+                                       double *accuracy, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_evaluate);
   sc_status st = sc__compute_check(fn, chain, p, x, 1, ws);
   if (st) return st;
   if (!labels) return sc__fail(SC_ERR_NULL, fn, "argument 'labels' is NULL");
@@ -565,9 +576,10 @@ SC__INT sc_status SC__TN(sc__evaluate)(const char *fn, const sc_chain *chain, co
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__pullback)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                       const SC__T *x, const SC__T *dy, size_t batch, SC__T *g,
-                                       SC__T *gx, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__pullback)(const sc_chain *chain, const SC__T *p, const SC__T *x,
+                                       const SC__T *dy, size_t batch, SC__T *g, SC__T *gx,
+                                       sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_pullback);
   sc_status st = sc__compute_check(fn, chain, p, x, batch, ws);
   if (st) return st;
   if (!dy) return sc__fail(SC_ERR_NULL, fn, "argument 'dy' is NULL");
@@ -608,8 +620,9 @@ static void SC__TN(sc__one_run)(const sc_chain *chain, const SC__T *p, const SC_
   kt->one(chain, p, u, v, w, y, du, dp, jw, (SC__T *)(void *)ws->slices, fwd);
 }
 
-SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                    const SC__T *u, SC__T *y, sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__apply)(const sc_chain *chain, const SC__T *p, const SC__T *u, SC__T *y,
+                                    sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_apply);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!y) return sc__fail(SC_ERR_NULL, fn, "argument 'y' is NULL");
@@ -617,9 +630,10 @@ SC__INT sc_status SC__TN(sc__apply)(const char *fn, const sc_chain *chain, const
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                  const SC__T *u, const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
+SC__INT sc_status SC__TN(sc__vjp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                  const SC__T *v, SC__T *y, SC__T *du, SC__T *dp,
                                   sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_vjp);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!v) return sc__fail(SC_ERR_NULL, fn, "argument 'v' is NULL");
@@ -628,9 +642,9 @@ SC__INT sc_status SC__TN(sc__vjp)(const char *fn, const sc_chain *chain, const S
   return SC_OK;
 }
 
-SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const SC__T *p,
-                                  const SC__T *u, const SC__T *w, SC__T *y, SC__T *jw,
-                                  sc_workspace *ws) {
+SC__INT sc_status SC__TN(sc__jvp)(const sc_chain *chain, const SC__T *p, const SC__T *u,
+                                  const SC__T *w, SC__T *y, SC__T *jw, sc_workspace *ws) {
+  const char *fn = SC__PUBNAME(sc_jvp);
   sc_status st = SC__TN(sc__one_check)(fn, chain, p, u, ws);
   if (st) return st;
   if (!w) return sc__fail(SC_ERR_NULL, fn, "argument 'w' is NULL");
@@ -639,3 +653,4 @@ SC__INT sc_status SC__TN(sc__jvp)(const char *fn, const sc_chain *chain, const S
   SC__TN(sc__one_run)(chain, p, u, NULL, w, y, NULL, NULL, jw, ws, 1);
   return SC_OK;
 }
+#undef SC__PUBNAME

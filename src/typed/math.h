@@ -56,7 +56,7 @@ static inline float SC__TN(sc__tanh)(float x) {
  * 10 on |r| <= ln2/2, by Estrin's scheme) and P (degree 8 in x^2 on |x| <= 0.35, Horner) are
  * Chebyshev fits (scripts/fit-tanh-f64.py: mpmath, 50 digits, rounded to double): largest error of
  * the rounded coefficients 2.5e-18 in q and 1.9e-17 in P (2.3e-18 after the x^3 factor). They
- * replaced Taylor polynomials of degree 12 and 13 (session 12): 2.54 -> 2.16 ns per element,
+ * replaced Taylor polynomials of degree 12 and 13 (2026-11-23): 2.54 -> 2.16 ns per element,
  * the same 1.48 ULP. Estrin for q: its short dependency chain took 2.78 to 2.55 ns with the
  * Taylor terms; Estrin for P was slower (more operations, and that chain is not the critical
  * one). Exactly +-1 from |x| = 19.1 on (tanh rounds to 1 from 19.06), odd, never outside

@@ -100,8 +100,8 @@ static void SC__TN(sc__loss_tile)(const SC__TT(sc__job) * J, SC__T *restrict lan
   if (J->loss == SC_LOSS_LOGIT_CROSSENTROPY) {
     /* Row by row across the tile's samples (the lanes), so that the exp and log of a whole
      * row go to SLEEF's vector functions in the ISA builds: one libm call per class and
-     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (bench/RESULTS.md,
-     * session 26). Per sample the same operations in the same order as one sample at a time
+     * sample took 40 % of a float valgrad of 64 -> 32 relu -> 10 at batch 32 (AVX-512 Zen 4,
+     * 2026-11-24). Per sample the same operations in the same order as one sample at a time
      * (the max's term exp(0) = 1 first, the others in class order; its own place adds +0),
      * on every lane; the padding lanes' results are dropped. */
     const int32_t *lab = J->target;
@@ -887,7 +887,7 @@ static SC__ALWAYS_INLINE void SC__TN(sc__run_slice_body)(SC__TT(sc__job) * J, si
       /* each output's NV vectors added in order into one, stored in place as vector o (below
        * every row not yet read), then folded as the dW lanes are. Summing the 32 lanes one
        * after another, as these paths did before 2026-11-24 (the toy: 52 outputs x 32 scalar
-       * adds a slice), took the toy 0.5-0.9 % longer (bench/RESULTS.md, session 23). */
+       * adds a slice), took the toy 0.5-0.9 % longer (Zen 4, 2026-11-24). */
       for (size_t o = 0; o < P->oc; o++) {
         sc_vf v = V_ROW(bl + o * SC__TW, 0);
         for (int j = 1; j < NV; j++) v += V_ROW(bl + o * SC__TW, j);
