@@ -113,7 +113,7 @@ help:
 	@echo "make test-aarch64  simplechain.c cross-built for aarch64, its tests under qemu-user (build-aarch64/)"
 	@echo "make bench      everything side by side (bench/bench_all.sh, bench/RESULTS.md): FMA peak,"
 	@echo "                toy2x2, valgrad micro-benchmark, LeNet5 (Fashion-MNIST) and neural-ODE RHS/VJP,"
-	@echo "                each vs its PyTorch twin, ISA paths, hyperfine (about 7 min; knobs in bench_all.sh)"
+	@echo "                each vs its PyTorch twin, ISA paths, hyperfine (about 20 min; knobs in bench_all.sh)"
 	@echo "make bench-toy  toy2x2 vs PyTorch only;  make bench-micro / bench-peak / bench-lenet /"
 	@echo "                bench-ode / bench-bayes (BNN gradient, BNN and Poisson sampling): those sections only"
 	@echo "make bench-paths every public call on the scalar / AVX2 / AVX-512 paths side by side, \"<<\" where"
