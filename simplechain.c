@@ -673,7 +673,9 @@ static inline uint64_t sc__rng_next(sc__rng *r) {
   return out;
 }
 /* uniform in [0, 1) with 53 random bits */
-static inline double sc__rng_unif(sc__rng *r) { return (double)(sc__rng_next(r) >> 11) * 0x1.0p-53; }
+static inline double sc__rng_unif(sc__rng *r) {
+  return (double)(sc__rng_next(r) >> 11) * 0x1.0p-53;
+}
 /* uniform integer in [0, n), unbiased (rejection) */
 static inline uint64_t sc__rng_below(sc__rng *r, uint64_t n) {
   uint64_t lim = UINT64_MAX - UINT64_MAX % n, v;
@@ -1415,7 +1417,7 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
 }
 
 SC__INT sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, size_t ih, size_t iw,
-                                  const sc_layer *layers, size_t nlayers) {
+                                   const sc_layer *layers, size_t nlayers) {
   if (!out) return sc__fail(SC_ERR_NULL, fn, "argument 'out' is NULL");
   *out = NULL;
   if (!layers) return sc__fail(SC_ERR_NULL, fn, "argument 'layers' is NULL");
@@ -1794,7 +1796,7 @@ SC__INT uint64_t sc__get_le(const unsigned char *b, int bytes) {
  * finite values, float (f64 = 0) or double: a file the loaders would refuse is never written.
  * verb says what did not happen ("saved", "exported"). */
 SC__INT sc_status sc__write_check(const char *fn, const sc_chain *chain, const void *pv, int f64,
-                                 size_t n, const char *path, const char *verb) {
+                                  size_t n, const char *path, const char *verb) {
   sc_status st = sc__init_check(fn, chain, pv, n);
   if (st) return st;
   if (!path) return sc__fail(SC_ERR_NULL, fn, "argument 'path' is NULL");
@@ -2834,7 +2836,6 @@ static sc__xsmm_fn sc__xsmm_conv_kernel(const sc__lplan *P) {
 #else
 #define SC__XSMM 0
 #endif
-
 
 /* The CPU's brand string (x86 CPUID), spaces as '_', for wisdom keys */
 static void sc__cpu_model(char *buf, size_t cap) {
@@ -4147,7 +4148,6 @@ SC__INT void sc__pool_run(sc__pool *P, sc__task_fn fn, void *arg) {
 
 /* ---------------------------------------------------------------- workspaces */
 
-
 SC__INT size_t sc__slices_for(const sc_chain *c, size_t batch) {
   size_t tiles = (batch + SC__TW - 1) / SC__TW;
   size_t s = (tiles + c->min_tiles - 1) / c->min_tiles;
@@ -4223,7 +4223,6 @@ sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t ma
   *out = sc__ws_place(mem, chain, max_batch, s, tb, sb);
   return SC_OK;
 }
-
 
 sc_status sc_workspace_set_threads(sc_workspace *ws, int threads) {
   SC__CHECK_NULL(ws);
@@ -4705,8 +4704,9 @@ static inline void sc__amx_setcfg(sc__amx_cfg *c, unsigned mr, unsigned nc0, uns
  * kernel with. Each step is an FMA (sc__bf16_fma: fmaf, one rounding): the product of two bf16 is
  * exact in float unless it overflows (or underflows), and there a product rounded first differs:
  * -3e38 + 3e38 x 2 is 3e38 on an AMD Zen 5's VDPBF16PS and by fmaf, infinite with the product
- * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (before a052706, 2026-11-29, the model rounded
- * each product, and a compiler contracting a * b + c into an FMA, as clang may, gave the other). */
+ * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (before a052706, 2026-11-29, the
+ * model rounded each product, and a compiler contracting a * b + c into an FMA, as clang may, gave
+ * the other). */
 static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
 static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
 static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
@@ -5814,7 +5814,7 @@ sc_status sc_profile_table(const sc_chain *chain, const sc_layer_profile *rows, 
 
 /* ---------------------------------------------------------------- shared checks */
 SC__INT sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p, const void *x,
-                                   size_t batch, const sc_workspace *ws) {
+                                    size_t batch, const sc_workspace *ws) {
   if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
   if (!x) return sc__fail(SC_ERR_NULL, fn, "argument 'x' is NULL");
@@ -5829,7 +5829,7 @@ SC__INT sc_status sc__compute_check(const char *fn, const sc_chain *c, const voi
 }
 
 SC__INT sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
-                                const void *target) {
+                                 const void *target) {
   if (!target) return sc__fail(SC_ERR_NULL, fn, "argument 'target' is NULL");
   if (loss != SC_LOSS_SQUARED && loss != SC_LOSS_ABSOLUTE && loss != SC_LOSS_LOGIT_CROSSENTROPY)
     return sc__fail(SC_ERR_ARG, fn, "unknown loss %d", (int)loss);
@@ -5854,12 +5854,13 @@ SC__INT sc_status sc__labels_check(const char *fn, const int32_t *lab, size_t n,
 #define SC__TN(name) name##_f32
 #define SC__TT(name) name##_f32
 #define SC__F32 1
-/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
- * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
- * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
- * The translation unit defines those four, includes this file, the typed files it compiles, and
- * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
- * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the
+ * element type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with
+ * a kernel set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1
+ * for float. The translation unit defines those four, includes this file, the typed files it
+ * compiles, and src/typed/end.h, which undefines what they defined. A kernel set
+ * (kernels/avx2/avx2.c, ...) defines SC__KERNELS_ONLY: it compiles the kernels and the slice
+ * pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
@@ -6189,8 +6190,8 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
- * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their
+ * exp (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
@@ -7802,7 +7803,7 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
     for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
   }
 }
-#endif           /* the portable dense kernels */
+#endif /* the portable dense kernels */
 
 /* the dense layers' kernels of this path, and the length their outputs are written to */
 #if SC__ONE_VEC == 1
@@ -7987,7 +7988,7 @@ SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
 SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
-                                          sc__one_f64};
+                                           sc__one_f64};
 #endif
 #endif
 /* src/typed/exec.h — the typed bodies of the compute entry points (src/api.c): argument checks,
@@ -8700,12 +8701,13 @@ SC__INT sc_status SC__TN(sc__jvp)(const sc_chain *chain, const SC__T *p, const S
 #define SC__TN(name) name##_f64
 #define SC__TT(name) name##_f64
 #define SC__F32 0
-/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
- * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
- * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
- * The translation unit defines those four, includes this file, the typed files it compiles, and
- * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
- * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the
+ * element type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with
+ * a kernel set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1
+ * for float. The translation unit defines those four, includes this file, the typed files it
+ * compiles, and src/typed/end.h, which undefines what they defined. A kernel set
+ * (kernels/avx2/avx2.c, ...) defines SC__KERNELS_ONLY: it compiles the kernels and the slice
+ * pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
@@ -9035,8 +9037,8 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
- * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their
+ * exp (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
@@ -10648,7 +10650,7 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
     for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
   }
 }
-#endif           /* the portable dense kernels */
+#endif /* the portable dense kernels */
 
 /* the dense layers' kernels of this path, and the length their outputs are written to */
 #if SC__ONE_VEC == 1
@@ -10833,7 +10835,7 @@ SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
 SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
-                                          sc__one_f64};
+                                           sc__one_f64};
 #endif
 #endif
 /* src/typed/exec.h — the typed bodies of the compute entry points (src/api.c): argument checks,
@@ -11642,7 +11644,6 @@ sc_optim sc_sgd(double lr, double momentum) {
   return o;
 }
 
-
 SC__INT sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, size_t *bytes) {
   if (!cfg) return sc__fail(SC_ERR_NULL, fn, "argument 'cfg' is NULL");
   if (n == 0) return sc__fail(SC_ERR_ARG, fn, "n is 0");
@@ -11810,7 +11811,7 @@ static void sc__optjob_task(void *arg, int worker, int nworkers) {
 
 /* returns the index of the first non-finite element of the updated p, or n */
 SC__INT size_t sc__train_adam_f32(sc_optimizer *opt, sc__pool *pool, float *p, float *pbak,
-                                 const float *g, size_t n) {
+                                  const float *g, size_t n) {
   opt->t++;
   sc__adam_coef k;
   sc__adam_coefs(opt, &k);
@@ -11884,7 +11885,7 @@ sc_status sc_optimizer_step_f64(sc_optimizer *opt, double *p, const double *g, s
 /* ---------------------------------------------------------------- checkpoints */
 
 SC__INT void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
-                            const sc_train_opts *o, size_t total) {
+                             const sc_train_opts *o, size_t total) {
   memset(k, 0, sizeof *k);
   k->np = chain->nparams, k->fp = sc__fingerprint(chain), k->nsamples = n, k->bs = bs;
   k->seed = o->seed, k->shuffle = (uint32_t)shuffle, k->kind = (uint32_t)o->optim.kind;
@@ -11977,9 +11978,9 @@ static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const
 
 /* sc_train's state after `step` steps, the next of which is step `pos` of epoch `epoch`
  * (sum: the loss sum of that epoch's first pos steps), written as a checkpoint */
-SC__INT sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck, size_t step,
-                             size_t epoch, size_t pos, double sum, const sc__rng *rng,
-                             const void *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
+SC__INT sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck,
+                              size_t step, size_t epoch, size_t pos, double sum, const sc__rng *rng,
+                              const void *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
   ck->step = step, ck->epoch = epoch, ck->pos = pos, ck->t = step;
   ck->epoch_sum = pos ? sum : 0, ck->nidx = idx ? n : 0;
   memcpy(ck->rng, rng->s, sizeof ck->rng);
@@ -12007,8 +12008,8 @@ static sc_status sc__ck_chunk(FILE *f, unsigned char *buf, size_t cap, size_t le
  * m, v (nparams floats each) and idx (samples entries), each may be NULL; on an error they
  * may hold part of the file, so the caller reads p into scratch memory. */
 SC__INT sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
-                             const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
-                             size_t *idx) {
+                              const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
+                              size_t *idx) {
   FILE *f;
   sc_status st = sc__ropen(&f, path, fn);
   if (st) return st;
@@ -12757,12 +12758,13 @@ sc_status sc_train_f64(const sc_chain *chain, sc_loss loss, double *p, const sc_
 #define SC__TN(name) name##_f32_avx2
 #define SC__TT(name) name##_f32
 #define SC__F32 1
-/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
- * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
- * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
- * The translation unit defines those four, includes this file, the typed files it compiles, and
- * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
- * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the
+ * element type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with
+ * a kernel set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1
+ * for float. The translation unit defines those four, includes this file, the typed files it
+ * compiles, and src/typed/end.h, which undefines what they defined. A kernel set
+ * (kernels/avx2/avx2.c, ...) defines SC__KERNELS_ONLY: it compiles the kernels and the slice
+ * pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
@@ -13092,8 +13094,8 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
- * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their
+ * exp (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
@@ -16635,7 +16637,7 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
     for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
   }
 }
-#endif           /* the portable dense kernels */
+#endif /* the portable dense kernels */
 
 /* the dense layers' kernels of this path, and the length their outputs are written to */
 #if SC__ONE_VEC == 1
@@ -16820,7 +16822,7 @@ SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
 SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
-                                          sc__one_f64};
+                                           sc__one_f64};
 #endif
 #endif
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
@@ -16877,12 +16879,13 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
 #define SC__TN(name) name##_f64_avx2
 #define SC__TT(name) name##_f64
 #define SC__F32 0
-/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
- * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
- * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
- * The translation unit defines those four, includes this file, the typed files it compiles, and
- * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
- * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the
+ * element type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with
+ * a kernel set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1
+ * for float. The translation unit defines those four, includes this file, the typed files it
+ * compiles, and src/typed/end.h, which undefines what they defined. A kernel set
+ * (kernels/avx2/avx2.c, ...) defines SC__KERNELS_ONLY: it compiles the kernels and the slice
+ * pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
@@ -17212,8 +17215,8 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
- * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their
+ * exp (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
@@ -19241,7 +19244,7 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
     for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
   }
 }
-#endif           /* the portable dense kernels */
+#endif /* the portable dense kernels */
 
 /* the dense layers' kernels of this path, and the length their outputs are written to */
 #if SC__ONE_VEC == 1
@@ -19426,7 +19429,7 @@ SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
 SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
-                                          sc__one_f64};
+                                           sc__one_f64};
 #endif
 #endif
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
@@ -19545,21 +19548,23 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
 #endif
 #endif
 #if SC__BUILTIN_AVX512
-/* kernels/avx512/avx512.c — the kernel set for CPUs with AVX-512 (F, BW, VL, DQ): the whole per-slice pipeline
- * (input gather, fused layer kernels, loss, fused pullback) and the one-state path, compiled for
- * this instruction set, with the float kernels from the vector kernels of kernels/x86/ (explicit
- * vector code) and most double ones auto-vectorised from the portable source. The tables it
- * exports are what src/dispatch.c picks when the CPU supports AVX-512 (SC_ISA=avx512 forces them). */
+/* kernels/avx512/avx512.c — the kernel set for CPUs with AVX-512 (F, BW, VL, DQ): the whole
+ * per-slice pipeline (input gather, fused layer kernels, loss, fused pullback) and the one-state
+ * path, compiled for this instruction set, with the float kernels from the vector kernels of
+ * kernels/x86/ (explicit vector code) and most double ones auto-vectorised from the portable
+ * source. The tables it exports are what src/dispatch.c picks when the CPU supports AVX-512
+ * (SC_ISA=avx512 forces them). */
 /* kernels/avx512/begin.h — opens the AVX-512 kernel set (kernels/avx512/avx512.c): its target, its
  * name, its register blocking; kernels/avx512/end.h closes it.
  *
- * The target comes from the compiler's flags where they were given (the Makefile's -mavx512f -mavx512bw
- * -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast), else from these pragmas, for every function of the set: a drop-in build
- * (cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c) needs no flags. The
- * flags and the pragmas give the same code (floating-point contraction included, on which the
- * vector kernels' multiply-adds rely; GCC also gets -O3 for the set when optimising at all: its -O2
- * vectorises too little of these loops, 2.2x slower). In the two drop-in files' built-in set
- * (SC__BUILTIN_PASS, src/builtin_sets.h) the pragmas always apply. */
+ * The target comes from the compiler's flags where they were given (the Makefile's -mavx512f
+ * -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast), else
+ * from these pragmas, for every function of the set: a drop-in build (cc -O2 app.c simplechain.c
+ * kernels/avx2/avx2.c kernels/avx512/avx512.c) needs no flags. The flags and the pragmas give the
+ * same code (floating-point contraction included, on which the vector kernels' multiply-adds rely;
+ * GCC also gets -O3 for the set when optimising at all: its -O2 vectorises too little of these
+ * loops, 2.2x slower). In the two drop-in files' built-in set (SC__BUILTIN_PASS,
+ * src/builtin_sets.h) the pragmas always apply. */
 #ifdef SC__BUILTIN_PASS
 #if defined(__clang__)
 #pragma clang attribute push(                                                                      \
@@ -19711,12 +19716,13 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
 #define SC__TN(name) name##_f32_avx512
 #define SC__TT(name) name##_f32
 #define SC__F32 1
-/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
- * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
- * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
- * The translation unit defines those four, includes this file, the typed files it compiles, and
- * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
- * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the
+ * element type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with
+ * a kernel set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1
+ * for float. The translation unit defines those four, includes this file, the typed files it
+ * compiles, and src/typed/end.h, which undefines what they defined. A kernel set
+ * (kernels/avx2/avx2.c, ...) defines SC__KERNELS_ONLY: it compiles the kernels and the slice
+ * pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
@@ -20046,8 +20052,8 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
- * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their
+ * exp (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
@@ -23589,7 +23595,7 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
     for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
   }
 }
-#endif           /* the portable dense kernels */
+#endif /* the portable dense kernels */
 
 /* the dense layers' kernels of this path, and the length their outputs are written to */
 #if SC__ONE_VEC == 1
@@ -23774,7 +23780,7 @@ SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
 SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
-                                          sc__one_f64};
+                                           sc__one_f64};
 #endif
 #endif
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so
@@ -23831,12 +23837,13 @@ SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find
 #define SC__TN(name) name##_f64_avx512
 #define SC__TT(name) name##_f64
 #define SC__F32 0
-/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
- * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
- * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
- * The translation unit defines those four, includes this file, the typed files it compiles, and
- * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
- * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the
+ * element type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with
+ * a kernel set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1
+ * for float. The translation unit defines those four, includes this file, the typed files it
+ * compiles, and src/typed/end.h, which undefines what they defined. A kernel set
+ * (kernels/avx2/avx2.c, ...) defines SC__KERNELS_ONLY: it compiles the kernels and the slice
+ * pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the
@@ -24166,8 +24173,8 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
- * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their
+ * exp (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
@@ -26195,7 +26202,7 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
     for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
   }
 }
-#endif           /* the portable dense kernels */
+#endif /* the portable dense kernels */
 
 /* the dense layers' kernels of this path, and the length their outputs are written to */
 #if SC__ONE_VEC == 1
@@ -26380,7 +26387,7 @@ SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
 SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
-                                          sc__one_f64};
+                                           sc__one_f64};
 #endif
 #endif
 /* src/typed/end.h — closes an instantiation opened by src/typed/begin.h: its macros undefined, so

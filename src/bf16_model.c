@@ -15,8 +15,9 @@
  * kernel with. Each step is an FMA (sc__bf16_fma: fmaf, one rounding): the product of two bf16 is
  * exact in float unless it overflows (or underflows), and there a product rounded first differs:
  * -3e38 + 3e38 x 2 is 3e38 on an AMD Zen 5's VDPBF16PS and by fmaf, infinite with the product
- * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (before a052706, 2026-11-29, the model rounded
- * each product, and a compiler contracting a * b + c into an FMA, as clang may, gave the other). */
+ * rounded, and 3e38 x 2 + (-3e38 x 2) is infinite against NaN (before a052706, 2026-11-29, the
+ * model rounded each product, and a compiler contracting a * b + c into an FMA, as clang may, gave
+ * the other). */
 static inline float sc__bf16_lo_f(uint32_t w) { return sc__fof(w << 16); }
 static inline float sc__bf16_hi_f(uint32_t w) { return sc__fof(w & 0xffff0000u); }
 static inline float sc__ftz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }

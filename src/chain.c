@@ -164,7 +164,7 @@ static sc_status sc__plan_layer(const char *fn, size_t l, sc__lplan *P, int *ok)
 }
 
 SC__INT sc_status sc__chain_create(const char *fn, sc_chain **out, size_t ic, size_t ih, size_t iw,
-                                  const sc_layer *layers, size_t nlayers) {
+                                   const sc_layer *layers, size_t nlayers) {
   if (!out) return sc__fail(SC_ERR_NULL, fn, "argument 'out' is NULL");
   *out = NULL;
   if (!layers) return sc__fail(SC_ERR_NULL, fn, "argument 'layers' is NULL");

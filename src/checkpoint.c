@@ -5,7 +5,7 @@
 /* ---------------------------------------------------------------- checkpoints */
 
 SC__INT void sc__ck_identity(sc__ckpt *k, const sc_chain *chain, size_t n, size_t bs, int shuffle,
-                            const sc_train_opts *o, size_t total) {
+                             const sc_train_opts *o, size_t total) {
   memset(k, 0, sizeof *k);
   k->np = chain->nparams, k->fp = sc__fingerprint(chain), k->nsamples = n, k->bs = bs;
   k->seed = o->seed, k->shuffle = (uint32_t)shuffle, k->kind = (uint32_t)o->optim.kind;
@@ -98,9 +98,9 @@ static sc_status sc__ck_write(const char *fn, const char *path, char *tmp, const
 
 /* sc_train's state after `step` steps, the next of which is step `pos` of epoch `epoch`
  * (sum: the loss sum of that epoch's first pos steps), written as a checkpoint */
-SC__INT sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck, size_t step,
-                             size_t epoch, size_t pos, double sum, const sc__rng *rng,
-                             const void *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
+SC__INT sc_status sc__ck_save(const char *fn, const char *path, char *tmp, sc__ckpt *ck,
+                              size_t step, size_t epoch, size_t pos, double sum, const sc__rng *rng,
+                              const void *p, const sc_optimizer *opt, const size_t *idx, size_t n) {
   ck->step = step, ck->epoch = epoch, ck->pos = pos, ck->t = step;
   ck->epoch_sum = pos ? sum : 0, ck->nidx = idx ? n : 0;
   memcpy(ck->rng, rng->s, sizeof ck->rng);
@@ -128,8 +128,8 @@ static sc_status sc__ck_chunk(FILE *f, unsigned char *buf, size_t cap, size_t le
  * m, v (nparams floats each) and idx (samples entries), each may be NULL; on an error they
  * may hold part of the file, so the caller reads p into scratch memory. */
 SC__INT sc_status sc__ck_read(const char *fn, const char *path, const sc_chain *chain,
-                             const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
-                             size_t *idx) {
+                              const sc__ckpt *want, sc__ckpt *k, void *p, void *m, void *v,
+                              size_t *idx) {
   FILE *f;
   sc_status st = sc__ropen(&f, path, fn);
   if (st) return st;

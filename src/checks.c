@@ -4,7 +4,7 @@
 
 /* ---------------------------------------------------------------- shared checks */
 SC__INT sc_status sc__compute_check(const char *fn, const sc_chain *c, const void *p, const void *x,
-                                   size_t batch, const sc_workspace *ws) {
+                                    size_t batch, const sc_workspace *ws) {
   if (!c) return sc__fail(SC_ERR_NULL, fn, "argument 'chain' is NULL");
   if (!p) return sc__fail(SC_ERR_NULL, fn, "argument 'p' is NULL");
   if (!x) return sc__fail(SC_ERR_NULL, fn, "argument 'x' is NULL");
@@ -19,7 +19,7 @@ SC__INT sc_status sc__compute_check(const char *fn, const sc_chain *c, const voi
 }
 
 SC__INT sc_status sc__loss_check(const char *fn, const sc_chain *c, sc_loss loss,
-                                const void *target) {
+                                 const void *target) {
   if (!target) return sc__fail(SC_ERR_NULL, fn, "argument 'target' is NULL");
   if (loss != SC_LOSS_SQUARED && loss != SC_LOSS_ABSOLUTE && loss != SC_LOSS_LOGIT_CROSSENTROPY)
     return sc__fail(SC_ERR_ARG, fn, "unknown loss %d", (int)loss);

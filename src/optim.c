@@ -28,7 +28,6 @@ sc_optim sc_sgd(double lr, double momentum) {
   return o;
 }
 
-
 SC__INT sc_status sc__optim_plan(const char *fn, const sc_optim *cfg, size_t n, size_t *bytes) {
   if (!cfg) return sc__fail(SC_ERR_NULL, fn, "argument 'cfg' is NULL");
   if (n == 0) return sc__fail(SC_ERR_ARG, fn, "n is 0");
@@ -196,7 +195,7 @@ static void sc__optjob_task(void *arg, int worker, int nworkers) {
 
 /* returns the index of the first non-finite element of the updated p, or n */
 SC__INT size_t sc__train_adam_f32(sc_optimizer *opt, sc__pool *pool, float *p, float *pbak,
-                                 const float *g, size_t n) {
+                                  const float *g, size_t n) {
   opt->t++;
   sc__adam_coef k;
   sc__adam_coefs(opt, &k);

@@ -89,7 +89,7 @@ SC__INT uint64_t sc__get_le(const unsigned char *b, int bytes) {
  * finite values, float (f64 = 0) or double: a file the loaders would refuse is never written.
  * verb says what did not happen ("saved", "exported"). */
 SC__INT sc_status sc__write_check(const char *fn, const sc_chain *chain, const void *pv, int f64,
-                                 size_t n, const char *path, const char *verb) {
+                                  size_t n, const char *path, const char *verb) {
   sc_status st = sc__init_check(fn, chain, pv, n);
   if (st) return st;
   if (!path) return sc__fail(SC_ERR_NULL, fn, "argument 'path' is NULL");

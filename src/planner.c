@@ -74,7 +74,6 @@ static sc__xsmm_fn sc__xsmm_conv_kernel(const sc__lplan *P) {
 #define SC__XSMM 0
 #endif
 
-
 /* The CPU's brand string (x86 CPUID), spaces as '_', for wisdom keys */
 static void sc__cpu_model(char *buf, size_t cap) {
   snprintf(buf, cap, "unknown");

@@ -52,7 +52,9 @@ static inline uint64_t sc__rng_next(sc__rng *r) {
   return out;
 }
 /* uniform in [0, 1) with 53 random bits */
-static inline double sc__rng_unif(sc__rng *r) { return (double)(sc__rng_next(r) >> 11) * 0x1.0p-53; }
+static inline double sc__rng_unif(sc__rng *r) {
+  return (double)(sc__rng_next(r) >> 11) * 0x1.0p-53;
+}
 /* uniform integer in [0, n), unbiased (rejection) */
 static inline uint64_t sc__rng_below(sc__rng *r, uint64_t n) {
   uint64_t lim = UINT64_MAX - UINT64_MAX % n, v;

@@ -4,7 +4,6 @@
 
 /* ---------------------------------------------------------------- workspaces */
 
-
 SC__INT size_t sc__slices_for(const sc_chain *c, size_t batch) {
   size_t tiles = (batch + SC__TW - 1) / SC__TW;
   size_t s = (tiles + c->min_tiles - 1) / c->min_tiles;
@@ -80,7 +79,6 @@ sc_status sc_workspace_init(sc_workspace **out, const sc_chain *chain, size_t ma
   *out = sc__ws_place(mem, chain, max_batch, s, tb, sb);
   return SC_OK;
 }
-
 
 sc_status sc_workspace_set_threads(sc_workspace *ws, int threads) {
   SC__CHECK_NULL(ws);

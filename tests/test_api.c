@@ -1022,7 +1022,8 @@ static void test_nonfinite_params(void **state) {
   /* dense(2, identity) -> dense(3, act): layer 0 overflows to [+Inf, +Inf] from finite
    * weights, layer 1 forms Inf - Inf = NaN in its first unit; act(NaN) must be NaN in the
    * output and the loss must be NaN, for every activation, on every path, float and double */
-  static const sc_act acts[] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
+  static const sc_act acts[] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID,
+                                SC_SOFTPLUS, SC_GELU, SC_SILU};
   const char *isas[3];
   int nisa = tu_isas(isas);
   const char *saved = getenv("SC_ISA");

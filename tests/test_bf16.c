@@ -568,8 +568,8 @@ static void test_kernels_reference(void **state) {
 }
 
 /* wider layers (odd widths, more than 32 inputs: the kernel's column tails; a layer without
- * bias, with gelu's and silu's saved pre-activations), a LeNet-like convnet, and a convnet of more than
- * 16,384 parameters (the bf16 weights are made on the pool, a layer's rows in several units:
+ * bias, with gelu's and silu's saved pre-activations), a LeNet-like convnet, and a convnet of more
+ * than 16,384 parameters (the bf16 weights are made on the pool, a layer's rows in several units:
  * 3 for the second conv, with its dx, 5 for the 960 -> 17 layer, the last of one row), each
  * against the emulation */
 static void test_kernels_shapes(void **state) {

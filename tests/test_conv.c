@@ -85,7 +85,8 @@
 #define ISA_MARGIN 1e-4
 
 #define NACT 7 /* every activation */
-static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID,
+                                  SC_SOFTPLUS, SC_GELU, SC_SILU};
 
 /* ================================================================ networks, shapes */
 #define MAXL 10

@@ -250,7 +250,8 @@ static void build_and_run_k(const char *extra_flags, int kernels, const char *is
   /* exactly the documented drop-in build: the app and simplechain.c, nothing else */
   char cmd[32768], kfiles[8400] = "";
   if (kernels)
-    snprintf(kfiles, sizeof kfiles, "'%s/kernels/avx2/avx2.c' '%s/kernels/avx512/avx512.c'", srcdir, srcdir);
+    snprintf(kfiles, sizeof kfiles, "'%s/kernels/avx2/avx2.c' '%s/kernels/avx512/avx512.c'", srcdir,
+             srcdir);
   snprintf(cmd, sizeof cmd,
            "cd '%s' && cc -std=c11 -O2 -Wall -Wextra -Werror %s app.c '%s' %s -I'%s' -o app -lm "
            ">build.log 2>&1",
@@ -389,9 +390,9 @@ static void test_dropin_pthread_pedantic(void **state) {
   build_and_run("-pthread -Wpedantic", NULL);
 }
 
-/* cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c: the fast paths, no -m or -D
- * flags (weak references in simplechain.c, target pragmas in the kernel files); with
- * SC_ISA=avx2 the bits of the built-in AVX2 set */
+/* cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c: the fast paths, no -m or
+ * -D flags (weak references in simplechain.c, target pragmas in the kernel files); with SC_ISA=avx2
+ * the bits of the built-in AVX2 set */
 static void test_dropin_kernels(void **state) {
   (void)state;
   if (!have_cc()) {
@@ -492,10 +493,10 @@ static void test_dropin_readme_example(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dropin_readme_example),
-      cmocka_unit_test(test_dropin_no_builtin),   cmocka_unit_test(test_dropin_threads),
-      cmocka_unit_test(test_dropin_no_threads),   cmocka_unit_test(test_dropin_pthread_pedantic),
-      cmocka_unit_test(test_dropin_avx512_flags), cmocka_unit_test(test_dropin_kernels),
+      cmocka_unit_test(test_dropin_readme_example),   cmocka_unit_test(test_dropin_no_builtin),
+      cmocka_unit_test(test_dropin_threads),          cmocka_unit_test(test_dropin_no_threads),
+      cmocka_unit_test(test_dropin_pthread_pedantic), cmocka_unit_test(test_dropin_avx512_flags),
+      cmocka_unit_test(test_dropin_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,7 +45,8 @@
 #define MAX_CHECKS 240 /* parameters (and inputs) checked per case, at most, roughly */
 
 #define NACT 7 /* every activation */
-static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID,
+                                  SC_SOFTPLUS, SC_GELU, SC_SILU};
 static const size_t WIDTHS[6] = {1, 3, 7, 16, 17, 33};
 static const size_t BATCHES[5] = {1, 5, 17, 33, 40};
 

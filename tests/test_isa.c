@@ -24,7 +24,8 @@
 #define ISA_FLOOR 0.1
 
 #define NACT 7 /* every activation */
-static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID,
+                                  SC_SOFTPLUS, SC_GELU, SC_SILU};
 static const size_t SIZES[7] = {1, 3, 7, 16, 17, 33, 100};
 
 typedef struct netdef {

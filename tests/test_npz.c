@@ -40,16 +40,16 @@ static void make_chains(void) {
                        {sc_dense(4, SC_TANH), sc_dense(2, SC_IDENTITY)},
                        2,
                        "input 3 1 1; dense 4 tanh 1; dense 2 identity 1"};
-  chains[1] =
-      (tchain){"mlp_acts",
-               5,
-               1,
-               1,
-               {sc_dense(6, SC_GELU), sc_dense_nobias(7, SC_SOFTPLUS), sc_dense(5, SC_SIGMOID),
-                sc_dropout(0.25), sc_dense(3, SC_RELU), sc_dense(4, SC_SILU), sc_dense(2, SC_IDENTITY)},
-               7,
-               "input 5 1 1; dense 6 gelu 1; dense 7 softplus 0; dense 5 sigmoid 1; "
-               "dropout 0.25; dense 3 relu 1; dense 4 silu 1; dense 2 identity 1"};
+  chains[1] = (tchain){"mlp_acts",
+                       5,
+                       1,
+                       1,
+                       {sc_dense(6, SC_GELU), sc_dense_nobias(7, SC_SOFTPLUS),
+                        sc_dense(5, SC_SIGMOID), sc_dropout(0.25), sc_dense(3, SC_RELU),
+                        sc_dense(4, SC_SILU), sc_dense(2, SC_IDENTITY)},
+                       7,
+                       "input 5 1 1; dense 6 gelu 1; dense 7 softplus 0; dense 5 sigmoid 1; "
+                       "dropout 0.25; dense 3 relu 1; dense 4 silu 1; dense 2 identity 1"};
   chains[2] =
       (tchain){"lenet",
                1,

@@ -95,7 +95,8 @@
 #define MAX_FD 400 /* components of u (and of p) checked by finite differences, roughly */
 
 #define NACT 7 /* every activation */
-static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID, SC_SOFTPLUS, SC_GELU, SC_SILU};
+static const sc_act ACTS[NACT] = {SC_IDENTITY, SC_RELU, SC_TANH, SC_SIGMOID,
+                                  SC_SOFTPLUS, SC_GELU, SC_SILU};
 
 /* ================================================================ cases */
 #define MAXL 8

@@ -1,8 +1,9 @@
-/* kernels/avx512/avx512.c — the kernel set for CPUs with AVX-512 (F, BW, VL, DQ): the whole per-slice pipeline
- * (input gather, fused layer kernels, loss, fused pullback) and the one-state path, compiled for
- * this instruction set, with the float kernels from the vector kernels of kernels/x86/ (explicit
- * vector code) and most double ones auto-vectorised from the portable source. The tables it
- * exports are what src/dispatch.c picks when the CPU supports AVX-512 (SC_ISA=avx512 forces them). */
+/* kernels/avx512/avx512.c — the kernel set for CPUs with AVX-512 (F, BW, VL, DQ): the whole
+ * per-slice pipeline (input gather, fused layer kernels, loss, fused pullback) and the one-state
+ * path, compiled for this instruction set, with the float kernels from the vector kernels of
+ * kernels/x86/ (explicit vector code) and most double ones auto-vectorised from the portable
+ * source. The tables it exports are what src/dispatch.c picks when the CPU supports AVX-512
+ * (SC_ISA=avx512 forces them). */
 #include "begin.h"
 
 #include "../../src/internal.h"

@@ -1,13 +1,14 @@
 /* kernels/avx512/begin.h — opens the AVX-512 kernel set (kernels/avx512/avx512.c): its target, its
  * name, its register blocking; kernels/avx512/end.h closes it.
  *
- * The target comes from the compiler's flags where they were given (the Makefile's -mavx512f -mavx512bw
- * -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast), else from these pragmas, for every function of the set: a drop-in build
- * (cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c) needs no flags. The
- * flags and the pragmas give the same code (floating-point contraction included, on which the
- * vector kernels' multiply-adds rely; GCC also gets -O3 for the set when optimising at all: its -O2
- * vectorises too little of these loops, 2.2x slower). In the two drop-in files' built-in set
- * (SC__BUILTIN_PASS, src/builtin_sets.h) the pragmas always apply. */
+ * The target comes from the compiler's flags where they were given (the Makefile's -mavx512f
+ * -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mprefer-vector-width=512 -ffp-contract=fast), else
+ * from these pragmas, for every function of the set: a drop-in build (cc -O2 app.c simplechain.c
+ * kernels/avx2/avx2.c kernels/avx512/avx512.c) needs no flags. The flags and the pragmas give the
+ * same code (floating-point contraction included, on which the vector kernels' multiply-adds rely;
+ * GCC also gets -O3 for the set when optimising at all: its -O2 vectorises too little of these
+ * loops, 2.2x slower). In the two drop-in files' built-in set (SC__BUILTIN_PASS,
+ * src/builtin_sets.h) the pragmas always apply. */
 #ifdef SC__BUILTIN_PASS
 #if defined(__clang__)
 #pragma clang attribute push(                                                                      \

@@ -101,8 +101,8 @@ static inline void SC__TN(sc__act_row)(SC__T *restrict a, SC__T *restrict zs,
   SC__TN(sc__act_n)(a, zs, z, SC__TW, act);
 }
 
-/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their exp
- * (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
+/* d[k] *= act'(.), from the saved output a (or z for gelu and silu). softplus and gelu take their
+ * exp (expm1) for SC__ACT_CHUNK elements at a time into a buffer on the stack, by SLEEF's vector
  * functions in the ISA builds: one libm call per element was half of a valgrad of 100 -> 100
  * softplus -> 100 -> 3 (AVX-512 Zen 4, 2026-11-24) */
 SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,

@@ -1,9 +1,10 @@
-/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the element
- * type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with a kernel
- * set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1 for float.
- * The translation unit defines those four, includes this file, the typed files it compiles, and
- * src/typed/end.h, which undefines what they defined. A kernel set (kernels/avx2/avx2.c, ...)
- * defines SC__KERNELS_ONLY: it compiles the kernels and the slice pipeline, not the entry points. */
+/* src/typed/begin.h — opens one instantiation of the typed code (the files of src/typed/) for the
+ * element type SC__T (float or double), named by SC__TN(name) (functions: name_f32, name_f64, with
+ * a kernel set's suffix in kernels/) and SC__TT(name) (types, shared by all sets), with SC__F32 1
+ * for float. The translation unit defines those four, includes this file, the typed files it
+ * compiles, and src/typed/end.h, which undefines what they defined. A kernel set
+ * (kernels/avx2/avx2.c, ...) defines SC__KERNELS_ONLY: it compiles the kernels and the slice
+ * pipeline, not the entry points. */
 /* GCC vectorises these loops at -O3, and too few of them at -O2 (its "very cheap" cost model
  * leaves loops whose trip count is not a known multiple of the vector length: the portable
  * toy ran 3x slower at -O2). So a drop-in build at -O2 gets this section at -O3; the

@@ -238,7 +238,7 @@ static void SC__TN(sc__one_dense_dwb)(SC__T *restrict gW, SC__T *restrict gb,
     for (size_t i = 0; i < I; i++) gr[i] += dv * x[i];
   }
 }
-#endif           /* the portable dense kernels */
+#endif /* the portable dense kernels */
 
 /* the dense layers' kernels of this path, and the length their outputs are written to */
 #if SC__ONE_VEC == 1

@@ -31,6 +31,6 @@ SC__INT const sc__kt_f32 sc__kt_ref_f32 = {
     "scalar", sc__run_slice_f32, sc__find_nonfinite_f32, sc__adam_f32, sc__one_f32, NULL, NULL, 0};
 #else
 SC__INT const sc__kt_f64 sc__kt_ref_f64 = {"scalar", sc__run_slice_f64, sc__find_nonfinite_f64,
-                                          sc__one_f64};
+                                           sc__one_f64};
 #endif
 #endif
