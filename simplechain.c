@@ -6094,6 +6094,15 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* e[j] = exp(e[j]) for j < m: SLEEF's vector exp in the kernel sets that have it, else libm's */
+static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
+#ifdef SC__SLEEF
+  SC__TT(sc__sleef_exp)(e, e, m);
+#else
+  for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+}
+
 /* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
  * one-state path inlines, grow by a call only */
 #if defined(__GNUC__)
@@ -6120,11 +6129,7 @@ static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T
     size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
     SC__T e[SC__ACT_CHUNK];
     for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-    SC__TT(sc__sleef_exp)(e, e, m);
-#else
-    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+    SC__TN(sc__exp_n)(e, m);
     for (j = 0; j < m; j++) {
       SC__T v = z[k + j], sg = 1 / (1 + e[j]);
       SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
@@ -6229,11 +6234,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T v = z[k + j], v2 = v * v;
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+      SC__TN(sc__exp_n)(e, m);
       for (j = 0; j < m; j++) {
         SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
         SC__T sg = 1 / (1 + e[j]);
@@ -8941,6 +8942,15 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* e[j] = exp(e[j]) for j < m: SLEEF's vector exp in the kernel sets that have it, else libm's */
+static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
+#ifdef SC__SLEEF
+  SC__TT(sc__sleef_exp)(e, e, m);
+#else
+  for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+}
+
 /* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
  * one-state path inlines, grow by a call only */
 #if defined(__GNUC__)
@@ -8967,11 +8977,7 @@ static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T
     size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
     SC__T e[SC__ACT_CHUNK];
     for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-    SC__TT(sc__sleef_exp)(e, e, m);
-#else
-    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+    SC__TN(sc__exp_n)(e, m);
     for (j = 0; j < m; j++) {
       SC__T v = z[k + j], sg = 1 / (1 + e[j]);
       SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
@@ -9076,11 +9082,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T v = z[k + j], v2 = v * v;
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+      SC__TN(sc__exp_n)(e, m);
       for (j = 0; j < m; j++) {
         SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
         SC__T sg = 1 / (1 + e[j]);
@@ -12998,6 +13000,15 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* e[j] = exp(e[j]) for j < m: SLEEF's vector exp in the kernel sets that have it, else libm's */
+static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
+#ifdef SC__SLEEF
+  SC__TT(sc__sleef_exp)(e, e, m);
+#else
+  for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+}
+
 /* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
  * one-state path inlines, grow by a call only */
 #if defined(__GNUC__)
@@ -13024,11 +13035,7 @@ static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T
     size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
     SC__T e[SC__ACT_CHUNK];
     for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-    SC__TT(sc__sleef_exp)(e, e, m);
-#else
-    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+    SC__TN(sc__exp_n)(e, m);
     for (j = 0; j < m; j++) {
       SC__T v = z[k + j], sg = 1 / (1 + e[j]);
       SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
@@ -13133,11 +13140,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T v = z[k + j], v2 = v * v;
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+      SC__TN(sc__exp_n)(e, m);
       for (j = 0; j < m; j++) {
         SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
         SC__T sg = 1 / (1 + e[j]);
@@ -17119,6 +17122,15 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* e[j] = exp(e[j]) for j < m: SLEEF's vector exp in the kernel sets that have it, else libm's */
+static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
+#ifdef SC__SLEEF
+  SC__TT(sc__sleef_exp)(e, e, m);
+#else
+  for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+}
+
 /* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
  * one-state path inlines, grow by a call only */
 #if defined(__GNUC__)
@@ -17145,11 +17157,7 @@ static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T
     size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
     SC__T e[SC__ACT_CHUNK];
     for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-    SC__TT(sc__sleef_exp)(e, e, m);
-#else
-    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+    SC__TN(sc__exp_n)(e, m);
     for (j = 0; j < m; j++) {
       SC__T v = z[k + j], sg = 1 / (1 + e[j]);
       SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
@@ -17254,11 +17262,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T v = z[k + j], v2 = v * v;
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+      SC__TN(sc__exp_n)(e, m);
       for (j = 0; j < m; j++) {
         SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
         SC__T sg = 1 / (1 + e[j]);
@@ -19956,6 +19960,15 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* e[j] = exp(e[j]) for j < m: SLEEF's vector exp in the kernel sets that have it, else libm's */
+static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
+#ifdef SC__SLEEF
+  SC__TT(sc__sleef_exp)(e, e, m);
+#else
+  for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+}
+
 /* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
  * one-state path inlines, grow by a call only */
 #if defined(__GNUC__)
@@ -19982,11 +19995,7 @@ static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T
     size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
     SC__T e[SC__ACT_CHUNK];
     for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-    SC__TT(sc__sleef_exp)(e, e, m);
-#else
-    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+    SC__TN(sc__exp_n)(e, m);
     for (j = 0; j < m; j++) {
       SC__T v = z[k + j], sg = 1 / (1 + e[j]);
       SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
@@ -20091,11 +20100,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T v = z[k + j], v2 = v * v;
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+      SC__TN(sc__exp_n)(e, m);
       for (j = 0; j < m; j++) {
         SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
         SC__T sg = 1 / (1 + e[j]);
@@ -24077,6 +24082,15 @@ SC__SLEEF_DEF(sc__sleef_log_f64, double, 4, __m256d, _mm256_loadu_pd, _mm256_sto
 #define SC__SLEEF 1
 #endif
 
+/* e[j] = exp(e[j]) for j < m: SLEEF's vector exp in the kernel sets that have it, else libm's */
+static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
+#ifdef SC__SLEEF
+  SC__TT(sc__sleef_exp)(e, e, m);
+#else
+  for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
+#endif
+}
+
 /* silu, forward and derivative (d *= silu'(z)), out of line: the switches below, which the
  * one-state path inlines, grow by a call only */
 #if defined(__GNUC__)
@@ -24103,11 +24117,7 @@ static SC__ACT_NOINLINE void SC__TN(sc__silu_bwd)(SC__T *restrict d, const SC__T
     size_t m = n - k < SC__ACT_CHUNK ? n - k : SC__ACT_CHUNK, j;
     SC__T e[SC__ACT_CHUNK];
     for (j = 0; j < m; j++) e[j] = -z[k + j];
-#ifdef SC__SLEEF
-    SC__TT(sc__sleef_exp)(e, e, m);
-#else
-    for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+    SC__TN(sc__exp_n)(e, m);
     for (j = 0; j < m; j++) {
       SC__T v = z[k + j], sg = 1 / (1 + e[j]);
       SC__T w = -v < SC__EXPMAX ? e[j] * sg * sg : 0; /* s (1 - s); 0 where exp overflowed */
@@ -24212,11 +24222,7 @@ SC__KSTATIC void SC__TN(sc__act_bwd)(SC__T *restrict d, const SC__T *restrict a,
         SC__T v = z[k + j], v2 = v * v;
         e[j] = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v); /* -2u, as below */
       }
-#ifdef SC__SLEEF
-      SC__TT(sc__sleef_exp)(e, e, m);
-#else
-      for (j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
-#endif
+      SC__TN(sc__exp_n)(e, m);
       for (j = 0; j < m; j++) {
         SC__T v = z[k + j], v2 = v * v, m2u = -2 * SC__GELU_K0 * (v + SC__GELU_K1 * v2 * v);
         SC__T sg = 1 / (1 + e[j]);
