@@ -361,15 +361,17 @@ static void test_dropin_no_builtin(void **state) {
   build_and_run("-DSC_NO_BUILTIN_AVX2", NULL);
 }
 
-/* the two files alone: the built-in AVX2 set on a CPU with AVX2 + FMA (x86-64), and the
- * scalar set (SC_ISA=scalar) with the bits of the build without the built-in set */
+/* the two files alone, as the README builds them (-pthread) and with -Wpedantic: the fastest
+ * built-in set the CPU runs, the built-in AVX2 set (SC_ISA=avx2) on a CPU with AVX2 + FMA
+ * (x86-64), and the scalar set (SC_ISA=scalar) with the bits of the build without the built-in
+ * sets. (The builds without -pthread are test_dropin_no_builtin's and test_dropin_no_threads'.) */
 static void test_dropin_threads(void **state) {
   (void)state;
   if (!have_cc()) {
     print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
     skip();
   }
-  build_and_run("", cpu_has("avx2") ? "scalar avx2" : "scalar");
+  build_and_run("-pthread -Wpedantic", cpu_has("avx2") ? "scalar avx2" : "scalar");
 }
 
 static void test_dropin_no_threads(void **state) {
@@ -379,15 +381,6 @@ static void test_dropin_no_threads(void **state) {
     skip();
   }
   build_and_run("-DSC_NO_THREADS -DSC_NO_BUILTIN_AVX512", NULL);
-}
-
-static void test_dropin_pthread_pedantic(void **state) {
-  (void)state;
-  if (!have_cc()) {
-    print_message("test_dropin: no `cc` on PATH; skipping the drop-in build\n");
-    skip();
-  }
-  build_and_run("-pthread -Wpedantic", NULL);
 }
 
 /* cc -O2 app.c simplechain.c kernels/avx2/avx2.c kernels/avx512/avx512.c: the fast paths, no -m or
@@ -495,8 +488,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dropin_readme_example),   cmocka_unit_test(test_dropin_no_builtin),
       cmocka_unit_test(test_dropin_threads),          cmocka_unit_test(test_dropin_no_threads),
-      cmocka_unit_test(test_dropin_pthread_pedantic), cmocka_unit_test(test_dropin_avx512_flags),
-      cmocka_unit_test(test_dropin_kernels),
+      cmocka_unit_test(test_dropin_avx512_flags),     cmocka_unit_test(test_dropin_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
