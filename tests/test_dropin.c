@@ -486,9 +486,9 @@ static void test_dropin_readme_example(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dropin_readme_example),   cmocka_unit_test(test_dropin_no_builtin),
-      cmocka_unit_test(test_dropin_threads),          cmocka_unit_test(test_dropin_no_threads),
-      cmocka_unit_test(test_dropin_avx512_flags),     cmocka_unit_test(test_dropin_kernels),
+      cmocka_unit_test(test_dropin_readme_example), cmocka_unit_test(test_dropin_no_builtin),
+      cmocka_unit_test(test_dropin_threads),        cmocka_unit_test(test_dropin_no_threads),
+      cmocka_unit_test(test_dropin_avx512_flags),   cmocka_unit_test(test_dropin_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
