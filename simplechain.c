@@ -6099,6 +6099,7 @@ static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
 #ifdef SC__SLEEF
   SC__TT(sc__sleef_exp)(e, e, m);
 #else
+  /* cppcheck-suppress uninitvar ; (cppcheck 2.10 misses that each caller fills e[0..m) first) */
   for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
 }
@@ -8947,6 +8948,7 @@ static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
 #ifdef SC__SLEEF
   SC__TT(sc__sleef_exp)(e, e, m);
 #else
+  /* cppcheck-suppress uninitvar ; (cppcheck 2.10 misses that each caller fills e[0..m) first) */
   for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
 }
@@ -13005,6 +13007,7 @@ static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
 #ifdef SC__SLEEF
   SC__TT(sc__sleef_exp)(e, e, m);
 #else
+  /* cppcheck-suppress uninitvar ; (cppcheck 2.10 misses that each caller fills e[0..m) first) */
   for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
 }
@@ -17127,6 +17130,7 @@ static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
 #ifdef SC__SLEEF
   SC__TT(sc__sleef_exp)(e, e, m);
 #else
+  /* cppcheck-suppress uninitvar ; (cppcheck 2.10 misses that each caller fills e[0..m) first) */
   for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
 }
@@ -19965,6 +19969,7 @@ static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
 #ifdef SC__SLEEF
   SC__TT(sc__sleef_exp)(e, e, m);
 #else
+  /* cppcheck-suppress uninitvar ; (cppcheck 2.10 misses that each caller fills e[0..m) first) */
   for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
 }
@@ -24087,6 +24092,7 @@ static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
 #ifdef SC__SLEEF
   SC__TT(sc__sleef_exp)(e, e, m);
 #else
+  /* cppcheck-suppress uninitvar ; (cppcheck 2.10 misses that each caller fills e[0..m) first) */
   for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
 }

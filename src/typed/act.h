@@ -10,6 +10,7 @@ static inline void SC__TN(sc__exp_n)(SC__T *restrict e, size_t m) {
 #ifdef SC__SLEEF
   SC__TT(sc__sleef_exp)(e, e, m);
 #else
+  /* cppcheck-suppress uninitvar ; (cppcheck 2.10 misses that each caller fills e[0..m) first) */
   for (size_t j = 0; j < m; j++) e[j] = SC__EXP(e[j]);
 #endif
 }
