@@ -768,7 +768,7 @@ section_summary() {
   if want toy; then
     row "toy, $t2 threads: training <= $tgt_s s$scale" "$(fmt "$sc2" "%.3f s")" "$(verdict "$sc2" '<=' "$tgt_s")"
     # judged against PyTorch's fastest run: a host-loaded core slows its OpenMP threads
-    # far more than ours (runs of 10 s and 19 s in one session), and a claim must not
+    # far more than ours (runs of 10 s and 19 s within one make bench), and a claim must not
     # profit from that; the median ratio is shown beside it
     local ptmin ptmax rbest
     ptmin=$(sumget "toy_pytorch_${t2}_min") ptmax=$(sumget "toy_pytorch_${t2}_max")
